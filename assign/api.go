@@ -1,23 +1,39 @@
 // Package assign computes which member of a berth cluster runs which job.
 //
-// THIS FILE IS THE CONTRACT STUB written before the implementation; the
-// implementation keeps these names and shapes (it may add fields and split
-// the file).
+// The assignment is a pure, deterministic function of the live members, the
+// workload and the previous assignment (DESIGN.md, "The assignment
+// function", rules 1–7): the same input in any order — members, connectors
+// and declared lists shuffled, entries duplicated — gives the same output
+// (FLINK-3315: grouping never depends on declaration order). The rules come
+// from Kafka Connect's static-assignment proposal (KIP-987) and its
+// incremental cooperative assignor (KIP-415).
+//
+// The package does no I/O, keeps no state and never fails: anything it cannot
+// place is reported in [Assignment.Unassigned] with a reason. Numbering
+// assignments (the generation) and revoking moved jobs before they start
+// elsewhere are the cluster layer's work; [Diff] gives it the moves.
 package assign
 
 import "time"
 
-// Protocol is the assignment protocol a member speaks (KIP-987).
+// Protocol is the assignment protocol a member speaks (KIP-987
+// `connect.protocol`).
 type Protocol string
 
 const (
 	// Static: the member's declared jobs go to it (KIP-987 `static`).
 	Static Protocol = "static"
-	// Balanced: the member takes part in count-balanced placement only.
+	// Balanced: the member takes part in count-balanced placement only
+	// (Connect's incremental cooperative assignor, KIP-415). Any value other
+	// than Static, including "", is treated as Balanced.
 	Balanced Protocol = "balanced"
 )
 
 // Member is one live agent as it registered itself.
+//
+// Entries with an empty ID are ignored. Several entries with the same ID are
+// merged: their declarations are united, and the member speaks Static only if
+// every entry says Static. Empty strings in the declared lists are ignored.
 type Member struct {
 	ID         string   // agent ID, unique in the cluster
 	Protocol   Protocol // static or balanced
@@ -26,36 +42,70 @@ type Member struct {
 }
 
 // Connector is one workload definition as assignment needs it.
+//
+// Entries with an empty Name are ignored; of several entries with one Name
+// the one that sorts first by (Run true first, more Tasks first, Group)
+// is used (limits validation rejects such workloads before they get here).
 type Connector struct {
 	Name  string // connector name; also the ID of its own job when Run is true
 	Run   bool   // the connector has its own job (a [connector.run] block)
-	Tasks int    // task jobs "<Name>-0" … "<Name>-<Tasks-1>"
-	Group string // sharing group name, "" for none
+	Tasks int    // number of task jobs: "<Name>-0" … "<Name>-<Tasks-1>"; ≤ 0 means none
+	Group string // sharing group name (Flink slotSharingGroup), "" for none
 }
 
 // Input is everything the assignment depends on.
 type Input struct {
-	Members        []Member
-	Connectors     []Connector
-	Previous       Assignment           // the last published assignment (zero value: none)
-	LastSeen       map[string]time.Time // when each member (also departed ones) was last seen live
-	Now            time.Time
-	RebalanceDelay time.Duration // rule 5
+	// Members are the live members (their session leases are alive).
+	Members []Member
+	// Connectors is the workload; see [Jobs] for the job IDs it yields.
+	Connectors []Connector
+	// Previous is the last published assignment (zero value: none). It gives
+	// stability (a job stays where it is when it can), the jobs of departed
+	// members (rule 5, through Previous.Members and Previous.Held) and the
+	// declarations of absent members (Previous.Declared).
+	Previous Assignment
+	// LastSeen is when each member, also a departed one, was last seen live.
+	// A departed member without an entry is not held for (rule 5).
+	LastSeen map[string]time.Time
+	// Now is the time of this computation; only compared with LastSeen.
+	Now time.Time
+	// RebalanceDelay is how long a departed member's jobs stay unassigned
+	// after its LastSeen (rule 5; Connect's scheduled.rebalance.max.delay.ms).
+	// Zero or negative: they are reassigned at once.
+	RebalanceDelay time.Duration
 }
 
-// Conflict records a job declared by more than one member (rule 4).
+// Conflict records a job declared by more than one live member (rule 4).
+// Conflicts are reported whatever protocol the members speak; the job goes
+// to Winner only when every live member speaks Static (rule 1).
 type Conflict struct {
-	Job     string
-	Members []string // sorted
-	Winner  string   // lowest member ID
+	Job     string   // job ID
+	Members []string // declaring member IDs, sorted
+	Winner  string   // lowest member ID, Members[0]
 }
 
 // Assignment is the result: a pure function of Input.
+//
+// Every job of the workload appears exactly once, either under one member in
+// Members or in Unassigned. The maps are never nil; Conflicts is nil when
+// there are none. The cluster layer publishes the whole value and passes it
+// back as Input.Previous next time.
 type Assignment struct {
-	Members    map[string][]string // member ID -> sorted job IDs
-	Unassigned map[string]string   // job ID -> reason
-	Conflicts  []Conflict          // sorted by Job
+	// Members maps every live member ID to its sorted job IDs (empty, not
+	// nil, when it runs nothing).
+	Members map[string][]string
+	// Unassigned maps job ID -> why it runs nowhere: "held for member X until
+	// <RFC3339 UTC time>" (rule 5), "declared by absent member X; no standby",
+	// "declared by nobody; no standby" (rule 1), "no live member".
+	Unassigned map[string]string
+	// Conflicts lists jobs declared by more than one live member, sorted by Job.
+	Conflicts []Conflict
+	// Held maps job ID -> departed member ID for jobs kept unassigned by
+	// rule 5; it carries the hold across generations until the delay ends.
+	Held map[string]string
+	// Declared maps job ID -> the member whose declaration claims it: the
+	// winning live declarer (rule 4), or, when no live member declares the
+	// job, an absent member that declared it earlier (carried from
+	// Previous.Declared). Jobs nobody declares are absent.
+	Declared map[string]string
 }
-
-// Compute applies the assignment rules of DESIGN.md to in.
-func Compute(in Input) Assignment { return Assignment{} }
