@@ -1,0 +1,236 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotExist is returned (wrapped) by Load when the group exists in no
+// hierarchy. It matches fs.ErrNotExist with errors.Is.
+var ErrNotExist = fmt.Errorf("cgroup does not exist: %w", fs.ErrNotExist)
+
+// Group is one cgroup (a job's or a sharing group's) in every hierarchy.
+//
+// Methods are safe for concurrent use.
+type Group struct {
+	h   *Hierarchy
+	rel string
+	// v1 is containerd's handle for the v1 controllers (nil on a unified
+	// host, or when the group is gone from every v1 controller).
+	v1 cgroup1.Cgroup
+	// v2 is containerd's manager on a unified host (nil otherwise).
+	v2 *cgroup2.Manager
+}
+
+// Placement says where a new process must be put to run inside a Group.
+type Placement struct {
+	// UnifiedDir is the absolute directory of the group in the cgroup2
+	// hierarchy ("" when there is none); clone3(CLONE_INTO_CGROUP) with an
+	// fd of this directory starts a child inside it.
+	UnifiedDir string
+	// ProcsFiles are the absolute paths of the group's cgroup.procs file in
+	// each v1 hierarchy (empty on a pure v2 host). A process written into
+	// all of them is inside the group.
+	ProcsFiles []string
+}
+
+// New creates (or loads, when it exists) the cgroup at rel under the root,
+// e.g. "jobs/orders-sink-0" or "jobs/g-sinks/orders-sink-0", and applies res.
+//
+// Parent directories are created as needed, but a sharing group's own limits
+// must be set by creating it first: New("jobs/g-sinks", groupRes). A nil res,
+// or a nil field of res, leaves that setting as it is (unlimited on a new
+// group).
+//
+// v1 and hybrid: the group is made in every v1 controller in use through
+// containerd's cgroup1 (cpuset.cpus/mems are copied from the parent, since
+// v1 cpuset children start empty: Documentation/admin-guide/cgroup-v1/cpusets.rst);
+// res.Memory.Swap is written to memory.memsw.limit_in_bytes only where that
+// file exists (swap accounting on); res.Unified is not applied (memory.high
+// has no v1 equivalent: a warning is logged, see Unenforced); res.Pids.Limit
+// <= 0 writes "max". On a hybrid host the group is also made in the cgroup2
+// hierarchy, without limits. Unified (v2): res is converted with
+// cgroup2.ToResources, then every res.Unified key is written verbatim, so an
+// exact "cpu.weight" or "memory.high" wins over the lossy shares→weight
+// conversion; the controllers needed are enabled in every ancestor's
+// cgroup.subtree_control.
+//
+// Errors: rel is invalid or empty; a directory cannot be made; the kernel
+// refuses a value (e.g. EINVAL for a memsw limit below memory.limit_in_bytes,
+// EBUSY for a memory limit below current usage). The group may be left
+// partly made on error; Delete removes it.
+func (h *Hierarchy) New(rel string, res *specs.LinuxResources) (*Group, error) {
+	rel, err := cleanRel(rel)
+	if err != nil || rel == "" {
+		return nil, fmt.Errorf("create cgroup %q: %w", rel, errors.Join(ErrInvalidPath, err))
+	}
+	if res == nil {
+		res = &specs.LinuxResources{}
+	}
+	g := &Group{h: h, rel: rel}
+	if h.mode == Unified {
+		g.v2, err = h.newV2(rel, res)
+		if err != nil {
+			return nil, fmt.Errorf("create cgroup %s: %w", h.unifiedDir(rel), err)
+		}
+		return g, nil
+	}
+	g.v1, err = h.newV1(rel, res)
+	if err != nil {
+		return nil, fmt.Errorf("create cgroup %s in v1 controllers %v: %w", rel, h.Controllers(), err)
+	}
+	if d := h.unifiedDir(rel); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create cgroup %s: %w", d, err)
+		}
+	}
+	return g, nil
+}
+
+// Load returns the existing cgroup at rel. A group that exists in only some
+// hierarchies (a partial delete) loads, so that it can be killed and deleted.
+//
+// Errors: rel is invalid; ErrNotExist when it exists in no hierarchy.
+func (h *Hierarchy) Load(rel string) (*Group, error) {
+	rel, err := cleanRel(rel)
+	if err != nil || rel == "" {
+		return nil, fmt.Errorf("load cgroup %q: %w", rel, errors.Join(ErrInvalidPath, err))
+	}
+	found := false
+	for _, d := range h.dirs(rel) {
+		if _, err := os.Stat(d); err == nil {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("load cgroup %s: %w", rel, ErrNotExist)
+	}
+	g := &Group{h: h, rel: rel}
+	if h.mode == Unified {
+		g.v2, err = cgroup2.Load(filepath.Join(h.unifiedRoot, rel), cgroup2.WithMountpoint(h.unifiedMount))
+		if err != nil {
+			return nil, fmt.Errorf("load cgroup %s: %w", h.unifiedDir(rel), err)
+		}
+		return g, nil
+	}
+	g.v1, err = cgroup1.Load(h.v1Path(rel), cgroup1.WithHierarchy(h.v1Hierarchy), allowAnyController)
+	if err != nil && !errors.Is(err, cgroup1.ErrCgroupDeleted) {
+		return nil, fmt.Errorf("load cgroup %s: %w", rel, err)
+	}
+	return g, nil
+}
+
+// Path is the group's path relative to the hierarchy root.
+func (g *Group) Path() string { return g.rel }
+
+// Placement returns where processes of this group must be born: the cgroup2
+// directory (for CLONE_INTO_CGROUP and for tracking on a hybrid host) and the
+// cgroup.procs file of each v1 controller the group exists in.
+func (g *Group) Placement() Placement {
+	p := Placement{UnifiedDir: g.h.unifiedDir(g.rel)}
+	for _, s := range g.h.subsystems {
+		dir := filepath.Join(mountRoot, string(s.Name()), g.h.v1Roots[s.Name()], g.rel)
+		if _, err := os.Stat(dir); err == nil {
+			p.ProcsFiles = append(p.ProcsFiles, filepath.Join(dir, "cgroup.procs"))
+		}
+	}
+	return p
+}
+
+// Update applies res in place: no process is moved or restarted. Nil fields
+// are left as they are, so an update that changes only memory leaves the CPU
+// quota exactly as the kernel holds it (CASES C6, runc#4622). Rules as New.
+//
+// Errors: the group was deleted; the kernel refuses a value.
+func (g *Group) Update(res *specs.LinuxResources) error {
+	if res == nil {
+		return nil
+	}
+	if g.h.mode == Unified {
+		if err := g.h.updateV2(g.v2, g.rel, res); err != nil {
+			return fmt.Errorf("update cgroup %s: %w", g.h.unifiedDir(g.rel), err)
+		}
+		return nil
+	}
+	if g.v1 == nil {
+		return fmt.Errorf("update cgroup %s: %w", g.rel, ErrNotExist)
+	}
+	if err := g.h.updateV1(g.v1, g.rel, res); err != nil {
+		return fmt.Errorf("update cgroup %s in v1 controllers %v: %w", g.rel, g.h.Controllers(), err)
+	}
+	return nil
+}
+
+// Pids lists every process in the group and its descendants, sorted, as the
+// union of cgroup.procs over every hierarchy and every descendant cgroup
+// (a process put into only some hierarchies is still listed). A process that
+// has exited is no longer listed, even before it is reaped (kernel ≥ 5.x
+// drops exiting tasks from cgroup.procs; verified on 6.18). A group that is
+// gone has no processes.
+//
+// Errors: a cgroup.procs file cannot be read for a reason other than the
+// cgroup disappearing meanwhile.
+func (g *Group) Pids() ([]int, error) {
+	var pids []int
+	for _, dir := range g.h.dirs(g.rel) {
+		got, err := procsRecursive(dir)
+		if err != nil {
+			return nil, fmt.Errorf("list processes of cgroup %s: %w", dir, err)
+		}
+		pids = append(pids, got...)
+	}
+	slices.Sort(pids)
+	return slices.Compact(pids), nil
+}
+
+// procsRecursive reads cgroup.procs of dir and every cgroup below it. Parts
+// that vanish while walking (a concurrent Delete) are skipped.
+func procsRecursive(dir string) ([]int, error) {
+	var pids []int
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(data)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				return fmt.Errorf("parse %s: %w", filepath.Join(p, "cgroup.procs"), err)
+			}
+			pids = append(pids, pid)
+		}
+		return nil
+	})
+	return pids, err
+}
+
+// allowAnyController makes containerd skip controllers that are not active
+// instead of failing (berth does not require the devices controller).
+func allowAnyController(c *cgroup1.InitConfig) error {
+	c.InitCheck = cgroup1.AllowAny
+	return nil
+}

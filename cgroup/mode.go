@@ -1,0 +1,72 @@
+// Package cgroup manages berth's per-job control groups over
+// github.com/containerd/cgroups/v3, on cgroup v1 (legacy and hybrid) and
+// cgroup v2 (unified).
+//
+// Layout (DESIGN.md, "cgroup layout"): every group lives at the same path
+// relative to berth's root in every hierarchy it uses. On a v1 or hybrid host
+// the v1 controllers cpu, cpuacct, cpuset, memory, pids, blkio and freezer do
+// all the limiting and accounting; on a hybrid host the controller-less
+// cgroup2 mount (/sys/fs/cgroup/unified) additionally holds every group, for
+// tracking and for cgroup.kill only, as systemd does in hybrid mode. It never
+// carries limits (CASES C8, podman#3912). On a unified (v2) host the single
+// hierarchy does everything.
+package cgroup
+
+import (
+	"fmt"
+
+	cgroups "github.com/containerd/cgroups/v3"
+)
+
+// Mode is the cgroup layout of the host, as detected by
+// github.com/containerd/cgroups/v3.Mode (statfs of /sys/fs/cgroup and
+// /sys/fs/cgroup/unified).
+type Mode int
+
+const (
+	// Unavailable: no cgroup file system is mounted.
+	Unavailable Mode = iota
+	// Legacy: only cgroup v1 hierarchies are mounted.
+	Legacy
+	// Hybrid: v1 controllers plus a cgroup2 mount at /sys/fs/cgroup/unified.
+	Hybrid
+	// Unified: only cgroup v2 is mounted at /sys/fs/cgroup.
+	Unified
+)
+
+// String returns the mode's lower-case name ("unavailable", "legacy",
+// "hybrid", "unified").
+func (m Mode) String() string {
+	switch m {
+	case Unavailable:
+		return "unavailable"
+	case Legacy:
+		return "legacy"
+	case Hybrid:
+		return "hybrid"
+	case Unified:
+		return "unified"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// DetectMode returns the host's cgroup layout. It is what Open uses; the
+// result is computed once per process by containerd/cgroups.
+func DetectMode() Mode {
+	switch cgroups.Mode() {
+	case cgroups.Legacy:
+		return Legacy
+	case cgroups.Hybrid:
+		return Hybrid
+	case cgroups.Unified:
+		return Unified
+	}
+	return Unavailable
+}
+
+const (
+	// mountRoot is where cgroup file systems are mounted (systemd's layout).
+	mountRoot = "/sys/fs/cgroup"
+	// hybridUnifiedMount is the controller-less cgroup2 mount of a hybrid host.
+	hybridUnifiedMount = "/sys/fs/cgroup/unified"
+)

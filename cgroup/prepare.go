@@ -1,0 +1,156 @@
+package cgroup
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Layout names under the root (DESIGN.md, "cgroup layout").
+const (
+	// AgentDir is the leaf the agent moves itself into on cgroup v2 when it
+	// starts in the root of its delegated cgroup.
+	AgentDir = "agent"
+	// JobsDir holds every job's and sharing group's cgroup.
+	JobsDir = "jobs"
+)
+
+// Prepare makes the root ready for jobs, idempotently (a restarted agent calls
+// it again; CASES C13).
+//
+// v1 and hybrid: creates <root> and <root>/jobs in every v1 controller in use
+// (cpuset.cpus and cpuset.mems copied from the parent, because a v1 cpuset
+// child starts empty and refuses tasks) and in the cgroup2 hierarchy.
+//
+// Unified (v2): creates <root>/jobs; when processes sit in <root> itself (the
+// agent started by systemd with Delegate=yes), moves them into <root>/agent
+// first, because a cgroup with processes cannot enable controllers for its
+// children (cgroup-v2.rst "No Internal Process Constraint"); then enables
+// cpu, cpuset, io, memory and pids (those listed in cgroup.controllers) in
+// cgroup.subtree_control of every cgroup from the top down to <root>/jobs.
+// The top is the mount root, or <root> itself for a delegated root
+// (OpenDelegated), above which berth may not write.
+//
+// Errors: a directory cannot be made; a process cannot be moved; the kernel
+// refuses to enable a controller (EBUSY when a cgroup on the way still holds
+// processes, ENOENT when the parent has not enabled it).
+func (h *Hierarchy) Prepare() error {
+	if h.mode == Unified {
+		return h.prepareV2()
+	}
+	if _, err := cgroup1.New(h.v1Path(JobsDir), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.v1Hierarchy), allowAnyController); err != nil {
+		return fmt.Errorf("prepare cgroup root %s in v1 controllers %v: %w", h.root, h.Controllers(), err)
+	}
+	if d := h.unifiedDir(JobsDir); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("prepare cgroup root: create %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+func (h *Hierarchy) prepareV2() error {
+	rootDir := h.unifiedDir("")
+	if err := os.MkdirAll(filepath.Join(rootDir, JobsDir), 0o755); err != nil {
+		return fmt.Errorf("prepare cgroup root: create %s: %w", filepath.Join(rootDir, JobsDir), err)
+	}
+	if err := h.evacuateRoot(); err != nil {
+		return err
+	}
+	top := h.unifiedMount
+	if h.delegated {
+		top = rootDir
+	}
+	levels := []string{top}
+	rel, err := filepath.Rel(top, filepath.Join(rootDir, JobsDir))
+	if err != nil {
+		return fmt.Errorf("prepare cgroup root: %w", err)
+	}
+	cur := top
+	for _, part := range strings.Split(rel, "/") {
+		cur = filepath.Join(cur, part)
+		if cur != filepath.Join(rootDir, JobsDir) {
+			levels = append(levels, cur)
+		}
+	}
+	levels = append(levels, filepath.Join(rootDir, JobsDir))
+	for _, dir := range levels {
+		if err := enableControllers(dir); err != nil {
+			return fmt.Errorf("prepare cgroup root: %w", err)
+		}
+	}
+	return nil
+}
+
+// evacuateRoot moves every process in the root cgroup (normally just the
+// agent) into <root>/agent.
+func (h *Hierarchy) evacuateRoot() error {
+	rootDir := h.unifiedDir("")
+	if h.unifiedRoot == "/" {
+		return nil // the mount root is exempt from the no-internal-process rule
+	}
+	data, err := os.ReadFile(filepath.Join(rootDir, "cgroup.procs"))
+	if err != nil {
+		return fmt.Errorf("prepare cgroup root: read %s: %w", filepath.Join(rootDir, "cgroup.procs"), err)
+	}
+	pids := strings.Fields(string(data))
+	if len(pids) == 0 {
+		return nil
+	}
+	agent := filepath.Join(rootDir, AgentDir)
+	if err := os.MkdirAll(agent, 0o755); err != nil {
+		return fmt.Errorf("prepare cgroup root: create %s: %w", agent, err)
+	}
+	// Move ourselves first: the agent must leave before it enables
+	// controllers.
+	self := strconv.Itoa(os.Getpid())
+	slices.SortFunc(pids, func(a, b string) int {
+		if a == self {
+			return -1
+		}
+		if b == self {
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	procs := filepath.Join(agent, "cgroup.procs")
+	for _, pid := range pids {
+		if err := os.WriteFile(procs, []byte(pid), 0); err != nil && !isNoProcess(err) {
+			return fmt.Errorf("prepare cgroup root: move process %s into %s: %w", pid, agent, err)
+		}
+	}
+	return nil
+}
+
+// enableControllers enables berth's controllers that dir's parent offers in
+// dir/cgroup.subtree_control, writing only the ones not yet enabled.
+func enableControllers(dir string) error {
+	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", filepath.Join(dir, "cgroup.controllers"), err)
+	}
+	enabled, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", filepath.Join(dir, "cgroup.subtree_control"), err)
+	}
+	var add []string
+	for _, c := range v2Controllers {
+		if slices.Contains(strings.Fields(string(avail)), c) && !slices.Contains(strings.Fields(string(enabled)), c) {
+			add = append(add, "+"+c)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	f := filepath.Join(dir, "cgroup.subtree_control")
+	if err := os.WriteFile(f, []byte(strings.Join(add, " ")), 0); err != nil {
+		return fmt.Errorf("enable controllers %v in %s: %w", add, f, err)
+	}
+	return nil
+}

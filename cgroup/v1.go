@@ -1,0 +1,151 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// newSubsystem returns containerd's v1 controller for name, rooted at the
+// v1 mount root.
+func newSubsystem(name cgroup1.Name) cgroup1.Subsystem {
+	switch name {
+	case cgroup1.Cpu:
+		return cgroup1.NewCpu(mountRoot)
+	case cgroup1.Cpuacct:
+		return cgroup1.NewCpuacct(mountRoot)
+	case cgroup1.Cpuset:
+		return cgroup1.NewCpuset(mountRoot)
+	case cgroup1.Memory:
+		// OptionalSwap: no failure when swap accounting (memsw) is off.
+		return cgroup1.NewMemory(mountRoot, cgroup1.OptionalSwap())
+	case cgroup1.Pids:
+		return cgroup1.NewPids(mountRoot)
+	case cgroup1.Blkio:
+		return cgroup1.NewBlkio(mountRoot)
+	case cgroup1.Freezer:
+		return cgroup1.NewFreezer(mountRoot)
+	}
+	panic("cgroup: no v1 subsystem " + string(name))
+}
+
+// v1Dir is the absolute directory of rel in the v1 controller name ("" when
+// that controller is not in use).
+func (h *Hierarchy) v1Dir(name cgroup1.Name, rel string) string {
+	base, ok := h.v1Roots[name]
+	if !ok {
+		return ""
+	}
+	return filepath.Join(mountRoot, string(name), base, rel)
+}
+
+// newV1 makes rel in every v1 controller in use and applies res.
+func (h *Hierarchy) newV1(rel string, res *specs.LinuxResources) (cgroup1.Cgroup, error) {
+	// Create with no resources first, then apply through Update: containerd's
+	// memory Update orders memory.limit_in_bytes and memory.memsw.limit_in_bytes
+	// so that memsw >= limit holds at every step, which Create does not.
+	cg, err := cgroup1.New(h.v1Path(rel), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.v1Hierarchy), allowAnyController)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.updateV1(cg, rel, res); err != nil {
+		return nil, err
+	}
+	return cg, nil
+}
+
+// updateV1 applies res to an existing v1 group.
+func (h *Hierarchy) updateV1(cg cgroup1.Cgroup, rel string, res *specs.LinuxResources) error {
+	r := h.v1Resources(rel, res)
+	if err := cg.Update(r); err != nil {
+		return err
+	}
+	// containerd writes pids.max only for a positive limit; <= 0 means
+	// unlimited in the runtime spec.
+	if res.Pids != nil && res.Pids.Limit != nil && *res.Pids.Limit <= 0 {
+		if dir := h.v1Dir(cgroup1.Pids, rel); dir != "" {
+			f := filepath.Join(dir, "pids.max")
+			if err := os.WriteFile(f, []byte("max"), 0); err != nil {
+				return fmt.Errorf("write %s: %w", f, err)
+			}
+		}
+	}
+	return nil
+}
+
+// v1Resources is res as the v1 controllers can take it: Unified dropped
+// (logged), memsw dropped where swap accounting is off (logged), the
+// deprecated kernel memory limit dropped (the kernel no longer accepts it,
+// Documentation/admin-guide/cgroup-v1/memory.rst), devices dropped (berth
+// does not use the devices controller).
+func (h *Hierarchy) v1Resources(rel string, res *specs.LinuxResources) *specs.LinuxResources {
+	r := *res
+	r.Unified = nil
+	r.Devices = nil
+	for _, note := range Unenforced(h.mode, res) {
+		h.log.Warn("cgroup limit not enforced", "cgroup", rel, "mode", h.mode.String(), "note", note)
+	}
+	if res.Memory != nil {
+		m := *res.Memory
+		//lint:ignore SA1019 cleared precisely because the kernel no longer accepts it
+		m.Kernel = nil
+		if m.Swap != nil && !h.memswAvailable() {
+			h.log.Warn("cgroup swap limit not applied: swap accounting is off (no memory.memsw.limit_in_bytes)", "cgroup", rel)
+			m.Swap = nil
+		}
+		r.Memory = &m
+	}
+	if res.Pids != nil && res.Pids.Limit != nil && *res.Pids.Limit <= 0 {
+		r.Pids = nil
+	}
+	return &r
+}
+
+// memswAvailable reports whether v1 swap accounting is on.
+func (h *Hierarchy) memswAvailable() bool {
+	dir := h.v1Dir(cgroup1.Memory, "")
+	if dir == "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes"))
+	return err == nil
+}
+
+// Unenforced lists, one note per item, the parts of res that a host in mode
+// m does not enforce: on v1 (Legacy, Hybrid) every res.Unified key
+// (memory.high has no v1 equivalent; an exact cpu.weight is carried by
+// res.CPU.Shares instead), since Unified is a cgroup v2 map
+// (runtime-spec config-linux.md "Unified").
+func Unenforced(m Mode, res *specs.LinuxResources) []string {
+	if res == nil || m == Unified {
+		return nil
+	}
+	var keys []string
+	for k := range res.Unified {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var notes []string
+	for _, k := range keys {
+		switch k {
+		case "memory.high":
+			notes = append(notes, fmt.Sprintf("memory.high=%s is not enforced on cgroup v1 (no equivalent); only the hard limit memory.limit_in_bytes applies", res.Unified[k]))
+		case "cpu.weight":
+			notes = append(notes, fmt.Sprintf("cpu.weight=%s is a cgroup v2 file; on cgroup v1 cpu.shares from the CPU shares setting applies", res.Unified[k]))
+		default:
+			notes = append(notes, fmt.Sprintf("%s=%s is a cgroup v2 file and is not applied on cgroup v1", k, res.Unified[k]))
+		}
+	}
+	return notes
+}
+
+// isGone reports whether err says the cgroup file or directory is gone.
+func isGone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist)
+}
