@@ -1,0 +1,82 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/berthd/berth/assign"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// dialTimeout bounds the first connection to etcd.
+const dialTimeout = 5 * time.Second
+
+// Client is a connection to the cluster store, with the cluster's key prefix
+// applied. It is safe for concurrent use.
+type Client struct {
+	cfg     Config
+	etcd    *clientv3.Client
+	prefix  string                                  // "/berth/<name>/"
+	compute func(assign.Input) assign.Assignment // assign.Compute; replaced only in tests
+}
+
+// Connect opens an etcd client for cfg (TLS when cfg.TLS is set) and checks
+// that the store answers a read within ctx. It returns an error when cfg is
+// invalid (see Config), when the TLS files cannot be loaded, or when no
+// endpoint answers before ctx ends.
+func Connect(ctx context.Context, cfg Config) (*Client, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ecfg := clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: dialTimeout,
+		Logger:      zap.NewNop(),
+		Context:     context.Background(),
+	}
+	if cfg.TLS != nil {
+		info := transport.TLSInfo{CertFile: cfg.TLS.Cert, KeyFile: cfg.TLS.Key, TrustedCAFile: cfg.TLS.CA}
+		tc, err := info.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("load etcd client TLS (ca %s, cert %s): %w", cfg.TLS.CA, cfg.TLS.Cert, err)
+		}
+		ecfg.TLS = tc
+	}
+	cli, err := clientv3.New(ecfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect etcd %v: %w", cfg.Endpoints, err)
+	}
+	c := &Client{cfg: cfg, etcd: cli, prefix: "/berth/" + cfg.Name + "/", compute: assign.Compute}
+	if _, err := cli.Get(ctx, c.prefix, clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("connect etcd %v: read %s: %w", cfg.Endpoints, c.prefix, err)
+	}
+	return c, nil
+}
+
+// Close closes the etcd connection. Sessions made from this client end
+// (their renewals fail) and must be closed first to leave cleanly.
+func (c *Client) Close() error {
+	if err := c.etcd.Close(); err != nil {
+		return fmt.Errorf("close etcd client: %w", err)
+	}
+	return nil
+}
+
+// Config returns the client's configuration with defaults applied.
+func (c *Client) Config() Config { return c.cfg }
+
+func (c *Client) key(parts ...string) string {
+	k := c.prefix
+	for i, p := range parts {
+		if i > 0 {
+			k += "/"
+		}
+		k += p
+	}
+	return k
+}

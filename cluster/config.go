@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DefaultSessionTTL is the session lease TTL when Config.SessionTTL is zero
+// (DESIGN.md `session_ttl`, default 10 s).
+const DefaultSessionTTL = 10 * time.Second
+
+// DefaultName is the cluster name used when Config.Name is empty.
+const DefaultName = "default"
+
+// Config says which etcd to use and how membership behaves.
+type Config struct {
+	// Name is the cluster name; every key lives under "/berth/<Name>/".
+	// Empty means DefaultName. It must not contain '/'.
+	Name string
+	// Endpoints are etcd client URLs ("http://10.0.0.1:2379"). Connect
+	// requires at least one; with none configured the agent starts an
+	// Embedded server and passes its Endpoints.
+	Endpoints []string
+	// SessionTTL is the session lease TTL, whole seconds (etcd leases have
+	// one-second granularity), at least 2 s. Zero means DefaultSessionTTL.
+	SessionTTL time.Duration
+	// RebalanceDelay is how long a departed member's jobs stay unassigned
+	// before they are given to others (rule 5; Kafka Connect's
+	// scheduled.rebalance.max.delay.ms). Zero: reassign at once.
+	RebalanceDelay time.Duration
+	// TLS, when set, makes the client use TLS with these files.
+	TLS *TLSConfig
+	// Validate checks connector and group definitions before they are
+	// stored; PutConnector and PutGroup fail with ErrNoValidator without it.
+	Validate Validator
+	// OnRenew, when set, is called after every successful lease renewal
+	// with its round-trip time (the source of berth_lease_renew_seconds).
+	// It is called from the renewal goroutine and must not block.
+	OnRenew func(latency time.Duration)
+}
+
+// TLSConfig names the PEM files for a TLS connection to etcd.
+type TLSConfig struct {
+	CA   string // CA bundle that signed the servers' certificates
+	Cert string // client certificate (empty: no client authentication)
+	Key  string // client certificate's private key
+}
+
+// Errors returned by this package; test with errors.Is.
+var (
+	// ErrSessionLost: the session's lease expired or could not be renewed
+	// before its local deadline; the caller must fence and Join again.
+	ErrSessionLost = errors.New("cluster session lost")
+	// ErrNotLeader: a leader-only write was refused because this client's
+	// election key is no longer the leader key (a stale leader).
+	ErrNotLeader = errors.New("not the cluster leader")
+	// ErrMemberExists: another live lease holds the member record of this
+	// ID (a second agent with the same ID, or this agent's previous session
+	// that the server has not yet expired; retry after SessionTTL).
+	ErrMemberExists = errors.New("member ID already registered")
+	// ErrNoValidator: a workload write without Config.Validate.
+	ErrNoValidator = errors.New("no workload validator configured")
+	// ErrNotFound: the named connector or group does not exist.
+	ErrNotFound = errors.New("not found")
+)
+
+// withDefaults returns cfg with defaults applied, or an error naming the
+// first invalid field.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if err := checkName("cluster name", cfg.Name); err != nil {
+		return cfg, err
+	}
+	if len(cfg.Endpoints) == 0 {
+		return cfg, errors.New("cluster config: no etcd endpoints")
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.SessionTTL < 2*time.Second || cfg.SessionTTL%time.Second != 0 {
+		return cfg, fmt.Errorf("cluster config: session TTL %s: must be whole seconds, at least 2s", cfg.SessionTTL)
+	}
+	if cfg.RebalanceDelay < 0 {
+		return cfg, fmt.Errorf("cluster config: rebalance delay %s is negative", cfg.RebalanceDelay)
+	}
+	return cfg, nil
+}
+
+// checkName refuses names that cannot be one key segment.
+func checkName(what, name string) error {
+	if name == "" || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("%s %q: must be non-empty and contain no '/'", what, name)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// embeddedStartTimeout bounds how long StartEmbedded waits for the single
+// node to elect itself and serve clients.
+const embeddedStartTimeout = 30 * time.Second
+
+// Embedded is a single-node etcd server running inside the agent process,
+// listening on loopback only. It is what an agent uses when no `endpoints`
+// are configured (DESIGN.md "Membership and assignment"): one host works out
+// of the box.
+type Embedded struct {
+	closing   *atomic.Bool
+	etcd      *embed.Etcd
+	dataDir   string
+	endpoints []string
+}
+
+// StartEmbedded starts a single-node etcd whose data (WAL and snapshots)
+// persists under dataDir/etcd, so the workload store, published assignment
+// and generation survive an agent restart.
+//
+// Both the client and the peer listener bind 127.0.0.1 on a port the kernel
+// chooses (port 0), never a fixed port: a fixed 2379/2380 would collide with
+// a system etcd (Debian's etcd-server) or a second agent under test, and
+// asking the kernel avoids the race of probing for a free port first. The
+// chosen client URL is returned by Endpoints and written to
+// dataDir/etcd/endpoint (EndpointFile) so that other local commands
+// (`berth apply`, `berth status`) can find the store of a running agent.
+// The server logs only errors, to stderr.
+//
+// It returns an error when dataDir cannot be created, when etcd refuses the
+// configuration or its data directory (e.g. a corrupt WAL), or when the node
+// is not ready within 30 s.
+func StartEmbedded(dataDir string) (*Embedded, error) {
+	dir := filepath.Join(dataDir, "etcd")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create embedded etcd data directory %s: %w", dir, err)
+	}
+	loop := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+	cfg := embed.NewConfig()
+	cfg.Name = "berth"
+	cfg.Dir = dir
+	cfg.ListenClientUrls = []url.URL{loop}
+	cfg.AdvertiseClientUrls = []url.URL{loop}
+	cfg.ListenPeerUrls = []url.URL{loop}
+	cfg.AdvertisePeerUrls = []url.URL{loop}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	closing := new(atomic.Bool)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietLogger(closing))
+	// Keep the store small: members, claims and assignments are rewritten
+	// often; history older than an hour is of no use to watchers.
+	cfg.AutoCompactionMode = embed.CompactorModePeriodic
+	cfg.AutoCompactionRetention = "1h"
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, err)
+	case <-time.After(embeddedStartTimeout):
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("start embedded etcd in %s: not ready after %s", dir, embeddedStartTimeout)
+	}
+	if len(e.Clients) == 0 {
+		e.Close()
+		return nil, errors.New("start embedded etcd: no client listener")
+	}
+	em := &Embedded{closing: closing, etcd: e, dataDir: dataDir, endpoints: []string{"http://" + e.Clients[0].Addr().String()}}
+	if err := os.WriteFile(EndpointFile(dataDir), []byte(em.endpoints[0]+"\n"), 0o600); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("write embedded etcd endpoint file: %w", err)
+	}
+	return em, nil
+}
+
+// EndpointFile is the file, under an agent's data directory, in which a
+// running embedded etcd records its client URL (one line, e.g.
+// "http://127.0.0.1:41234"). It is rewritten on every start.
+func EndpointFile(dataDir string) string {
+	return filepath.Join(dataDir, "etcd", "endpoint")
+}
+
+// Endpoints returns the client URLs of the embedded server (one loopback
+// URL), to put in Config.Endpoints.
+func (e *Embedded) Endpoints() []string { return append([]string(nil), e.endpoints...) }
+
+// Close stops the server gracefully and releases its listeners and data
+// directory lock, and removes the endpoint file. Clients connected to it see their requests fail; sessions
+// held through it end at their local deadline.
+func (e *Embedded) Close() {
+	e.closing.Store(true)
+	e.etcd.Close()
+	_ = os.Remove(EndpointFile(e.dataDir))
+}
+
+// quietLogger logs the embedded server's errors as JSON lines on stderr and
+// nothing below error level. Once closing is set it drops everything: a
+// graceful Close makes etcd report each listener it shuts as an error
+// ("use of closed network connection"), which is noise, not a fault.
+func quietLogger(closing *atomic.Bool) *zap.Logger {
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	core := zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.ErrorLevel)
+	return zap.New(closingFilter{Core: core, closing: closing})
+}
+
+// closingFilter is a zapcore.Core that drops every entry once closing is set.
+type closingFilter struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (f closingFilter) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if f.closing.Load() {
+		return ce
+	}
+	return f.Core.Check(e, ce)
+}
+
+func (f closingFilter) With(fields []zapcore.Field) zapcore.Core {
+	return closingFilter{Core: f.Core.With(fields), closing: f.closing}
+}

@@ -1,0 +1,234 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/assign"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrSessionClosed is the Err of a session ended by Close (the member left).
+var ErrSessionClosed = errors.New("cluster session closed")
+
+// renewRetry is the pause between failed renewal attempts.
+const renewRetry = 200 * time.Millisecond
+
+// Session is one membership of this agent: an etcd lease of Config.SessionTTL
+// with the member record bound to it, kept alive by the session's own renewal
+// loop (not clientv3's KeepAlive stream) so that it knows when each renewal
+// was sent.
+//
+// Fencing rule (DESIGN.md): the server resets a lease's expiry to at least
+// TTL after it receives a renewal, which is after the renewal was sent, so it
+// cannot expire the lease before LastRenewal()+TTL(). Deadline() is that
+// instant minus a margin of max(1 s, TTL/5), leaving time to kill workers.
+// Done closes when a renewal is answered "lease not found" or when
+// Deadline passes without a successful renewal — always before the server
+// can expire the lease. After Done the caller fences and calls Join again
+// (a new lease) when etcd is reachable.
+type Session struct {
+	c      *Client
+	record MemberRecord
+	lease  clientv3.LeaseID
+	ttl    time.Duration
+	margin time.Duration
+
+	ctx    context.Context // cancelled when the session ends
+	cancel context.CancelFunc
+	done   chan struct{}
+	loop   chan struct{} // closed when the renewal loop has returned
+
+	mu       sync.Mutex
+	lastSent time.Time // send time of the last successful renewal (or grant)
+	err      error
+	ended    bool
+}
+
+// Join makes this agent a member: it grants a lease of Config.SessionTTL,
+// writes m's MemberRecord (with addr, the agent's HTTP listen address) to
+// <prefix>/members/<m.ID> bound to it, and starts the renewal loop.
+//
+// It returns ErrMemberExists (wrapped, naming the holder's address) when a
+// live lease already holds that member ID, and other errors when m.ID is not
+// a valid key segment or the store cannot be reached before ctx ends.
+func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Session, error) {
+	if err := checkName("member ID", m.ID); err != nil {
+		return nil, err
+	}
+	rec := MemberRecord{ID: m.ID, Protocol: m.Protocol, Connectors: m.Connectors, Tasks: m.Tasks,
+		Addr: addr, Started: time.Now().UTC()}
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encode member record %s: %w", m.ID, err)
+	}
+	ttl := c.cfg.SessionTTL
+	sent := time.Now()
+	g, err := c.etcd.Grant(ctx, int64(ttl/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("join as %s: grant lease of %s: %w", m.ID, ttl, err)
+	}
+	key := c.key("members", m.ID)
+	resp, err := c.etcd.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(body), clientv3.WithLease(g.ID))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		c.revoke(g.ID)
+		return nil, fmt.Errorf("join as %s: write %s: %w", m.ID, key, err)
+	}
+	if !resp.Succeeded {
+		c.revoke(g.ID)
+		holder := "?"
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			if r, err := decodeMember(kvs[0].Value, kvs[0].Lease); err == nil {
+				holder = fmt.Sprintf("%s (lease %x, started %s)", r.Addr, r.Lease, r.Started.Format(time.RFC3339))
+			}
+		}
+		return nil, fmt.Errorf("join as %s: held by %s: %w", m.ID, holder, ErrMemberExists)
+	}
+	rec.Lease = int64(g.ID)
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Session{c: c, record: rec, lease: g.ID, ttl: ttl, margin: fencingMargin(ttl),
+		ctx: sctx, cancel: cancel, done: make(chan struct{}), loop: make(chan struct{}), lastSent: sent}
+	go s.renewLoop()
+	return s, nil
+}
+
+// fencingMargin is how long before the earliest server-side expiry the local
+// deadline falls: max(1 s, ttl/5).
+func fencingMargin(ttl time.Duration) time.Duration {
+	return max(time.Second, ttl/5)
+}
+
+func (c *Client) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.SessionTTL)
+	defer cancel()
+	_, _ = c.etcd.Revoke(ctx, id) // best effort: an unrevoked lease expires after TTL
+}
+
+// renewLoop renews the lease every TTL/3 with KeepAliveOnce, each attempt
+// bounded by the current Deadline, and ends the session when it cannot.
+func (s *Session) renewLoop() {
+	defer close(s.loop)
+	interval := s.ttl / 3
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		deadline := s.Deadline()
+		expire := time.NewTimer(time.Until(deadline))
+		select {
+		case <-s.ctx.Done():
+			expire.Stop()
+			return
+		case <-expire.C:
+			s.end(fmt.Errorf("lease %x not renewed before local deadline %s: %w",
+				int64(s.lease), deadline.Format(time.RFC3339Nano), ErrSessionLost))
+			return
+		case <-timer.C:
+			expire.Stop()
+		}
+		rctx, cancel := context.WithDeadline(s.ctx, deadline)
+		sent := time.Now()
+		resp, err := s.c.etcd.KeepAliveOnce(rctx, s.lease)
+		cancel()
+		switch {
+		case err == nil && resp.TTL > 0:
+			s.mu.Lock()
+			s.lastSent = sent
+			s.mu.Unlock()
+			if f := s.c.cfg.OnRenew; f != nil {
+				f(time.Since(sent))
+			}
+			timer.Reset(interval)
+		case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):
+			s.end(fmt.Errorf("lease %x expired on the server: %w", int64(s.lease), ErrSessionLost))
+			return
+		case s.ctx.Err() != nil:
+			return
+		case !time.Now().Before(deadline):
+			s.end(fmt.Errorf("lease %x not renewed before local deadline %s (last error: %v): %w",
+				int64(s.lease), deadline.Format(time.RFC3339Nano), err, ErrSessionLost))
+			return
+		default:
+			timer.Reset(renewRetry)
+		}
+	}
+}
+
+// end records why the session ended and closes Done, once.
+func (s *Session) end(err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.ended, s.err = true, err
+	s.cancel()
+	close(s.done)
+	return true
+}
+
+// Done returns a channel closed when the session ends: lost (the lease could
+// not be proven live before Deadline, or the server answered that it does
+// not exist) or closed by Close. Its workers must then be fenced.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns nil while the session is live, an error wrapping
+// ErrSessionLost once it was lost, or ErrSessionClosed after Close.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Deadline returns the local fencing deadline: LastRenewal() + TTL() −
+// max(1 s, TTL/5). Done closes no later than (a scheduling delay after) it
+// unless a renewal succeeds first.
+func (s *Session) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastSent.Add(s.ttl - s.margin)
+}
+
+// LastRenewal returns when the last successful renewal (or the lease grant)
+// was sent; the server cannot expire the lease before LastRenewal()+TTL().
+func (s *Session) LastRenewal() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastSent
+}
+
+// TTL returns the lease TTL.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Lease returns the etcd lease ID the member record and claims are bound to.
+func (s *Session) Lease() clientv3.LeaseID { return s.lease }
+
+// Member returns the record this session registered.
+func (s *Session) Member() MemberRecord { return s.record }
+
+// Close leaves the cluster: it stops renewal and revokes the lease, which
+// deletes the member record and every claim of this session at once. Done
+// closes and Err becomes ErrSessionClosed (unless the session was already
+// lost). It returns an error only when the revoke fails; the lease then
+// expires by itself within TTL.
+func (s *Session) Close() error {
+	if !s.end(ErrSessionClosed) {
+		<-s.loop
+		return nil
+	}
+	<-s.loop
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	defer cancel()
+	if _, err := s.c.etcd.Revoke(ctx, s.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("leave as %s: revoke lease %x: %w", s.record.ID, int64(s.lease), err)
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/berthd/berth/assign"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Kinds of workload definition passed to a Validator.
+const (
+	KindConnector = "connector" // one [[connector]] block
+	KindGroup     = "group"     // one [[group]] block
+)
+
+// Validator checks one workload definition before it is stored: kind is
+// KindConnector or KindGroup, name the definition's name, body its TOML text
+// (one [[connector]] or [[group]] block). For a connector it returns the
+// fields assignment needs; for a group the zero Connector. An error refuses
+// the definition and nothing is stored. The caller injects it (berth's limits
+// package validates), which keeps this package free of the TOML model.
+type Validator func(kind, name string, body []byte) (assign.Connector, error)
+
+// storedDef is the JSON value of a connectors/<name> or groups/<name> key.
+type storedDef struct {
+	Body      string            `json:"body"`                // the TOML text, verbatim
+	Connector *assign.Connector `json:"connector,omitempty"` // connectors only
+}
+
+// PutConnector validates body with Config.Validate and stores it as
+// connector name, replacing any previous definition; the leader recomputes
+// the assignment. It returns ErrNoValidator without a validator, the
+// validator's error (wrapped) when it refuses, an error when the validator
+// returns a connector of another name, or a store error.
+func (c *Client) PutConnector(ctx context.Context, name string, body []byte) error {
+	return c.putDef(ctx, KindConnector, name, body)
+}
+
+// PutGroup validates body with Config.Validate and stores it as sharing
+// group name. Errors as PutConnector.
+func (c *Client) PutGroup(ctx context.Context, name string, body []byte) error {
+	return c.putDef(ctx, KindGroup, name, body)
+}
+
+// DeleteConnector removes connector name. It returns ErrNotFound (wrapped)
+// when there is none, or a store error.
+func (c *Client) DeleteConnector(ctx context.Context, name string) error {
+	return c.deleteDef(ctx, KindConnector, name)
+}
+
+// DeleteGroup removes sharing group name. Errors as DeleteConnector.
+func (c *Client) DeleteGroup(ctx context.Context, name string) error {
+	return c.deleteDef(ctx, KindGroup, name)
+}
+
+// Connectors returns every stored connector's TOML body by name.
+func (c *Client) Connectors(ctx context.Context) (map[string][]byte, error) {
+	return c.bodies(ctx, KindConnector)
+}
+
+// Groups returns every stored sharing group's TOML body by name.
+func (c *Client) Groups(ctx context.Context) (map[string][]byte, error) {
+	return c.bodies(ctx, KindGroup)
+}
+
+func (c *Client) defDir(kind string) string { return c.key(kind + "s/") }
+
+func (c *Client) putDef(ctx context.Context, kind, name string, body []byte) error {
+	if err := checkName(kind+" name", name); err != nil {
+		return err
+	}
+	if c.cfg.Validate == nil {
+		return fmt.Errorf("store %s %s: %w", kind, name, ErrNoValidator)
+	}
+	conn, err := c.cfg.Validate(kind, name, body)
+	if err != nil {
+		return fmt.Errorf("refuse %s %s: %w", kind, name, err)
+	}
+	def := storedDef{Body: string(body)}
+	if kind == KindConnector {
+		if conn.Name == "" {
+			conn.Name = name
+		}
+		if conn.Name != name {
+			return fmt.Errorf("refuse connector %s: validator returned connector %q", name, conn.Name)
+		}
+		def.Connector = &conn
+	}
+	v, err := json.Marshal(def)
+	if err != nil {
+		return fmt.Errorf("encode %s %s: %w", kind, name, err)
+	}
+	key := c.defDir(kind) + name
+	if _, err := c.etcd.Put(ctx, key, string(v)); err != nil {
+		return fmt.Errorf("store %s %s at %s: %w", kind, name, key, err)
+	}
+	return nil
+}
+
+func (c *Client) deleteDef(ctx context.Context, kind, name string) error {
+	if err := checkName(kind+" name", name); err != nil {
+		return err
+	}
+	key := c.defDir(kind) + name
+	resp, err := c.etcd.Delete(ctx, key)
+	if err != nil {
+		return fmt.Errorf("delete %s %s at %s: %w", kind, name, key, err)
+	}
+	if resp.Deleted == 0 {
+		return fmt.Errorf("delete %s %s: %w", kind, name, ErrNotFound)
+	}
+	return nil
+}
+
+func (c *Client) bodies(ctx context.Context, kind string) (map[string][]byte, error) {
+	dir := c.defDir(kind)
+	resp, err := c.etcd.Get(ctx, dir, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("list %ss under %s: %w", kind, dir, err)
+	}
+	out := make(map[string][]byte, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var d storedDef
+		if err := json.Unmarshal(kv.Value, &d); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		out[strings.TrimPrefix(string(kv.Key), dir)] = []byte(d.Body)
+	}
+	return out, nil
+}
+
+// assignConnectors decodes the connectors as assignment needs them, sorted
+// by name, from a Get of the connectors directory.
+func assignConnectors(kvs []*kvPair) ([]assign.Connector, error) {
+	out := make([]assign.Connector, 0, len(kvs))
+	for _, kv := range kvs {
+		var d storedDef
+		if err := json.Unmarshal(kv.value, &d); err != nil || d.Connector == nil {
+			return nil, fmt.Errorf("decode connector %s: %v", kv.key, err)
+		}
+		out = append(out, *d.Connector)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// kvPair is a key and value as the leader keeps them in memory.
+type kvPair struct {
+	key   string
+	value []byte
+}
