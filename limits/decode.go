@@ -1,0 +1,573 @@
+package limits
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// decoder turns the generic TOML tree (map[string]any from
+// BurntSushi/toml) into the model, recording every problem with its key
+// path instead of stopping at the first.
+type decoder struct {
+	errs errorList
+	host *host
+}
+
+// tomlType names the TOML type of a decoded value for messages.
+func tomlType(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case int64:
+		return "integer"
+	case float64:
+		return "float"
+	case bool:
+		return "boolean"
+	case map[string]any:
+		return "table"
+	case []map[string]any:
+		return "array of tables"
+	case []any:
+		return "array"
+	default:
+		return "datetime"
+	}
+}
+
+// table is one TOML table being read; it remembers which keys were used so
+// that the rest can be reported as unknown.
+type table struct {
+	d    *decoder
+	path string
+	m    map[string]any
+	used map[string]bool
+}
+
+// open returns v at path as a table; a non-table is reported and gives an
+// empty table.
+func (d *decoder) open(path string, v any) *table {
+	m, ok := v.(map[string]any)
+	if !ok && v != nil {
+		d.errs.add(path, "must be a table, not %s", tomlType(v))
+	}
+	return &table{d: d, path: path, m: m, used: map[string]bool{}}
+}
+
+func (t *table) key(k string) string { return join(t.path, k) }
+
+// get returns the value of k and marks it used.
+func (t *table) get(k string) (any, bool) {
+	t.used[k] = true
+	v, ok := t.m[k]
+	return v, ok
+}
+
+// done reports every key of the table that was not read, as
+// MetaData.Undecoded does, but with the indexed key path.
+func (t *table) done() {
+	var unknown []string
+	for k := range t.m {
+		if !t.used[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		t.d.errs.add(t.key(k), "unknown key")
+	}
+}
+
+// sub returns the sub-table k, or nil when absent.
+func (t *table) sub(k string) *table {
+	v, ok := t.get(k)
+	if !ok {
+		return nil
+	}
+	return t.d.open(t.key(k), v)
+}
+
+func (t *table) wrongType(k string, v any, want string) {
+	t.d.errs.add(t.key(k), "must be %s, not %s", want, tomlType(v))
+}
+
+func (t *table) str(k string, def string) string {
+	v, ok := t.get(k)
+	if !ok {
+		return def
+	}
+	s, ok := v.(string)
+	if !ok {
+		t.wrongType(k, v, "a string")
+		return def
+	}
+	return s
+}
+
+func (t *table) integer(k string, def int64) int64 {
+	v, ok := t.get(k)
+	if !ok {
+		return def
+	}
+	n, ok := v.(int64)
+	if !ok {
+		t.wrongType(k, v, "an integer")
+		return def
+	}
+	return n
+}
+
+// number reads a float or an integer.
+func (t *table) number(k string) (float64, bool) {
+	v, ok := t.get(k)
+	if !ok {
+		return 0, false
+	}
+	switch n := v.(type) {
+	case float64:
+		if math.IsNaN(n) || math.IsInf(n, 0) {
+			t.d.errs.add(t.key(k), "must be a finite number, not %v", n)
+			return 0, false
+		}
+		return n, true
+	case int64:
+		return float64(n), true
+	}
+	t.wrongType(k, v, "a number")
+	return 0, false
+}
+
+// bytes reads a byte size: a string with a unit (ParseBytes) or an
+// integer number of bytes.
+func (t *table) bytes(k string) (int64, bool) {
+	v, ok := t.get(k)
+	if !ok {
+		return 0, false
+	}
+	switch n := v.(type) {
+	case string:
+		b, err := ParseBytes(n)
+		if err != nil {
+			t.d.errs.add(t.key(k), "%v", err)
+			return 0, false
+		}
+		return b, true
+	case int64:
+		if n < 0 {
+			t.d.errs.add(t.key(k), "byte size %d is negative", n)
+			return 0, false
+		}
+		return n, true
+	}
+	t.wrongType(k, v, `a byte size (a string like "512MiB" or an integer number of bytes)`)
+	return 0, false
+}
+
+// duration reads a Go duration string (time.ParseDuration), >= 0.
+func (t *table) duration(k string, def time.Duration) time.Duration {
+	v, ok := t.get(k)
+	if !ok {
+		return def
+	}
+	s, ok := v.(string)
+	if !ok {
+		t.wrongType(k, v, `a duration string like "10s"`)
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.d.errs.add(t.key(k), "invalid duration %q (Go duration syntax, e.g. \"1m30s\", \"500ms\")", s)
+		return def
+	}
+	if d < 0 {
+		t.d.errs.add(t.key(k), "duration %q is negative", s)
+		return def
+	}
+	return d
+}
+
+// strings reads an array of strings.
+func (t *table) strings(k string) []string {
+	v, ok := t.get(k)
+	if !ok {
+		return nil
+	}
+	a, ok := v.([]any)
+	if !ok {
+		t.wrongType(k, v, "an array of strings")
+		return nil
+	}
+	out := make([]string, 0, len(a))
+	for i, e := range a {
+		s, ok := e.(string)
+		if !ok {
+			t.d.errs.add(fmt.Sprintf("%s[%d]", t.key(k), i), "must be a string, not %s", tomlType(e))
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// tables reads an array of tables ([[x]] or [{...}, ...]).
+func (t *table) tables(k string) []*table {
+	v, ok := t.get(k)
+	if !ok {
+		return nil
+	}
+	var elems []any
+	switch a := v.(type) {
+	case []map[string]any:
+		for _, m := range a {
+			elems = append(elems, m)
+		}
+	case []any:
+		elems = a
+	default:
+		t.wrongType(k, v, "an array of tables")
+		return nil
+	}
+	out := make([]*table, len(elems))
+	for i, e := range elems {
+		out[i] = t.d.open(fmt.Sprintf("%s[%d]", t.key(k), i), e)
+	}
+	return out
+}
+
+// checkName reports s at key unless it is a valid cgroup directory name
+// and job ID: [A-Za-z0-9][A-Za-z0-9._-]*, at most 128 bytes.
+func (d *decoder) checkName(key, what, s string) bool {
+	if err := validName(s); err != nil {
+		d.errs.add(key, "%s %v", what, err)
+		return false
+	}
+	return true
+}
+
+// validName is the rule for connector, group and agent names and job IDs.
+func validName(s string) error {
+	if s == "" {
+		return fmt.Errorf("must not be empty")
+	}
+	if len(s) > maxNameLen {
+		return fmt.Errorf("%q is longer than %d bytes", s, maxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return fmt.Errorf("%q is not a valid name (allowed: [A-Za-z0-9][A-Za-z0-9._-]*, at most %d bytes)", s, maxNameLen)
+		}
+	}
+	return nil
+}
+
+// limits reads a limits table (a job's or a group's).
+func (d *decoder) limits(t *table) Limits {
+	var l Limits
+	if t == nil {
+		return l
+	}
+	defer t.done()
+	if cpu, ok := t.number("cpu"); ok {
+		switch n := d.host.numCPU(); {
+		case cpu <= 0:
+			d.errs.add(t.key("cpu"), "must be > 0 cores, not %v", cpu)
+		case cpu > float64(n):
+			d.errs.add(t.key("cpu"), "%v cores is more than the %d CPUs of this host", cpu, n)
+		default:
+			l.CPU = cpu
+		}
+	}
+	if p := t.duration("cpu_period", 0); p != 0 {
+		if p < minCPUPeriod || p > maxCPUPeriod {
+			d.errs.add(t.key("cpu_period"), "must be between 1ms and 1s (Documentation/scheduler/sched-bwc.rst), not %v", p)
+		} else if p%time.Microsecond != 0 {
+			d.errs.add(t.key("cpu_period"), "must be a whole number of microseconds, not %v", p)
+		} else {
+			l.CPUPeriod = p
+		}
+	}
+	if l.CPU > 0 {
+		if q := quotaMicros(l.CPU, l.period()); q < minCPUQuotaMicros {
+			d.errs.add(t.key("cpu"), "%v cores gives a quota of %d µs per %v period, below the kernel's minimum of 1000 µs (Documentation/scheduler/sched-bwc.rst)", l.CPU, q, l.period())
+			l.CPU = 0
+		}
+	} else if _, cpuSet := t.m["cpu"]; !cpuSet && l.CPUPeriod != 0 {
+		d.errs.add(t.key("cpu_period"), "has no effect without cpu")
+	}
+	l.CPUWeight = d.weight(t, "cpu_weight")
+	if v, ok := t.m["cpuset"]; ok {
+		s := t.str("cpuset", "")
+		if _, isStr := v.(string); isStr {
+			if _, err := d.host.checkCpuset(s); err != nil {
+				d.errs.add(t.key("cpuset"), "%v", err)
+			} else {
+				l.Cpuset = s
+			}
+		}
+	}
+	if m, ok := t.bytes("memory"); ok {
+		if m < MinMemory {
+			d.errs.add(t.key("memory"), "%d bytes is below the minimum of 1MiB", m)
+		} else {
+			l.Memory = m
+		}
+	}
+	if m, ok := t.bytes("memory_high"); ok {
+		switch {
+		case m == 0:
+			d.errs.add(t.key("memory_high"), "must be > 0 bytes")
+		case l.Memory > 0 && m > l.Memory:
+			d.errs.add(t.key("memory_high"), "%d bytes is above memory (%d bytes)", m, l.Memory)
+		default:
+			l.MemoryHigh = m
+		}
+	}
+	if m, ok := t.bytes("memory_swap"); ok {
+		switch {
+		case m > 0 && l.Memory == 0:
+			if _, set := t.m["memory"]; !set {
+				d.errs.add(t.key("memory_swap"), "needs memory: swap is allowed in addition to the memory limit")
+			}
+		case l.Memory > math.MaxInt64-m:
+			d.errs.add(t.key("memory_swap"), "memory + memory_swap overflows")
+		default:
+			l.MemorySwap = m
+		}
+	}
+	if v, ok := t.m["pids"]; ok {
+		if n := t.integer("pids", 0); n < 1 {
+			if _, isInt := v.(int64); isInt {
+				d.errs.add(t.key("pids"), "must be >= 1, not %d", n)
+			}
+		} else {
+			l.Pids = n
+		}
+	}
+	l.IOWeight = d.weight(t, "io_weight")
+	for i, e := range t.tables("io") {
+		key := fmt.Sprintf("%s[%d]", t.key("io"), i)
+		var io IOLimit
+		io.Device = e.str("device", "")
+		if _, ok := e.m["device"]; !ok {
+			d.errs.add(key, "device is required")
+		} else if io.Device == "" {
+			d.errs.add(e.key("device"), "must not be empty")
+		} else if _, err := d.host.resolve(io.Device); err != nil {
+			d.errs.add(e.key("device"), "%v", err)
+		}
+		rate := func(k string, bytes bool) int64 {
+			var n int64
+			var ok bool
+			if bytes {
+				n, ok = e.bytes(k)
+			} else if v, set := e.m[k]; set {
+				n = e.integer(k, 0)
+				_, ok = v.(int64)
+			}
+			if ok && n < 1 {
+				d.errs.add(e.key(k), "must be >= 1, not %d", n)
+				return 0
+			}
+			return n
+		}
+		io.ReadBPS = rate("read_bps", true)
+		io.WriteBPS = rate("write_bps", true)
+		io.ReadIOPS = rate("read_iops", false)
+		io.WriteIOPS = rate("write_iops", false)
+		e.done()
+		set := false
+		for _, k := range []string{"read_bps", "write_bps", "read_iops", "write_iops"} {
+			if _, ok := e.m[k]; ok {
+				set = true
+			}
+		}
+		if !set && e.m != nil {
+			d.errs.add(key, "sets no limit (give read_bps, write_bps, read_iops or write_iops)")
+		}
+		l.IO = append(l.IO, io)
+	}
+	return l
+}
+
+// weight reads a cgroup v2 weight (cpu.weight, io.weight): 1..10000,
+// Documentation/admin-guide/cgroup-v2.rst "Weights".
+func (d *decoder) weight(t *table, k string) uint64 {
+	v, ok := t.m[k]
+	if !ok {
+		return 0
+	}
+	n := t.integer(k, 0)
+	if _, isInt := v.(int64); !isInt {
+		return 0
+	}
+	if n < minWeight || n > maxWeight {
+		d.errs.add(t.key(k), "must be between 1 and 10000 (cgroup v2 weight), not %d", n)
+		return 0
+	}
+	return uint64(n)
+}
+
+// process reads [connector.run] or [connector.task].
+func (d *decoder) process(t *table) *Process {
+	if t == nil {
+		return nil
+	}
+	defer t.done()
+	p := &Process{Restart: defaultRestartSetting}
+	if v, ok := t.m["command"]; !ok {
+		d.errs.add(t.path, "command is required")
+	} else if _, isArr := v.([]any); !isArr {
+		if s, isStr := v.(string); isStr {
+			t.get("command")
+			d.errs.add(t.key("command"), "must be an array of strings (argv), not a string: write [%q]", s)
+		} else {
+			t.strings("command")
+		}
+	} else {
+		p.Command = t.strings("command")
+		switch {
+		case len(p.Command) == 0:
+			d.errs.add(t.key("command"), "must not be empty")
+		case p.Command[0] == "":
+			d.errs.add(t.key("command")+"[0]", "program must not be an empty string")
+		}
+		for i, arg := range p.Command {
+			if _, err := expand(arg, nil); err != nil {
+				d.errs.add(fmt.Sprintf("%s[%d]", t.key("command"), i), "%v", err)
+			}
+		}
+	}
+	if env := t.sub("env"); env != nil {
+		p.Env = map[string]string{}
+		names := make([]string, 0, len(env.m))
+		for k := range env.m {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			v := env.str(k, "")
+			switch {
+			case k == "" || strings.ContainsAny(k, "=\x00"):
+				d.errs.add(env.key(strconv.Quote(k)), "is not a valid environment variable name")
+			case reservedEnv[k]:
+				d.errs.add(env.key(k), "is set by berth for every job and cannot be overridden")
+			case strings.ContainsRune(v, 0):
+				d.errs.add(env.key(k), "value must not contain a NUL byte")
+			default:
+				p.Env[k] = v
+			}
+		}
+		env.done()
+	}
+	p.User = t.str("user", "")
+	if _, ok := t.m["user"]; ok {
+		if err := checkUser(p.User); err != nil {
+			d.errs.add(t.key("user"), "%v", err)
+		}
+	}
+	p.Dir = t.str("dir", "")
+	if _, ok := t.m["dir"]; ok && !strings.HasPrefix(p.Dir, "/") {
+		d.errs.add(t.key("dir"), "must be an absolute path, not %q", p.Dir)
+	}
+	if v, ok := t.m["restart"]; ok {
+		r := Restart(t.str("restart", ""))
+		if _, isStr := v.(string); isStr {
+			switch r {
+			case RestartAlways, RestartOnFailure, RestartNever:
+				p.Restart = r
+			default:
+				d.errs.add(t.key("restart"), "%q is not a restart policy (allowed: always, on-failure, never)", string(r))
+			}
+		}
+	}
+	p.StopTimeout = t.duration("stop_timeout", 0)
+	p.Limits = d.limits(t.sub("limits"))
+	return p
+}
+
+// checkUser checks the syntax of "user" or "user:group".
+func checkUser(s string) error {
+	parts := strings.Split(s, ":")
+	if len(parts) > 2 {
+		return fmt.Errorf("%q must be \"user\" or \"user:group\"", s)
+	}
+	for _, p := range parts {
+		if p == "" || strings.ContainsAny(p, " \t\n/\x00") {
+			return fmt.Errorf("%q must be \"user\" or \"user:group\" (names or numeric IDs)", s)
+		}
+	}
+	return nil
+}
+
+// group reads one [[group]].
+func (d *decoder) group(t *table) Group {
+	defer t.done()
+	g := Group{Name: t.str("name", "")}
+	if _, ok := t.m["name"]; !ok {
+		d.errs.add(t.path, "name is required")
+	} else {
+		d.checkName(t.key("name"), "group name", g.Name)
+	}
+	g.Limits = d.limits(t.sub("limits"))
+	return g
+}
+
+// connector reads one [[connector]].
+func (d *decoder) connector(t *table) Connector {
+	defer t.done()
+	c := Connector{Name: t.str("name", "")}
+	if _, ok := t.m["name"]; !ok {
+		d.errs.add(t.path, "name is required")
+	} else {
+		d.checkName(t.key("name"), "connector name", c.Name)
+	}
+	if v, ok := t.m["tasks"]; ok {
+		n := t.integer("tasks", 0)
+		if _, isInt := v.(int64); isInt {
+			if n < 0 || n > 100000 {
+				d.errs.add(t.key("tasks"), "must be between 0 and 100000, not %d", n)
+			} else {
+				c.Tasks = int(n)
+			}
+		}
+	}
+	if _, ok := t.m["group"]; ok {
+		c.Group = t.str("group", "")
+		if c.Group == "" {
+			d.errs.add(t.key("group"), "must not be empty (omit it for no group)")
+		}
+	}
+	c.Run = d.process(t.sub("run"))
+	c.Task = d.process(t.sub("task"))
+	if c.Tasks > 0 && c.Task == nil {
+		if _, ok := t.m["task"]; !ok {
+			d.errs.add(t.path, "[connector.task] is required when tasks > 0")
+		}
+	}
+	if c.Tasks > 0 && c.Name != "" && validName(c.Name) == nil {
+		if last := TaskID(c.Name, c.Tasks-1); len(last) > maxNameLen {
+			d.errs.add(t.key("name"), "task job ID %q is longer than %d bytes", last, maxNameLen)
+		}
+	}
+	return c
+}
+
+// workload reads the [[group]] and [[connector]] arrays of root and checks
+// the rules that span them.
+func (d *decoder) workload(root *table) Workload {
+	var w Workload
+	for _, g := range root.tables("group") {
+		w.Groups = append(w.Groups, d.group(g))
+	}
+	for _, c := range root.tables("connector") {
+		w.Connectors = append(w.Connectors, d.connector(c))
+	}
+	w.check(&d.errs)
+	return w
+}

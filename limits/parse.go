@@ -1,0 +1,230 @@
+package limits
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Load reads the agent file at path and parses it with Parse. An error
+// reading the file is returned wrapped with the path (not as *Errors).
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes an agent file (data, named file in messages), applies the
+// defaults and validates every key against this host (CPU count, online
+// CPUs, io devices). On any problem it returns a nil *Config and *Errors
+// holding every problem found, each "FILE:LINE:COL: key: message"; a TOML
+// syntax error is a single entry with the parser's line and column.
+func Parse(file string, data []byte) (*Config, error) {
+	root, pos, err := decodeTOML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{host: thisHost()}
+	t := d.open("", root)
+	c := &Config{File: file}
+	c.Agent = d.agent(t.sub("agent"))
+	if s := t.sub("static"); s != nil {
+		c.Static.Connectors = s.strings("connectors")
+		c.Static.Tasks = s.strings("tasks")
+		s.done()
+	}
+	c.Cluster = d.cluster(t.sub("cluster"))
+	c.Workload = d.workload(t)
+	t.done()
+	c.checkStatic(&d.errs)
+	if err := d.errs.result(file, pos); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ParseConnectors parses a file that holds only [[group]] and [[connector]]
+// blocks (the input of "berth apply"), validated by the same rules as the
+// agent file. Errors are as for Parse.
+func ParseConnectors(file string, data []byte) (*Workload, error) {
+	root, pos, err := decodeTOML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{host: thisHost()}
+	t := d.open("", root)
+	w := d.workload(t)
+	t.done()
+	if err := d.errs.result(file, pos); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// ParseConnector parses one connector definition whose keys are at the top
+// level (name, tasks, group, [run], [task]), the form stored in the cluster
+// store. Whether its group exists and whether its job IDs clash with other
+// connectors is checked by Workload.Validate, not here. Errors are as for
+// Parse, with keys relative to the definition ("task.limits.memory").
+func ParseConnector(file string, data []byte) (*Connector, error) {
+	root, pos, err := decodeTOML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{host: thisHost()}
+	c := d.connector(d.open("", root))
+	if err := d.errs.result(file, pos); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// ParseGroup parses one sharing-group definition whose keys are at the top
+// level (name, limits). Errors are as for ParseConnector.
+func ParseGroup(file string, data []byte) (*Group, error) {
+	root, pos, err := decodeTOML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{host: thisHost()}
+	g := d.group(d.open("", root))
+	if err := d.errs.result(file, pos); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// decodeTOML parses data into a generic tree and locates its keys.
+func decodeTOML(file string, data []byte) (map[string]any, *positions, error) {
+	var root map[string]any
+	md, err := toml.Decode(string(data), &root)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, nil, &Errors{List: []*Error{{File: file, Line: pe.Position.Line, Col: pe.Position.Col, Key: pe.LastKey, Msg: pe.Message}}}
+		}
+		return nil, nil, &Errors{List: []*Error{{File: file, Msg: err.Error()}}}
+	}
+	return root, locate(string(data), md.Keys()), nil
+}
+
+// agent reads [agent] and applies its defaults.
+func (d *decoder) agent(t *table) Agent {
+	a := Agent{
+		DataDir: DefaultDataDir, LogDir: DefaultLogDir, LogMaxSize: DefaultLogMaxSize,
+		LogMaxFiles: DefaultLogMaxFiles, LogSink: "file", Listen: DefaultListen,
+		CgroupRoot: DefaultCgroupRoot, StopTimeout: DefaultStopTimeout,
+	}
+	if t == nil {
+		t = d.open("agent", map[string]any{})
+	}
+	defer t.done()
+	if _, ok := t.m["id"]; ok {
+		a.ID = t.str("id", "")
+		d.checkName(t.key("id"), "agent ID", a.ID)
+	} else if h, err := os.Hostname(); err != nil {
+		d.errs.add(t.key("id"), "not set and the host name is unknown: %v", err)
+	} else if err := validName(h); err != nil {
+		d.errs.add(t.key("id"), "not set and the host name %v; set agent.id", err)
+	} else {
+		a.ID = h
+	}
+	for _, dir := range []struct {
+		k string
+		p *string
+	}{{"data_dir", &a.DataDir}, {"log_dir", &a.LogDir}} {
+		if _, ok := t.m[dir.k]; ok {
+			*dir.p = t.str(dir.k, *dir.p)
+			if !strings.HasPrefix(*dir.p, "/") {
+				d.errs.add(t.key(dir.k), "must be an absolute path, not %q", *dir.p)
+			}
+		}
+	}
+	if n, ok := t.bytes("log_max_size"); ok {
+		if n < 1 {
+			d.errs.add(t.key("log_max_size"), "must be > 0 bytes")
+		} else {
+			a.LogMaxSize = n
+		}
+	}
+	if v, ok := t.m["log_max_files"]; ok {
+		n := t.integer("log_max_files", DefaultLogMaxFiles)
+		if _, isInt := v.(int64); isInt && (n < 1 || n > 10000) {
+			d.errs.add(t.key("log_max_files"), "must be between 1 and 10000, not %d", n)
+		} else {
+			a.LogMaxFiles = int(n)
+		}
+	}
+	if _, ok := t.m["log_sink"]; ok {
+		a.LogSink = t.str("log_sink", a.LogSink)
+		if a.LogSink != "file" && a.LogSink != "journal" {
+			d.errs.add(t.key("log_sink"), "%q is not a log sink (allowed: file, journal)", a.LogSink)
+		}
+	}
+	if _, ok := t.m["listen"]; ok {
+		a.Listen = t.str("listen", a.Listen)
+		if _, port, err := net.SplitHostPort(a.Listen); err != nil || port == "" {
+			d.errs.add(t.key("listen"), "%q is not host:port", a.Listen)
+		}
+	}
+	if _, ok := t.m["cgroup_root"]; ok {
+		a.CgroupRoot = t.str("cgroup_root", a.CgroupRoot)
+		if a.CgroupRoot != "" {
+			for _, part := range strings.Split(a.CgroupRoot, "/") {
+				if err := validName(part); err != nil {
+					d.errs.add(t.key("cgroup_root"), "%q must be \"\" or a relative cgroup path of names: %v", a.CgroupRoot, err)
+					break
+				}
+			}
+		}
+	}
+	a.StopTimeout = t.duration("stop_timeout", a.StopTimeout)
+	return a
+}
+
+// cluster reads [cluster] and applies its defaults.
+func (d *decoder) cluster(t *table) Cluster {
+	c := Cluster{Name: DefaultClusterName, SessionTTL: DefaultSessionTTL, Protocol: ProtocolStatic}
+	if t == nil {
+		return c
+	}
+	defer t.done()
+	if _, ok := t.m["name"]; ok {
+		c.Name = t.str("name", c.Name)
+		d.checkName(t.key("name"), "cluster name", c.Name)
+	}
+	c.Endpoints = t.strings("endpoints")
+	for i, e := range c.Endpoints {
+		if strings.TrimSpace(e) == "" {
+			d.errs.add(fmt.Sprintf("%s[%d]", t.key("endpoints"), i), "must not be empty")
+		}
+	}
+	c.SessionTTL = t.duration("session_ttl", c.SessionTTL)
+	if c.SessionTTL < MinSessionTTL {
+		d.errs.add(t.key("session_ttl"), "must be at least 2s, not %v", c.SessionTTL)
+	}
+	if c.SessionTTL%1000000000 != 0 {
+		d.errs.add(t.key("session_ttl"), "must be a whole number of seconds (etcd lease TTLs are seconds), not %v", c.SessionTTL)
+	}
+	c.RebalanceDelay = t.duration("rebalance_delay", 0)
+	if _, ok := t.m["protocol"]; ok {
+		c.Protocol = Protocol(t.str("protocol", string(c.Protocol)))
+		if c.Protocol != ProtocolStatic && c.Protocol != ProtocolBalanced {
+			d.errs.add(t.key("protocol"), "%q is not a protocol (allowed: static, balanced)", string(c.Protocol))
+		}
+	}
+	if tls := t.sub("tls"); tls != nil {
+		c.TLS = TLS{CA: tls.str("ca", ""), Cert: tls.str("cert", ""), Key: tls.str("key", "")}
+		if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+			d.errs.add(tls.path, "cert and key must be given together")
+		}
+		tls.done()
+	}
+	return c
+}
