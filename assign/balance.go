@@ -113,10 +113,11 @@ func balance(units []*unit, members []string) [][]*unit {
 		}
 	}
 
-	// Step 3: move units from heavy to light members while that helps.
-	minSize := make([]int, n)
-	for m := range placed {
-		minSize[m] = smallest(placed[m])
+	// Step 3: move units from heavy to light members while that helps. Each
+	// member's units are kept sorted by (size, key), so the smallest is first
+	// and the best unit to move is found by binary search.
+	for _, us := range placed {
+		sort.Slice(us, func(i, j int) bool { return less(us[i], us[j]) })
 	}
 	for {
 		lo := 0
@@ -127,57 +128,58 @@ func balance(units []*unit, members []string) [][]*unit {
 		}
 		hi := -1
 		for m := 0; m < n; m++ {
-			if minSize[m] < loads[m]-loads[lo] && (hi < 0 || loads[m] > loads[hi]) {
+			if len(placed[m]) > 0 && placed[m][0].size() < loads[m]-loads[lo] && (hi < 0 || loads[m] > loads[hi]) {
 				hi = m
 			}
 		}
 		if hi < 0 {
 			return placed
 		}
-		d := loads[hi] - loads[lo]
-		best := -1
-		for i, u := range placed[hi] {
-			if u.size() >= d {
-				continue
-			}
-			if best < 0 || better(u, placed[hi][best], d) {
-				best = i
-			}
-		}
-		u := placed[hi][best]
-		last := len(placed[hi]) - 1
-		placed[hi][best] = placed[hi][last]
-		placed[hi] = placed[hi][:last]
+		i := pick(placed[hi], loads[hi]-loads[lo])
+		u := placed[hi][i]
+		placed[hi] = append(placed[hi][:i], placed[hi][i+1:]...)
 		loads[hi] -= u.size()
-		minSize[hi] = smallest(placed[hi])
-		placed[lo] = append(placed[lo], u)
+		j := sort.Search(len(placed[lo]), func(k int) bool { return less(u, placed[lo][k]) })
+		placed[lo] = append(placed[lo], nil)
+		copy(placed[lo][j+1:], placed[lo][j:])
+		placed[lo][j] = u
 		loads[lo] += u.size()
-		minSize[lo] = min(minSize[lo], u.size())
 	}
 }
 
-// better reports whether moving a across a load difference d leaves the two
-// loads closer than moving b does; ties go to the smaller unit, then the
-// lower key.
-func better(a, b *unit, d int) bool {
-	ga, gb := abs(d-2*a.size()), abs(d-2*b.size())
-	if ga != gb {
-		return ga < gb
-	}
+// less orders units by size, then key.
+func less(a, b *unit) bool {
 	if a.size() != b.size() {
 		return a.size() < b.size()
 	}
 	return a.key() < b.key()
 }
 
-// smallest returns the size of the smallest unit in us, or a size larger
-// than any load when us is empty.
-func smallest(us []*unit) int {
-	s := int(^uint(0) >> 1)
-	for _, u := range us {
-		s = min(s, u.size())
+// pick returns the index in us (sorted by less; us[0].size() < d) of the
+// unit whose move across a load difference d leaves the two loads closest,
+// |d − 2·size| smallest; on a tie the smaller unit, then the lower key.
+func pick(us []*unit, d int) int {
+	// a: the first unit of the largest size ≤ d/2; b: the first unit of the
+	// smallest size > d/2, if that size is < d.
+	above := sort.Search(len(us), func(k int) bool { return us[k].size() > d/2 })
+	a, b := -1, -1
+	if above > 0 {
+		s := us[above-1].size()
+		a = sort.Search(above, func(k int) bool { return us[k].size() >= s })
 	}
-	return s
+	if above < len(us) && us[above].size() < d {
+		b = above
+	}
+	switch {
+	case a < 0:
+		return b
+	case b < 0:
+		return a
+	case abs(d-2*us[b].size()) < abs(d-2*us[a].size()):
+		return b
+	default:
+		return a
+	}
 }
 
 func abs(x int) int {

@@ -39,7 +39,9 @@ func benchMembers(n int, static bool) []Member {
 
 // BenchmarkCompute measures Compute over 1,000 members × 10,000 jobs:
 // a cold start (no previous assignment), a steady recompute (previous =
-// result), one member joining, and all members static with 100 standbys.
+// result), one member joining, one leaving under a rebalance delay, all
+// jobs on one member spreading out to 1,000 (the worst case for moves), and
+// all members static with 100 standbys.
 func BenchmarkCompute(b *testing.B) {
 	cs := benchWorkload()
 	cases := []struct {
@@ -65,6 +67,13 @@ func BenchmarkCompute(b *testing.B) {
 			in.Previous = Compute(in)
 			in.Members = ms[1:]
 			in.LastSeen = map[string]time.Time{ms[0].ID: t0}
+			return in
+		}()},
+		{"balanced/scale-out-from-one", func() Input {
+			ms := benchMembers(1000, false)
+			in := Input{Members: ms[:1], Connectors: cs}
+			in.Previous = Compute(in)
+			in.Members = ms
 			return in
 		}()},
 		{"static/steady", func() Input {
