@@ -82,7 +82,9 @@ func makeUnits(jobs []*Job, members []string, prevOwner map[string]string) []*un
 // Each step 3 move strictly lowers the sum of squared loads, so it ends; at
 // the end no single unit move narrows any pair of loads. With units of size
 // 1 this means max − min ≤ 1 jobs, reached with the fewest moves; in general
-// max − min < the smallest unit on the most-loaded member.
+// max − min ≤ the smallest unit on the most-loaded member (≤ the largest
+// unit). The true minimum with groups is multiway number partitioning
+// (NP-hard); this is the single-move local optimum.
 func balance(units []*unit, members []string) [][]*unit {
 	n := len(members)
 	placed := make([][]*unit, n)
