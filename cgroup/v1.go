@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -63,6 +66,14 @@ func (h *Hierarchy) newV1(rel string, res *specs.LinuxResources) (cgroup1.Cgroup
 // updateV1 applies res to an existing v1 group.
 func (h *Hierarchy) updateV1(cg cgroup1.Cgroup, rel string, res *specs.LinuxResources) error {
 	r := h.v1Resources(rel, res)
+	if m := r.Memory; m != nil && m.Limit != nil && m.Swap != nil {
+		if err := h.setMemoryAndSwap(rel, *m.Limit, *m.Swap); err != nil {
+			return err
+		}
+		mm := *m
+		mm.Limit, mm.Swap = nil, nil
+		r.Memory = &mm
+	}
 	if err := cg.Update(r); err != nil {
 		return err
 	}
@@ -74,6 +85,49 @@ func (h *Hierarchy) updateV1(cg cgroup1.Cgroup, rel string, res *specs.LinuxReso
 			if err := os.WriteFile(f, []byte("max"), 0); err != nil {
 				return fmt.Errorf("write %s: %w", f, err)
 			}
+		}
+	}
+	return nil
+}
+
+// setMemoryAndSwap writes memory.limit_in_bytes and
+// memory.memsw.limit_in_bytes in the order that keeps memsw >= limit true at
+// every step, as the kernel requires (EINVAL otherwise;
+// Documentation/admin-guide/cgroup-v1/memory.rst, 2.5): memsw first when the
+// new memsw is at least the current limit, else the limit first. (containerd's
+// cgroup1 Update means to do this but swaps the wrong pair of settings.)
+// -1 means unlimited.
+func (h *Hierarchy) setMemoryAndSwap(rel string, limit, swap int64) error {
+	dir := h.v1Dir(cgroup1.Memory, rel)
+	if dir == "" {
+		return nil
+	}
+	limitFile := filepath.Join(dir, "memory.limit_in_bytes")
+	swapFile := filepath.Join(dir, "memory.memsw.limit_in_bytes")
+	data, err := os.ReadFile(limitFile)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", limitFile, err)
+	}
+	cur, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return fmt.Errorf("parse %s: %w", limitFile, err)
+	}
+	unl := func(v int64) int64 {
+		if v < 0 {
+			return math.MaxInt64
+		}
+		return v
+	}
+	writes := []struct {
+		file string
+		v    int64
+	}{{limitFile, limit}, {swapFile, swap}}
+	if unl(swap) >= cur {
+		writes[0], writes[1] = writes[1], writes[0]
+	}
+	for _, w := range writes {
+		if err := os.WriteFile(w.file, []byte(strconv.FormatInt(w.v, 10)), 0); err != nil {
+			return fmt.Errorf("write %d to %s: %w", w.v, w.file, err)
 		}
 	}
 	return nil

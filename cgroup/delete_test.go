@@ -1,0 +1,163 @@
+package cgroup
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Delete removes the group and its children from every hierarchy (not only
+// the first controller, as libcgroup's cgdelete did: BASELINES.md), and
+// deleting a missing group is not an error.
+func TestDeleteEveryHierarchy(t *testing.T) {
+	h := testHierarchy(t)
+	if _, err := h.New("jobs/g-del", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: ptr(int64(10))}}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := h.New("jobs/g-del/a", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: ptr(int64(5))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := h.Load("jobs/g-del")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := append(h.dirs("jobs/g-del"), h.dirs("jobs/g-del/a")...)
+	if len(dirs) < 2 {
+		t.Fatalf("group exists in %v only", dirs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	goroutines := runtime.NumGoroutine()
+	if err := parent.Delete(ctx); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s survived Delete (%v)", d, err)
+		}
+	}
+	if n := runtime.NumGoroutine(); n > goroutines {
+		t.Errorf("Delete left %d goroutines running", n-goroutines)
+	}
+	if err := g.Delete(ctx); err != nil {
+		t.Errorf("Delete of a missing group = %v, want nil", err)
+	}
+	if _, err := h.Load("jobs/g-del/a"); !errors.Is(err, ErrNotExist) {
+		t.Errorf("Load of a deleted group = %v, want ErrNotExist", err)
+	}
+}
+
+// A group left behind in only some hierarchies (a partial delete) is found
+// by Children, loads, and Delete finishes it.
+func TestDeletePartialLeftover(t *testing.T) {
+	needV1(t)
+	h := testHierarchy(t)
+	if _, err := h.New("jobs/partial", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Remove it from the first controller only, as cgdelete did.
+	first := h.dirs("jobs/partial")[0]
+	if err := os.Remove(first); err != nil {
+		t.Fatal(err)
+	}
+	names, err := h.Children(JobsDir)
+	if err != nil || len(names) != 1 || names[0] != "partial" {
+		t.Fatalf("Children = %v, %v", names, err)
+	}
+	g, err := h.Load("jobs/partial")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range h.dirs("jobs/partial") {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s survived", d)
+		}
+	}
+}
+
+// Delete of a busy group retries until ctx ends, then names what is left,
+// and returns (no retry loop keeps running).
+func TestDeleteBusyGroupTimesOut(t *testing.T) {
+	h := testHierarchy(t)
+	g, err := h.New("jobs/busy", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startIn(t, g, "sleep 1000")
+	if !eventually(t, 5*time.Second, func() bool { p, _ := g.Pids(); return len(p) == 1 }) {
+		t.Fatal("sleep not in group")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err = g.Delete(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Delete of a busy group = %v, want deadline exceeded", err)
+	}
+	for _, d := range h.dirs("jobs/busy") {
+		if _, serr := os.Stat(d); serr != nil {
+			t.Errorf("busy group's directory %s vanished: %v", d, serr)
+		}
+	}
+}
+
+// Cleanup kills and removes every leftover below jobs, nested groups
+// included (the agent's start-up sweep; CASES C1).
+func TestCleanupKillsLeftovers(t *testing.T) {
+	h := testHierarchy(t)
+	a, err := h.New("jobs/a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.New("jobs/g-x", nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.New("jobs/g-x/b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ja := startIn(t, a, "setsid sleep 1000 & exec sleep 1000")
+	jb := startIn(t, b, "sleep 1000")
+	if !eventually(t, 5*time.Second, func() bool {
+		pa, _ := a.Pids()
+		pb, _ := b.Pids()
+		return len(pa) == 2 && len(pb) == 1
+	}) {
+		t.Fatal("workloads not running")
+	}
+	// A second agent start sees the same tree through a fresh Hierarchy.
+	h2, err := Open(h.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	removed, err := h2.Cleanup(ctx, JobsDir)
+	if err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	if len(removed) != 2 {
+		t.Errorf("removed %v, want [a g-x]", removed)
+	}
+	ja.wait(t, 5*time.Second)
+	jb.wait(t, 5*time.Second)
+	if names, err := h2.Children(JobsDir); err != nil || len(names) != 0 {
+		t.Errorf("Children after Cleanup = %v, %v", names, err)
+	}
+	for _, d := range h.dirs(JobsDir) {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("Cleanup removed jobs itself: %v", err)
+		}
+	}
+}

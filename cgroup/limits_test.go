@@ -1,0 +1,214 @@
+package cgroup
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// A busy loop limited to 0.5 cores uses at most 0.5 cores. Usage is measured
+// from the kernel's accounting (cpuacct.usage / cpu.stat usage_usec) against
+// the number of elapsed CFS periods the kernel counted for the group
+// (nr_periods) and against wall time. Only the upper bound is asserted: it is
+// what the quota enforces; on this shared 2-core machine other work can hold
+// the loop below the limit, so a lower bound would fail for reasons that are
+// not berth's, and it is checked only very loosely (> 0).
+func TestCPUQuotaEnforced(t *testing.T) {
+	h := testHierarchy(t)
+	g, err := h.New("jobs/cpu", &specs.LinuxResources{
+		CPU: &specs.LinuxCPU{Quota: ptr(int64(50000)), Period: ptr(uint64(100000))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startIn(t, g, "while :; do :; done")
+	var s0 *Stats
+	if !eventually(t, 5*time.Second, func() bool {
+		s0, err = g.Stats()
+		return err == nil && s0.CPUUsageSeconds > 0
+	}) {
+		t.Fatalf("no CPU usage accounted: %v", err)
+	}
+	w0 := time.Now()
+	var s1 *Stats
+	// The window is 20 enforcement periods (2 s) of kernel accounting.
+	if !eventually(t, 10*time.Second, func() bool {
+		s1, err = g.Stats()
+		return err == nil && s1.Periods-s0.Periods >= 20
+	}) {
+		t.Fatalf("fewer than 20 CFS periods elapsed: %v", err)
+	}
+	wall := time.Since(w0).Seconds()
+	used := s1.CPUUsageSeconds - s0.CPUUsageSeconds
+	periods := float64(s1.Periods - s0.Periods)
+	perPeriod := used / (periods * 0.1)
+	perWall := used / wall
+	t.Logf("used %.3f s CPU over %.0f periods (%.3f cores/period) and %.3f s wall (%.3f cores); throttled %d periods",
+		used, periods, perPeriod, wall, perWall, s1.ThrottledPeriods-s0.ThrottledPeriods)
+	if perWall > 0.5*1.1 {
+		t.Errorf("usage over wall time %.3f cores > 0.55", perWall)
+	}
+	// One period of slack: the window's edges cut periods.
+	if used > (periods+1)*0.05*1.1 {
+		t.Errorf("usage %.3f s > quota over %.0f periods", used, periods)
+	}
+	if used <= 0 {
+		t.Errorf("no CPU used at all")
+	}
+	if s1.ThrottledPeriods == 0 {
+		t.Errorf("a busy loop at 0.5 cores was never throttled")
+	}
+}
+
+// CASES C5 class: a job allocating 200 MB in a 32 MiB group (swap off) is
+// OOM-killed; OOMKills counts it, for the job and for its sharing group node.
+func TestMemoryLimitOOMKill(t *testing.T) {
+	h := testHierarchy(t)
+	if _, err := h.New("jobs/g-mem", &specs.LinuxResources{}); err != nil {
+		t.Fatal(err)
+	}
+	lim := int64(32 << 20)
+	g, err := h.New("jobs/g-mem/hog", &specs.LinuxResources{
+		Memory: &specs.LinuxMemory{Limit: &lim, Swap: &lim},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MemoryLimitBytes != uint64(lim) {
+		t.Errorf("MemoryLimitBytes = %d, want %d", s.MemoryLimitBytes, lim)
+	}
+	// tail keeps the whole "line" in memory: /dev/zero has no newline.
+	j := startIn(t, g, "exec tail /dev/zero")
+	werr := j.wait(t, 30*time.Second)
+	if !signaled(werr, unix.SIGKILL) {
+		t.Fatalf("allocator exit = %v, want killed by SIGKILL", werr)
+	}
+	var n uint64
+	if !eventually(t, 5*time.Second, func() bool {
+		n, err = g.OOMKills()
+		return err == nil && n >= 1
+	}) {
+		t.Fatalf("OOMKills = %d, %v; want >= 1", n, err)
+	}
+	parent, err := h.Load("jobs/g-mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pn, err := parent.OOMKills(); err != nil || pn < n {
+		t.Errorf("sharing group OOMKills = %d, %v; want >= %d (counts its jobs)", pn, err, n)
+	}
+	if s, err := g.Stats(); err != nil || s.OOMKills != n {
+		t.Errorf("Stats().OOMKills = %+v, %v; want %d", s, err, n)
+	}
+}
+
+// Forks beyond pids.max fail, and the group never holds more tasks.
+func TestPidsLimitEnforced(t *testing.T) {
+	h := testHierarchy(t)
+	g, err := h.New("jobs/pids", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: ptr(int64(5))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shell plus 4 sleeps reach the limit; the rest must fail to fork.
+	j := startIn(t, g, `for i in 1 2 3 4 5 6 7 8 9 10; do sleep 100 & done; echo forked; wait`)
+	if !eventually(t, 10*time.Second, func() bool { return strings.Contains(j.stderr.String(), "fork") }) {
+		t.Fatalf("no fork failure reported; stderr %q", j.stderr.String())
+	}
+	s, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Pids > 5 || s.PidsLimit != 5 {
+		t.Errorf("Pids = %d, PidsLimit = %d; want <= 5 and 5", s.Pids, s.PidsLimit)
+	}
+	pids, err := g.Pids()
+	if err != nil || len(pids) > 5 {
+		t.Errorf("Pids() = %v, %v; want at most 5", pids, err)
+	}
+	if dir := h.v1Dir("pids", "jobs/pids"); dir != "" {
+		ev := readFile(t, filepath.Join(dir, "pids.events"))
+		if ev == "max 0" {
+			t.Errorf("pids.events = %q: the kernel refused no fork", ev)
+		}
+	}
+}
+
+// blockDevice returns the major:minor of the whole disk behind path.
+func blockDevice(t *testing.T, path string) (int64, int64) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	maj, mnr := int64(unix.Major(st.Dev)), int64(unix.Minor(st.Dev))
+	sys := fmt.Sprintf("/sys/dev/block/%d:%d", maj, mnr)
+	if _, err := os.Stat(sys); err != nil {
+		t.Skipf("%s is on no block device (%d:%d)", path, maj, mnr)
+	}
+	if _, err := os.Stat(filepath.Join(sys, "partition")); err == nil {
+		parent := readFile(t, filepath.Join(sys, "..", "dev"))
+		if _, err := fmt.Sscanf(parent, "%d:%d", &maj, &mnr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return maj, mnr
+}
+
+// write_bps is enforced: direct writes (oflag=direct) to the root disk run
+// at no more than the limit +10 %. On v1, blkio throttling sees only direct
+// and synchronous writes; buffered writes are issued later by writeback,
+// outside the job's cgroup (Documentation/admin-guide/cgroup-v1/blkio-controller.rst).
+func TestIOWriteBpsEnforced(t *testing.T) {
+	h := testHierarchy(t)
+	dir, err := os.MkdirTemp("/var/tmp", "berth-io-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	maj, mnr := blockDevice(t, dir)
+	const limit = 2 << 20 // bytes/s
+	g, err := h.New("jobs/io", &specs.LinuxResources{
+		BlockIO: &specs.LinuxBlockIO{ThrottleWriteBpsDevice: []specs.LinuxThrottleDevice{
+			{LinuxBlockIODevice: specs.LinuxBlockIODevice{Major: maj, Minor: mnr}, Rate: limit},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := h.v1Dir("blkio", "jobs/io"); d != "" {
+		want := fmt.Sprintf("%d:%d %d", maj, mnr, limit)
+		if got := readFile(t, filepath.Join(d, "blkio.throttle.write_bps_device")); got != want {
+			t.Errorf("blkio.throttle.write_bps_device = %q, want %q", got, want)
+		}
+	}
+	const size = 6 << 20
+	file := filepath.Join(dir, "out")
+	start := time.Now()
+	j := startIn(t, g, fmt.Sprintf("exec dd if=/dev/zero of=%s bs=64k count=%d oflag=direct", file, size/(64<<10)))
+	if err := j.wait(t, 30*time.Second); err != nil {
+		t.Fatalf("dd: %v: %s", err, j.stderr.String())
+	}
+	elapsed := time.Since(start).Seconds()
+	rate := float64(size) / elapsed
+	t.Logf("wrote %d bytes in %.2f s: %.0f bytes/s (limit %d)", size, elapsed, rate, limit)
+	if rate > limit*1.1 {
+		t.Errorf("write rate %.0f bytes/s > limit %d +10%%", rate, limit)
+	}
+	s, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.IOWriteBytes < size {
+		t.Errorf("IOWriteBytes = %d, want >= %d", s.IOWriteBytes, size)
+	}
+}

@@ -1,0 +1,94 @@
+package cgroup
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// CASES C8 (podman#3912): on a hybrid host the v1 controllers do the work and
+// the controller-less cgroup2 mount carries no limit.
+func TestHybridUsesV1ForLimits(t *testing.T) {
+	needCgroups(t)
+	if DetectMode() != Hybrid {
+		t.Skipf("host mode is %s, not hybrid", DetectMode())
+	}
+	h := testHierarchy(t)
+	if h.Mode() != Hybrid {
+		t.Fatalf("Mode() = %s, want hybrid", h.Mode())
+	}
+	g, err := h.New("jobs/c8", &specs.LinuxResources{
+		CPU:    &specs.LinuxCPU{Quota: ptr(int64(50000)), Period: ptr(uint64(100000))},
+		Memory: &specs.LinuxMemory{Limit: ptr(int64(64 << 20)), Swap: ptr(int64(64 << 20))},
+		Pids:   &specs.LinuxPids{Limit: ptr(int64(64))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := h.v1Dir("cpu", "jobs/c8")
+	if got := readFile(t, filepath.Join(cpu, "cpu.cfs_quota_us")); got != "50000" {
+		t.Errorf("cpu.cfs_quota_us = %s, want 50000", got)
+	}
+	mem := h.v1Dir("memory", "jobs/c8")
+	if got := readFile(t, filepath.Join(mem, "memory.limit_in_bytes")); got != "67108864" {
+		t.Errorf("memory.limit_in_bytes = %s, want 67108864", got)
+	}
+	if got := readFile(t, filepath.Join(h.v1Dir("pids", "jobs/c8"), "pids.max")); got != "64" {
+		t.Errorf("pids.max = %s, want 64", got)
+	}
+	p := g.Placement()
+	if p.UnifiedDir != filepath.Join(hybridUnifiedMount, h.Root(), "jobs/c8") {
+		t.Errorf("UnifiedDir = %q", p.UnifiedDir)
+	}
+	if len(p.ProcsFiles) != len(h.Controllers()) || len(p.ProcsFiles) == 0 {
+		t.Errorf("ProcsFiles = %v, controllers %v", p.ProcsFiles, h.Controllers())
+	}
+	// Nothing limit-like exists or is enabled in the unified directory.
+	for _, f := range []string{"cpu.max", "memory.max", "pids.max", "io.max"} {
+		if _, err := os.Stat(filepath.Join(p.UnifiedDir, f)); err == nil {
+			t.Errorf("%s exists in the unified hierarchy", f)
+		}
+	}
+	if got := readFile(t, filepath.Join(p.UnifiedDir, "cgroup.subtree_control")); got != "" {
+		t.Errorf("unified cgroup.subtree_control = %q, want empty", got)
+	}
+}
+
+func TestOpenRejectsEscapingPaths(t *testing.T) {
+	needCgroups(t)
+	if _, err := Open("../etc"); err == nil {
+		t.Error("Open(\"../etc\") succeeded")
+	}
+	h := testHierarchy(t)
+	if _, err := h.New("/abs", nil); err == nil {
+		t.Error("New with an absolute path succeeded")
+	}
+	if _, err := h.New("jobs/../../x", nil); err == nil {
+		t.Error("New with .. succeeded")
+	}
+	if _, err := h.New("", nil); err == nil {
+		t.Error("New of the root succeeded")
+	}
+}
+
+// Prepare is idempotent (a restarted agent runs it again; CASES C13).
+func TestPrepareIdempotent(t *testing.T) {
+	h := testHierarchy(t)
+	for i := 0; i < 2; i++ {
+		if err := h.Prepare(); err != nil {
+			t.Fatalf("Prepare #%d: %v", i+2, err)
+		}
+	}
+	for _, d := range h.dirs(JobsDir) {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			t.Errorf("%s missing after Prepare: %v", d, err)
+		}
+	}
+	if cs := h.v1Dir("cpuset", JobsDir); cs != "" {
+		if got := readFile(t, filepath.Join(cs, "cpuset.cpus")); got == "" {
+			t.Error("v1 cpuset.cpus of jobs is empty: tasks could not join")
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package cgroup
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// CASES C6 (runc#4622): cpu = 0.333 gives a quota that an update changing
+// only memory leaves exactly as the kernel holds it.
+func TestQuotaStableAcrossMemoryUpdate(t *testing.T) {
+	needV1(t)
+	h := testHierarchy(t)
+	cpu := &specs.LinuxCPU{Quota: ptr(int64(33300)), Period: ptr(uint64(100000))}
+	g, err := h.New("jobs/c6", &specs.LinuxResources{CPU: cpu, Memory: &specs.LinuxMemory{Limit: ptr(int64(256 << 20)), Swap: ptr(int64(256 << 20))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quota := filepath.Join(h.v1Dir("cpu", "jobs/c6"), "cpu.cfs_quota_us")
+	period := filepath.Join(h.v1Dir("cpu", "jobs/c6"), "cpu.cfs_period_us")
+	q0, p0 := readFile(t, quota), readFile(t, period)
+	if q0 != "33300" || p0 != "100000" {
+		t.Fatalf("quota/period = %s/%s, want 33300/100000", q0, p0)
+	}
+	// The reload re-sends the same CPU settings with a new memory limit,
+	// and a second reload sends memory only.
+	for _, res := range []*specs.LinuxResources{
+		{CPU: cpu, Memory: &specs.LinuxMemory{Limit: ptr(int64(512 << 20)), Swap: ptr(int64(512 << 20))}},
+		{Memory: &specs.LinuxMemory{Limit: ptr(int64(128 << 20)), Swap: ptr(int64(128 << 20))}},
+	} {
+		if err := g.Update(res); err != nil {
+			t.Fatal(err)
+		}
+		if q, p := readFile(t, quota), readFile(t, period); q != q0 || p != p0 {
+			t.Errorf("after memory update quota/period = %s/%s, want %s/%s", q, p, q0, p0)
+		}
+	}
+	if got := readFile(t, filepath.Join(h.v1Dir("memory", "jobs/c6"), "memory.limit_in_bytes")); got != "134217728" {
+		t.Errorf("memory.limit_in_bytes = %s, want 134217728", got)
+	}
+}
+
+// Update applies new limits in place: the running process keeps its pid and
+// its group, and the new values are what the kernel holds.
+func TestUpdateInPlaceKeepsProcess(t *testing.T) {
+	h := testHierarchy(t)
+	g, err := h.New("jobs/upd", &specs.LinuxResources{
+		CPU:    &specs.LinuxCPU{Quota: ptr(int64(50000)), Period: ptr(uint64(100000))},
+		Memory: &specs.LinuxMemory{Limit: ptr(int64(64 << 20)), Swap: ptr(int64(64 << 20))},
+		Pids:   &specs.LinuxPids{Limit: ptr(int64(10))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := startIn(t, g, "exec sleep 1000")
+	pid := j.cmd.Process.Pid
+	if !eventually(t, 5*time.Second, func() bool { p, _ := g.Pids(); return len(p) == 1 && p[0] == pid }) {
+		t.Fatal("sleep not in group")
+	}
+	if err := g.Update(&specs.LinuxResources{
+		CPU:    &specs.LinuxCPU{Quota: ptr(int64(150000)), Period: ptr(uint64(100000))},
+		Memory: &specs.LinuxMemory{Limit: ptr(int64(128 << 20)), Swap: ptr(int64(128 << 20))},
+		Pids:   &specs.LinuxPids{Limit: ptr(int64(0))},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if j.exited() || !alive(pid) {
+		t.Fatal("process died on Update")
+	}
+	if p, err := g.Pids(); err != nil || len(p) != 1 || p[0] != pid {
+		t.Errorf("Pids after Update = %v, %v; want [%d]", p, err, pid)
+	}
+	s, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MemoryLimitBytes != 128<<20 || s.PidsLimit != 0 {
+		t.Errorf("after Update MemoryLimitBytes=%d PidsLimit=%d; want %d and 0 (unlimited)", s.MemoryLimitBytes, s.PidsLimit, 128<<20)
+	}
+	if d := h.v1Dir("cpu", "jobs/upd"); d != "" {
+		if got := readFile(t, filepath.Join(d, "cpu.cfs_quota_us")); got != "150000" {
+			t.Errorf("cpu.cfs_quota_us = %s, want 150000", got)
+		}
+	}
+	if d := h.unifiedDir("jobs/upd"); h.Mode() == Unified {
+		if got := readFile(t, filepath.Join(d, "cpu.max")); got != "150000 100000" {
+			t.Errorf("cpu.max = %s", got)
+		}
+	}
+}
+
+// On v1, Unified keys (memory.high) are reported as not enforced.
+func TestUnenforcedOnV1(t *testing.T) {
+	res := &specs.LinuxResources{Unified: map[string]string{"memory.high": "1000000", "cpu.weight": "100"}}
+	if n := Unenforced(Hybrid, res); len(n) != 2 {
+		t.Errorf("Unenforced(hybrid) = %v, want 2 notes", n)
+	}
+	if n := Unenforced(Unified, res); len(n) != 0 {
+		t.Errorf("Unenforced(unified) = %v, want none", n)
+	}
+}
