@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/berthd/berth/assign"
@@ -20,13 +21,17 @@ type Published struct {
 }
 
 // publishedJSON is the stored form: {generation, leader, members:{id:[jobs]},
-// unassigned:{job:reason}, conflicts:[{job, members, winner}]}.
+// unassigned:{job:reason}, conflicts:[{job, members, winner}],
+// held:{job:member}, declared:{job:member}}. Held and Declared carry rule 5
+// holds and absent members' declarations into the next Input.Previous.
 type publishedJSON struct {
 	Generation int64               `json:"generation"`
 	Leader     string              `json:"leader"`
 	Members    map[string][]string `json:"members"`
 	Unassigned map[string]string   `json:"unassigned"`
 	Conflicts  []conflictJSON      `json:"conflicts"`
+	Held       map[string]string   `json:"held"`
+	Declared   map[string]string   `json:"declared"`
 }
 
 type conflictJSON struct {
@@ -37,16 +42,17 @@ type conflictJSON struct {
 
 func encodePublished(p Published) ([]byte, error) {
 	j := publishedJSON{Generation: p.Generation, Leader: p.Leader,
-		Members: map[string][]string{}, Unassigned: map[string]string{}, Conflicts: []conflictJSON{}}
+		Members: map[string][]string{}, Unassigned: map[string]string{}, Conflicts: []conflictJSON{},
+		Held: map[string]string{}, Declared: map[string]string{}}
 	for m, jobs := range p.Assignment.Members {
 		if jobs == nil {
 			jobs = []string{}
 		}
 		j.Members[m] = jobs
 	}
-	for job, why := range p.Assignment.Unassigned {
-		j.Unassigned[job] = why
-	}
+	maps.Copy(j.Unassigned, p.Assignment.Unassigned)
+	maps.Copy(j.Held, p.Assignment.Held)
+	maps.Copy(j.Declared, p.Assignment.Declared)
 	for _, cf := range p.Assignment.Conflicts {
 		j.Conflicts = append(j.Conflicts, conflictJSON{Job: cf.Job, Members: cf.Members, Winner: cf.Winner})
 	}
@@ -59,15 +65,15 @@ func decodePublished(b []byte) (Published, error) {
 		return Published{}, fmt.Errorf("decode published assignment: %w", err)
 	}
 	p := Published{Generation: j.Generation, Leader: j.Leader, Assignment: assign.Assignment{
-		Members: j.Members, Unassigned: j.Unassigned}}
+		Members: j.Members, Unassigned: j.Unassigned, Held: j.Held, Declared: j.Declared}}
 	for _, cf := range j.Conflicts {
 		p.Assignment.Conflicts = append(p.Assignment.Conflicts, assign.Conflict{Job: cf.Job, Members: cf.Members, Winner: cf.Winner})
 	}
 	return p, nil
 }
 
-// sameAssignment reports whether a and b assign the same jobs to the same
-// members with the same unassigned jobs and conflicts (nil and empty alike).
+// sameAssignment reports whether a and b are equal in every published field
+// (nil and empty alike).
 func sameAssignment(a, b assign.Assignment) bool {
 	ea, err1 := encodePublished(Published{Assignment: a})
 	eb, err2 := encodePublished(Published{Assignment: b})

@@ -19,7 +19,7 @@ const dialTimeout = 5 * time.Second
 type Client struct {
 	cfg     Config
 	etcd    *clientv3.Client
-	prefix  string                                  // "/berth/<name>/"
+	prefix  string                               // "/berth/<name>/"
 	compute func(assign.Input) assign.Assignment // assign.Compute; replaced only in tests
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -182,7 +183,7 @@ func (l *leader) load(ctx context.Context) (int64, error) {
 	}
 	// Members that hold jobs but left while no one was leader: seen now.
 	now := l.clock()
-	for id := range l.published.Assignment.Members {
+	for _, id := range owners(l.published.Assignment) {
 		if _, live := l.members[id]; live {
 			continue
 		}
@@ -310,7 +311,7 @@ func (l *leader) reconcile(ctx context.Context) (time.Duration, error) {
 			}
 			continue
 		}
-		if _, holds := l.published.Assignment.Members[id]; !holds {
+		if !slices.Contains(owners(l.published.Assignment), id) {
 			if err := l.forget(ctx, id); err != nil {
 				return 0, err
 			}
@@ -368,4 +369,15 @@ func (l *leader) guarded(ctx context.Context, what string, ops ...clientv3.Op) e
 			l.s.record.ID, what, l.key, l.rev, ErrNotLeader)
 	}
 	return nil
+}
+
+// owners returns the sorted IDs of members that own jobs in a: members with
+// an entry in a.Members and departed members that a.Held keeps jobs for.
+func owners(a assign.Assignment) []string {
+	ids := slices.Collect(maps.Keys(a.Members))
+	for _, id := range a.Held {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }

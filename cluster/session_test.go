@@ -1,0 +1,164 @@
+package cluster
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/assign"
+)
+
+func TestJoinWritesMemberRecordAndCloseRemovesIt(t *testing.T) {
+	name := uniqueName(t)
+	c := connect(t, shared.Endpoints(), name, nil)
+	ctx := ctxT(t)
+	m := assign.Member{ID: "a1", Protocol: assign.Static, Connectors: []string{"orders"}, Tasks: []string{"billing-0"}}
+	s, err := c.Join(ctx, m, "10.0.0.1:9750")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := c.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 {
+		t.Fatalf("members = %+v, want one", ms)
+	}
+	r := ms[0]
+	if r.ID != "a1" || r.Protocol != assign.Static || r.Addr != "10.0.0.1:9750" ||
+		len(r.Connectors) != 1 || r.Connectors[0] != "orders" || len(r.Tasks) != 1 || r.Tasks[0] != "billing-0" ||
+		r.Lease != int64(s.Lease()) || r.Started.IsZero() {
+		t.Fatalf("record = %+v", r)
+	}
+
+	// A second agent with the same ID is refused while the lease lives.
+	if _, err := c.Join(ctx, m, "10.0.0.2:9750"); !errors.Is(err, ErrMemberExists) {
+		t.Fatalf("duplicate join: err = %v, want ErrMemberExists", err)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
+	if !errors.Is(s.Err(), ErrSessionClosed) {
+		t.Fatalf("Err = %v, want ErrSessionClosed", s.Err())
+	}
+	ms, err = c.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 0 {
+		t.Fatalf("members after Close = %+v, want none", ms)
+	}
+	// The ID is free again: rejoin with a new lease.
+	s2 := join(t, c, m)
+	if s2.Lease() == s.Lease() {
+		t.Fatal("rejoin reused the old lease")
+	}
+}
+
+func TestSessionRenewsAndReportsLatency(t *testing.T) {
+	var renewals atomic.Int64
+	c := connect(t, shared.Endpoints(), uniqueName(t), func(cfg *Config) {
+		cfg.OnRenew = func(d time.Duration) {
+			if d > 0 {
+				renewals.Add(1)
+			}
+		}
+	})
+	s := join(t, c, assign.Member{ID: "a1"})
+	first := s.Deadline()
+	// Two TTLs: the lease would have expired without renewal.
+	eventually(t, 3*testTTL, "three renewals", func() bool { return renewals.Load() >= 3 })
+	if err := s.Err(); err != nil {
+		t.Fatalf("session ended while renewing: %v", err)
+	}
+	if !s.Deadline().After(first) {
+		t.Fatalf("deadline did not advance: %s then %s", first, s.Deadline())
+	}
+	if got, want := s.LastRenewal().Add(s.TTL()).Sub(s.Deadline()), time.Second; got != want {
+		t.Fatalf("margin = %s, want max(1s, TTL/5) = %s", got, want)
+	}
+}
+
+func TestSessionLostWhenLeaseRevokedElsewhere(t *testing.T) {
+	c := connect(t, shared.Endpoints(), uniqueName(t), nil)
+	s := join(t, c, assign.Member{ID: "a1"})
+	if _, err := c.etcd.Revoke(ctxT(t), s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(testTTL):
+		t.Fatal("Done not closed within TTL after the lease was revoked")
+	}
+	if !errors.Is(s.Err(), ErrSessionLost) {
+		t.Fatalf("Err = %v, want ErrSessionLost", s.Err())
+	}
+	if ok, _, err := s.Claim(ctxT(t), "orders"); ok || err == nil {
+		t.Fatalf("claim on a lost session: ok=%v err=%v", ok, err)
+	}
+}
+
+// TestSessionFencesBeforeServerExpiry partitions a member from a running
+// etcd: its Done must fire before the server can expire the lease, and a
+// second client must still see its record and claim then, and see them gone
+// only after the server expired the lease.
+func TestSessionFencesBeforeServerExpiry(t *testing.T) {
+	name := uniqueName(t)
+	px := startProxy(t, shared.Endpoints()[0])
+	agent := connect(t, []string{px.URL()}, name, nil)
+	observer := connect(t, shared.Endpoints(), name, nil)
+	s := join(t, agent, assign.Member{ID: "a1"})
+	ctx := ctxT(t)
+	if ok, _, err := s.Claim(ctx, "orders-0"); !ok || err != nil {
+		t.Fatalf("claim: ok=%v err=%v", ok, err)
+	}
+	// Let at least one renewal happen so the deadline is not the grant's.
+	eventually(t, 2*testTTL, "a renewal", func() bool { return s.LastRenewal().After(s.Member().Started) })
+
+	px.Partition()
+	<-s.Done()
+	doneAt := time.Now()
+	earliestExpiry := s.LastRenewal().Add(s.TTL())
+	if !errors.Is(s.Err(), ErrSessionLost) {
+		t.Fatalf("Err = %v, want ErrSessionLost", s.Err())
+	}
+	if !doneAt.Before(earliestExpiry) {
+		t.Fatalf("Done at %s, not before the earliest server expiry %s", doneAt, earliestExpiry)
+	}
+	// The server has not expired the lease yet: record and claim visible.
+	ms, err := observer.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := observer.Claims(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Now().Before(earliestExpiry) && (len(ms) != 1 || claims["orders-0"] != "a1") {
+		t.Fatalf("at fencing time the server already dropped the member: members %+v claims %v", ms, claims)
+	}
+	// The claim frees itself when the server expires the lease, not before.
+	if err := observer.WaitClaimFree(ctx, "orders-0"); err != nil {
+		t.Fatal(err)
+	}
+	freedAt := time.Now()
+	if freedAt.Before(earliestExpiry) {
+		t.Fatalf("claim freed at %s, before the lease could expire at %s", freedAt, earliestExpiry)
+	}
+	ms, err = observer.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 0 {
+		t.Fatalf("member record outlived its lease: %+v", ms)
+	}
+	t.Logf("fenced %s before the earliest server expiry; claim freed %s after it",
+		earliestExpiry.Sub(doneAt), freedAt.Sub(earliestExpiry))
+}
