@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -113,7 +114,26 @@ type job struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	err    error
-	stderr *strings.Builder
+	stderr *syncBuffer
+}
+
+// syncBuffer is an io.Writer whose content can be read while exec's copying
+// goroutine writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // startIn starts /bin/sh -c script inside g: the shell is started held on a
@@ -128,7 +148,7 @@ func startIn(t testing.TB, g *Group, script string) *job {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &job{cmd: cmd, done: make(chan struct{}), stderr: &strings.Builder{}}
+	j := &job{cmd: cmd, done: make(chan struct{}), stderr: &syncBuffer{}}
 	cmd.Stderr = j.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %q: %v", script, err)

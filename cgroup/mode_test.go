@@ -2,8 +2,11 @@ package cgroup
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"testing"
+
+	cgroups "github.com/containerd/cgroups/v3"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -90,5 +93,30 @@ func TestPrepareIdempotent(t *testing.T) {
 		if got := readFile(t, filepath.Join(cs, "cpuset.cpus")); got == "" {
 			t.Error("v1 cpuset.cpus of jobs is empty: tasks could not join")
 		}
+	}
+}
+
+// Open("") roots berth at this process's own cgroup in every hierarchy (the
+// systemd Delegate=yes case), per /proc/self/cgroup.
+func TestOpenOwnCgroup(t *testing.T) {
+	needCgroups(t)
+	h, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, unified, err := cgroups.ParseCgroupFileUnified("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, base := range h.v1Roots {
+		if want := path.Clean("/" + v1[string(name)]); base != want {
+			t.Errorf("v1 root of %s = %q, want %q", name, base, want)
+		}
+	}
+	if h.unifiedMount != "" && h.unifiedRoot != path.Clean("/"+unified) {
+		t.Errorf("unified root = %q, want %q", h.unifiedRoot, unified)
+	}
+	if !h.delegated {
+		t.Error("own cgroup not treated as delegated")
 	}
 }

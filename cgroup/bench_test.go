@@ -1,0 +1,30 @@
+package cgroup
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// BenchmarkNewDelete creates one limited job cgroup (0.5 CPU, 256 MiB, swap
+// off, 64 pids: the BASELINES.md job) in every hierarchy and deletes it.
+func BenchmarkNewDelete(b *testing.B) {
+	h := testHierarchy(b)
+	res := &specs.LinuxResources{
+		CPU:    &specs.LinuxCPU{Quota: ptr(int64(50000)), Period: ptr(uint64(100000))},
+		Memory: &specs.LinuxMemory{Limit: ptr(int64(256 << 20)), Swap: ptr(int64(256 << 20))},
+		Pids:   &specs.LinuxPids{Limit: ptr(int64(64))},
+	}
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		g, err := h.New(fmt.Sprintf("jobs/bench-%d", i), res)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := g.Delete(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
