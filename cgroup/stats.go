@@ -144,7 +144,9 @@ func (g *Group) statsV2() (*Stats, error) {
 	}
 	if p := m.Pids; p != nil {
 		s.Pids = p.Current
-		s.PidsLimit = p.Limit
+		if p.Limit < v1Unlimited { // "max" reads as MaxUint64
+			s.PidsLimit = p.Limit
+		}
 	}
 	if io := m.Io; io != nil {
 		for _, e := range io.Usage {

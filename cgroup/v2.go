@@ -99,6 +99,11 @@ func v2Resources(res *specs.LinuxResources) (*cgroup2.Resources, *int64) {
 		// period is 100000 µs (Documentation/scheduler/sched-bwc.rst).
 		r.CPU.Max = cgroup2.NewCPUMax(c.Quota, nil)
 	}
+	if p := res.Pids; p != nil && p.Limit != nil && *p.Limit <= 0 {
+		// cgroup2.Pids writes nothing for 0; the runtime spec means
+		// unlimited, which pids.max spells "max".
+		r.Pids = &cgroup2.Pids{Max: -1}
+	}
 	var swap *int64
 	if r.Memory != nil {
 		swap = r.Memory.Swap
