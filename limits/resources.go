@@ -43,7 +43,8 @@ func quotaMicros(cores float64, period time.Duration) int64 {
 // the same function is containerd/cgroups/v3 cgroup2.ConvertCPUSharesToCgroupV2Value,
 // used when the shares are written to a v2 host): weight =
 // ceil(10^((l² + 125·l)/612 − 7/34)) with l = log2(shares). The result is
-// the smallest shares that converts back to weight, so weight 1 -> 2,
+// 2^l for the l that solves that quadratic for weight, rounded, then moved
+// by the fewest steps needed to convert back to weight: weight 1 -> 2,
 // 100 -> 1024 (both defaults), 10000 -> 262144, and
 // ConvertCPUSharesToCgroupV2Value(CPUWeightToShares(w)) == w for every w in
 // 1..10000. A weight outside 1..10000 is clamped.
@@ -54,10 +55,11 @@ func CPUWeightToShares(weight uint64) uint64 {
 	l := (-125 + math.Sqrt(125*125+4*c)) / 2
 	s := uint64(math.Round(math.Exp2(l)))
 	s = min(max(s, 2), 262144)
+	// Correct floating-point error so that the shares convert back to w.
 	for s < 262144 && cgroup2.ConvertCPUSharesToCgroupV2Value(s) < w {
 		s++
 	}
-	for s > 2 && cgroup2.ConvertCPUSharesToCgroupV2Value(s-1) >= w {
+	for s > 2 && cgroup2.ConvertCPUSharesToCgroupV2Value(s) > w {
 		s--
 	}
 	return s
