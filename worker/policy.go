@@ -8,15 +8,14 @@ import (
 // Policy says whether a worker's process is started again after it exits.
 type Policy string
 
-// Restart policies, as systemd's Restart= and Nomad's restart stanza name
-// them.
+// Restart policies, named as systemd's Restart= values (systemd.service(5)).
 const (
 	// Always restarts after every exit.
 	Always Policy = "always"
 	// OnFailure restarts after a non-zero exit status or death by a signal
 	// (systemd Restart=on-failure).
 	OnFailure Policy = "on-failure"
-	// Never leaves the worker Exited after its first exit.
+	// Never leaves the worker Exited after its first exit (systemd Restart=no).
 	Never Policy = "never"
 )
 
@@ -45,9 +44,12 @@ func (p Policy) restarts(e Exit) bool {
 
 // Backoff is the delay before each restart: Initial, doubled after every
 // restart up to Max, and back to Initial once a run has lasted Reset. The
-// defaults follow systemd's RestartSec= with RestartSteps=/RestartMaxDelaySec=
-// style growth and Nomad's restart stanza (delay, exponential, max delay):
-// 1 s doubling to 60 s, reset after 10 min of continuous run.
+// shape is systemd's RestartSec= growing by RestartSteps= up to
+// RestartMaxDelaySec= (systemd.service(5)) and Nomad's reschedule block with
+// delay_function = "exponential" and max_delay; the numbers are berth's:
+// 1 s doubling to 60 s, and the reset after 10 min of continuous run is
+// Kubernetes' CrashLoopBackOff rule (its back-off resets once a container
+// has run 10 min without a problem).
 type Backoff struct {
 	Initial time.Duration // first delay; default 1 s
 	Max     time.Duration // upper bound of the delay; default 60 s

@@ -24,7 +24,10 @@ type proc struct {
 
 // spawn starts one run of the job described by spec inside place, with
 // stdout and stderr on logw, and returns once the job's image has been
-// exec'd. Every error names what was being done; when it returns an error no
+// exec'd. placed, when not nil, is called with the pid once the process is
+// inside every hierarchy and before it is released to exec the job (the
+// worker writes its "started" log line there, ahead of anything the job
+// writes). Every error names what was being done; when it returns an error no
 // process of this run is left to wait for.
 //
 // Every run goes through the exec helper, which the agent writes into each
@@ -36,7 +39,7 @@ type proc struct {
 // after a cgroup.kill dies of signal 9), so every restart after Group.Kill
 // would die at once. Moving the held helper by pid is not affected, and no
 // job code runs before the helper is inside every hierarchy.
-func spawn(spec *Spec, place cgroup.Placement, logw *os.File) (*proc, error) {
+func spawn(spec *Spec, place cgroup.Placement, logw *os.File, placed func(pid int)) (*proc, error) {
 	cred, err := resolveCredential(spec.User)
 	if err != nil {
 		return nil, err
@@ -77,14 +80,14 @@ func spawn(spec *Spec, place cgroup.Placement, logw *os.File) (*proc, error) {
 	if len(procsFiles) == 0 {
 		return nil, errors.New("start: cgroup placement names no cgroup")
 	}
-	return spawnHelper(spec, procsFiles, path, argv, files, sys)
+	return spawnHelper(spec, procsFiles, path, argv, files, sys, placed)
 }
 
 // spawnHelper starts the job through the exec helper (see MaybeRunHelper):
 // fork /proc/self/exe held on a pipe, write its pid into every cgroup.procs
 // file of procsFiles, release it with the exec request, and read the status
 // pipe until EOF (exec succeeded) or an error.
-func spawnHelper(spec *Spec, procsFiles []string, path string, argv []string, files []uintptr, sys *syscall.SysProcAttr) (*proc, error) {
+func spawnHelper(spec *Spec, procsFiles []string, path string, argv []string, files []uintptr, sys *syscall.SysProcAttr, placed func(int)) (*proc, error) {
 	p := &proc{exits: make(chan unix.WaitStatus, 1)}
 	var ctl, status [2]int
 	if err := unix.Pipe2(ctl[:], unix.O_CLOEXEC); err != nil {
@@ -123,6 +126,9 @@ func spawnHelper(spec *Spec, procsFiles []string, path string, argv []string, fi
 		if err := writeProcs(f, pid); err != nil {
 			return abort(err)
 		}
+	}
+	if placed != nil {
+		placed(p.pid)
 	}
 	req, err := json.Marshal(execRequest{Path: path, Argv: argv, Env: spec.Env})
 	if err != nil {

@@ -172,14 +172,13 @@ func (w *Worker) run() {
 		oomBefore, oomErr := w.spec.Group.OOMKills()
 		started := time.Now()
 		w.setState(func(s *Status) { s.State, s.StartedAt, s.NextRestart = Starting, started, time.Time{} })
-		p, err := spawn(&w.spec, w.spec.Group.Placement(), logs.w)
+		p, err := spawn(&w.spec, w.spec.Group.Placement(), logs.w, func(pid int) { logs.mark("started pid %d", pid) })
 		if err != nil {
 			logs.mark("start failed: %v", err)
 			w.killGroup(logs)
 			w.fail(err)
 			return
 		}
-		logs.mark("started pid %d", p.pid)
 		w.setState(func(s *Status) { s.State, s.PID = Running, p.pid })
 
 		var ws unix.WaitStatus

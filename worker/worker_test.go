@@ -657,7 +657,7 @@ func BenchmarkStart(b *testing.B) {
 	place := g.Placement()
 	b.ResetTimer()
 	for b.Loop() {
-		p, err := spawn(&spec, place, logs.w)
+		p, err := spawn(&spec, place, logs.w, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
