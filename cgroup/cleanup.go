@@ -10,19 +10,17 @@ import (
 // Cleanup kills every process in the cgroups below rel and deletes those
 // cgroups from every hierarchy; rel itself stays. The agent calls it on
 // start-up for "jobs": whatever a previous run left there must not run
-// (DESIGN.md, "Worker lifetime"; CASES C1). It returns the names of the
-// children it removed.
+// (DESIGN.md, "Worker lifetime"; CASES C1).
 //
 // Errors: rel is invalid; a child could not be killed or deleted before ctx
 // ended (all children are tried; the errors are joined).
-func (h *Hierarchy) Cleanup(ctx context.Context, rel string) ([]string, error) {
+func (h *Hierarchy) Cleanup(ctx context.Context, rel string) error {
 	names, err := h.Children(rel)
 	if err != nil {
-		return nil, fmt.Errorf("clean up cgroup %q: %w", rel, err)
+		return fmt.Errorf("clean up cgroup %q: %w", rel, err)
 	}
 	rel, _ = cleanRel(rel)
 	var errs []error
-	var removed []string
 	for _, name := range names {
 		g, err := h.Load(path.Join(rel, name))
 		if errors.Is(err, ErrNotExist) {
@@ -40,10 +38,9 @@ func (h *Hierarchy) Cleanup(ctx context.Context, rel string) ([]string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, name)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return removed, fmt.Errorf("clean up cgroup %q: %w", rel, err)
+		return fmt.Errorf("clean up cgroup %q: %w", rel, err)
 	}
-	return removed, nil
+	return nil
 }

@@ -145,12 +145,8 @@ func TestCleanupKillsLeftovers(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	removed, err := h2.Cleanup(ctx, JobsDir)
-	if err != nil {
+	if err := h2.Cleanup(ctx, JobsDir); err != nil {
 		t.Fatalf("Cleanup: %v", err)
-	}
-	if len(removed) != 2 {
-		t.Errorf("removed %v, want [a g-x]", removed)
 	}
 	ja.wait(t, 5*time.Second)
 	jb.wait(t, 5*time.Second)

@@ -98,7 +98,7 @@ func testHierarchy(t testing.TB) *Hierarchy {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := h.Cleanup(ctx, ""); err != nil {
+		if err := h.Cleanup(ctx, ""); err != nil {
 			t.Errorf("cleanup of test root %s: %v", root, err)
 		}
 		if err := h.deleteRel(ctx, ""); err != nil {

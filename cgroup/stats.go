@@ -30,6 +30,9 @@ type Stats struct {
 	// CPUSystemSeconds is CPU time in kernel mode, in seconds (v1
 	// cpuacct.stat system; v2 cpu.stat system_usec).
 	CPUSystemSeconds float64
+	// CPUQuotaCores is the CPU limit in cores, quota/period (v1
+	// cpu.cfs_quota_us / cpu.cfs_period_us; v2 cpu.max), 0 when unlimited.
+	CPUQuotaCores float64
 	// Periods is the number of CFS enforcement periods in which the group
 	// was runnable (cpu.stat nr_periods).
 	Periods uint64
@@ -116,7 +119,38 @@ func (g *Group) Stats() (*Stats, error) {
 	if s.OOMKills, err = g.OOMKills(); err != nil && !errors.Is(err, ErrNotExist) {
 		return nil, err
 	}
+	if dir := g.h.v1Dir(cgroup1.Cpu, g.rel); dir != "" {
+		q, qerr := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
+		p, perr := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
+		if qerr == nil && perr == nil {
+			s.CPUQuotaCores, err = quotaCores(string(q), string(p))
+			if err != nil {
+				return nil, fmt.Errorf("read stats of cgroup %s: %w", dir, err)
+			}
+		}
+	}
 	return s, nil
+}
+
+// quotaCores is quota/period in cores; a negative quota or "max" is 0
+// (unlimited).
+func quotaCores(quota, period string) (float64, error) {
+	quota, period = strings.TrimSpace(quota), strings.TrimSpace(period)
+	if quota == "max" {
+		return 0, nil
+	}
+	q, err := strconv.ParseInt(quota, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse CPU quota %q: %w", quota, err)
+	}
+	p, err := strconv.ParseUint(period, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse CPU period %q: %w", period, err)
+	}
+	if q < 0 || p == 0 {
+		return 0, nil
+	}
+	return float64(q) / float64(p), nil
 }
 
 func (g *Group) statsV2() (*Stats, error) {
@@ -132,6 +166,13 @@ func (g *Group) statsV2() (*Stats, error) {
 		s.Periods = c.NrPeriods
 		s.ThrottledPeriods = c.NrThrottled
 		s.ThrottledSeconds = float64(c.ThrottledUsec) / 1e6
+	}
+	if data, err := os.ReadFile(filepath.Join(g.h.unifiedDir(g.rel), "cpu.max")); err == nil {
+		if q, p, ok := strings.Cut(strings.TrimSpace(string(data)), " "); ok {
+			if s.CPUQuotaCores, err = quotaCores(q, p); err != nil {
+				return nil, fmt.Errorf("read stats of cgroup %s: %w", g.h.unifiedDir(g.rel), err)
+			}
+		}
 	}
 	if mem := m.Memory; mem != nil {
 		s.MemoryBytes = mem.Usage

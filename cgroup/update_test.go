@@ -76,6 +76,9 @@ func TestUpdateInPlaceKeepsProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s.CPUQuotaCores != 1.5 {
+		t.Errorf("CPUQuotaCores = %v, want 1.5", s.CPUQuotaCores)
+	}
 	if s.MemoryLimitBytes != 128<<20 || s.PidsLimit != 0 {
 		t.Errorf("after Update MemoryLimitBytes=%d PidsLimit=%d; want %d and 0 (unlimited)", s.MemoryLimitBytes, s.PidsLimit, 128<<20)
 	}
