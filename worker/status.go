@@ -62,7 +62,8 @@ type Status struct {
 	LastExit *Exit `json:"last_exit,omitempty"`
 	// Reason says why the worker is Failed (a start error), or is empty.
 	Reason string `json:"reason,omitempty"`
-	// NextRestart is when a worker in Backoff starts again; zero otherwise.
+	// NextRestart is when a worker in BackingOff starts again (LastExit.Time
+	// plus the backoff delay); zero otherwise.
 	NextRestart time.Time `json:"next_restart,omitzero"`
 }
 

@@ -208,11 +208,12 @@ func (w *Worker) run() {
 			w.setState(func(s *Status) { s.State, s.PID, s.LastExit = Exited, 0, &exit })
 			return
 		}
+		// The delay counts from the exit, so cleaning the cgroup is part of it.
 		delay = w.spec.Backoff.next(delay, exitAt.Sub(started))
-		next := time.Now().Add(delay)
+		next := exitAt.Add(delay)
 		w.setState(func(s *Status) { s.State, s.PID, s.LastExit, s.NextRestart = BackingOff, 0, &exit, next })
 		logs.mark("restarting in %s", delay)
-		t := time.NewTimer(delay)
+		t := time.NewTimer(time.Until(next))
 		select {
 		case <-t.C:
 		case <-w.stopCh:

@@ -375,11 +375,10 @@ func TestBackoffObserved(t *testing.T) {
 		}
 		return st.Restarts >= 5
 	})
-	// Delay k (0-based) is 50ms·2^k capped at 400ms; Status is sampled, so
-	// compare the ones we saw, with scheduling slack.
+	// Delay k (0-based) is 50ms·2^k capped at 400ms, counted from the exit;
+	// Status is sampled, so compare the ones we saw.
 	for k, d := range delays {
-		want := min(50*time.Millisecond<<k, 400*time.Millisecond)
-		if d < want || d > want+200*time.Millisecond {
+		if want := min(50*time.Millisecond<<k, 400*time.Millisecond); d != want {
 			t.Errorf("restart %d: delay %s, want %s", k, d, want)
 		}
 	}
