@@ -31,14 +31,22 @@ var (
 // reaper for the new pid. It returns syscall.ForkExec's error (which, when
 // the image is exec'd directly, includes exec errors from the child).
 func fork(path string, argv []string, attr *syscall.ProcAttr, exits chan<- unix.WaitStatus) (int, error) {
-	if _, err := startReaper(); err != nil {
+	if err := startLauncher(); err != nil {
 		return 0, err
 	}
-	launcherOnce.Do(func() { go launcher() })
 	req := forkRequest{path: path, argv: argv, attr: attr, exits: exits, reply: make(chan forkReply, 1)}
 	launchRequests <- req
 	rep := <-req.reply
 	return rep.pid, rep.err
+}
+
+// startLauncher starts the process-wide reaper and launcher goroutines once.
+func startLauncher() error {
+	if _, err := startReaper(); err != nil {
+		return err
+	}
+	launcherOnce.Do(func() { go launcher() })
+	return nil
 }
 
 // launcher is the one goroutine that forks workers. It locks itself to its

@@ -64,8 +64,14 @@ type Spec struct {
 	Group Group
 }
 
-// Worker supervises the runs of one job. Its methods are safe for
-// concurrent use.
+// Worker supervises the runs of one job: start inside the cgroup, wait for
+// the main process, kill what is left in the cgroup, then restart after a
+// backoff or end, as Spec.Restart says. A run that cannot start (missing or
+// non-executable command, unknown user or group, bad working directory, a
+// cgroup that refuses the pid) leaves the worker Failed with the reason and
+// is not retried: such errors do not heal by waiting, and the supervisor
+// makes a new Worker when the job's definition changes. Its methods are safe
+// for concurrent use.
 type Worker struct {
 	spec Spec
 

@@ -498,6 +498,9 @@ func TestExitKillsDescendants(t *testing.T) {
 func TestStopTimeoutKills(t *testing.T) {
 	g := newTestGroup(t, 0)
 	var logs syncBuffer
+	if err := startLauncher(); err != nil { // process-wide, lives as long as the agent
+		t.Fatal(err)
+	}
 	before := runtime.NumGoroutine()
 	spec := sh(g, `trap "" TERM; while :; do sleep 1; done`)
 	spec.StopTimeout = time.Second
