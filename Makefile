@@ -1,0 +1,31 @@
+# berth — build, run and test. Every target runs as root on a Debian host.
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+CONFIG    ?= packaging/examples/berth.toml
+PKGS      := ./...
+TESTFLAGS ?=
+
+.PHONY: build run test test-race lint bench test-v2 test-systemd deb clean
+
+build: ## bin/berth
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
+
+run: build ## run the agent on the example config (as root)
+	./bin/berth agent --config $(CONFIG)
+
+test: build ## every test, with the race detector, as root
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+
+lint:
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
+	$(GO) vet $(PKGS)
+	staticcheck $(PKGS)
+
+bench: ## Go benchmarks, printed as benchstat-style tables
+	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
+
+clean:
+	rm -rf bin dist bench.out

@@ -1,0 +1,189 @@
+// Package supervisor is the berth agent: one loop that turns "what should
+// run" (a Source) into "what runs" (workers in cgroups), kills what an
+// earlier run left behind, reloads its configuration without harming running
+// jobs, and serves per-job metrics and a JSON API.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/limits"
+)
+
+// Agent runs the jobs its Source assigns to it. Create it with New and run
+// it with Run; every other method may be called from any goroutine.
+type Agent struct {
+	log    *slog.Logger
+	path   string // configuration file, re-read by Reload
+	hier   *cgroup.Hierarchy
+	source Source
+	static *StaticSource // non-nil when the source is the agent's own [static] table
+
+	reloads chan chan error
+	ready   chan struct{}
+	readyMu sync.Once
+
+	mu      sync.RWMutex // guards everything below; the loop writes, readers read
+	cfg     *limits.Config
+	jobs    map[string]*job
+	groups  map[string]*groupNode
+	desired Desired
+
+	metrics *metricsState
+}
+
+// Options configure an Agent beyond its configuration file.
+type Options struct {
+	// Logger receives the agent's structured log; nil: slog.Default().
+	Logger *slog.Logger
+	// Source overrides the assignment source; nil: the static source built
+	// from the configuration's [static] table.
+	Source Source
+}
+
+// New validates nothing (Load did) and returns an agent for cfg, whose file
+// is path (re-read on Reload). It does not touch cgroups or processes.
+func New(cfg *limits.Config, path string, opts Options) *Agent {
+	a := &Agent{
+		log:     opts.Logger,
+		path:    path,
+		cfg:     cfg,
+		reloads: make(chan chan error),
+		ready:   make(chan struct{}),
+		jobs:    map[string]*job{},
+		groups:  map[string]*groupNode{},
+		metrics: newMetricsState(),
+		source:  opts.Source,
+	}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.source == nil {
+		a.static = NewStaticSource(memberOf(cfg), connectorsOf(cfg))
+		a.source = a.static
+	}
+	return a
+}
+
+// Ready is closed once the first reconcile has finished: every assigned job
+// has been started (or has failed with a reason).
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Config returns the configuration in force.
+func (a *Agent) Config() *limits.Config {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.cfg
+}
+
+// Run opens the cgroup hierarchy, kills whatever an earlier run left in
+// <cgroup_root>/jobs, serves HTTP on the configured listen address, and
+// reconciles until ctx is cancelled. It then stops every worker, removes
+// every cgroup it made and returns nil. It returns an error when the
+// hierarchy cannot be opened, leftovers cannot be removed, or the listen
+// address cannot be bound; in each case nothing is left running.
+func (a *Agent) Run(ctx context.Context) error {
+	cfg := a.Config()
+	hier, err := cgroup.Open(cfg.Agent.CgroupRoot)
+	if err != nil {
+		return fmt.Errorf("open cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
+	}
+	a.hier = hier
+	a.log.Info("cgroup hierarchy", "mode", modeName(hier.Mode()), "root", cfg.Agent.CgroupRoot)
+	if err := hier.Prepare(); err != nil {
+		return fmt.Errorf("prepare cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
+	}
+	// A job that nobody claims must not run: kill what an earlier run of the
+	// agent left behind before anything else (CASES C1).
+	if err := hier.Cleanup(ctx, jobsDir); err != nil {
+		return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, jobsDir, err)
+	}
+
+	ln, err := net.Listen("tcp", cfg.Agent.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (agent.listen): %w", cfg.Agent.Listen, err)
+	}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	a.log.Info("serving", "listen", ln.Addr().String())
+
+	err = a.loop(ctx, serveErr)
+
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	if stopErr := a.stopAll(); stopErr != nil {
+		err = errors.Join(err, stopErr)
+	}
+	return err
+}
+
+func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
+	// Retry reconciliation of jobs whose cgroup could not be made.
+	retry := time.NewTicker(5 * time.Second)
+	defer retry.Stop()
+	a.reconcile(ctx)
+	a.readyMu.Do(func() { close(a.ready) })
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-serveErr:
+			return fmt.Errorf("http server: %w", err)
+		case <-a.source.Changed():
+			a.reconcile(ctx)
+		case reply := <-a.reloads:
+			reply <- a.reload(ctx)
+		case <-retry.C:
+			if a.needsRetry() {
+				a.reconcile(ctx)
+			}
+		}
+	}
+}
+
+// Reload re-reads the configuration file. A file that fails validation is
+// returned as an error and changes nothing; a good one is put in force:
+// only the jobs whose definition changed are started, stopped, restarted
+// (command, environment, user, restart policy, group) or updated in place
+// (limits only). It returns an error when the agent is not running.
+func (a *Agent) Reload(ctx context.Context) error {
+	reply := make(chan error, 1)
+	select {
+	case a.reloads <- reply:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *Agent) reload(ctx context.Context) error {
+	cfg, err := limits.Load(a.path)
+	if err != nil {
+		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "error", err)
+		return err
+	}
+	a.mu.Lock()
+	a.cfg = cfg
+	a.mu.Unlock()
+	a.log.Info("reload accepted", "config", a.path)
+	if a.static != nil {
+		a.static.Set(memberOf(cfg), connectorsOf(cfg))
+	}
+	a.reconcile(ctx)
+	return nil
+}

@@ -1,0 +1,250 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/worker"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// JobInfo is one job as GET /v1/jobs and GET /v1/jobs/{id} return it.
+type JobInfo struct {
+	ID        string        `json:"id"`
+	Connector string        `json:"connector"`
+	Kind      string        `json:"kind"`           // "connector" or "task"
+	Task      *int          `json:"task,omitempty"` // task index; absent for a connector job
+	Group     string        `json:"group,omitempty"`
+	State     worker.State  `json:"state"`
+	Reason    string        `json:"reason,omitempty"` // why the job is failed
+	PID       int           `json:"pid,omitempty"`
+	Cgroup    string        `json:"cgroup"` // as /proc/PID/cgroup names it
+	StartedAt *time.Time    `json:"started_at,omitempty"`
+	Restarts  int           `json:"restarts"`
+	LastExit  *worker.Exit  `json:"last_exit,omitempty"`
+	Limits    limits.Limits `json:"limits"`
+	Usage     *Usage        `json:"usage,omitempty"`
+	Command   []string      `json:"command"`
+}
+
+// Usage is a job's cgroup accounting at the time of the request.
+type Usage struct {
+	CPUSeconds       float64 `json:"cpu_seconds"`        // user + system, seconds
+	MemoryBytes      uint64  `json:"memory_bytes"`       // charged to the cgroup, bytes
+	MemoryLimitBytes uint64  `json:"memory_limit_bytes"` // 0: unlimited
+	OOMKills         uint64  `json:"oom_kills"`
+	Pids             uint64  `json:"pids"`
+}
+
+// Jobs returns every job this agent runs, sorted by ID.
+func (a *Agent) Jobs() []JobInfo {
+	a.mu.RLock()
+	js := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		js = append(js, j)
+	}
+	a.mu.RUnlock()
+	sort.Slice(js, func(i, k int) bool { return js[i].spec.ID < js[k].spec.ID })
+	out := make([]JobInfo, 0, len(js))
+	for _, j := range js {
+		out = append(out, a.jobInfo(j))
+	}
+	return out
+}
+
+func (a *Agent) jobInfo(j *job) JobInfo {
+	a.mu.RLock()
+	spec := j.spec
+	a.mu.RUnlock()
+	info := JobInfo{
+		ID:        spec.ID,
+		Connector: spec.Connector,
+		Kind:      string(spec.Kind),
+		Group:     spec.Group,
+		Cgroup:    a.cgroupPath(spec),
+		Limits:    spec.Process.Limits,
+		Command:   spec.Process.Command,
+	}
+	if spec.Kind == limits.KindTask {
+		t := spec.Task
+		info.Task = &t
+	}
+	if j.w == nil {
+		info.State, info.Reason = worker.Failed, j.err
+		return info
+	}
+	st := j.w.Status()
+	info.State, info.Reason, info.PID, info.Restarts, info.LastExit = st.State, st.Reason, st.PID, st.Restarts, st.LastExit
+	if !st.StartedAt.IsZero() {
+		t := st.StartedAt
+		info.StartedAt = &t
+	}
+	if s, err := j.group.Stats(); err == nil {
+		info.Usage = &Usage{
+			CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
+			MemoryBytes:      s.MemoryBytes,
+			MemoryLimitBytes: s.MemoryLimitBytes,
+			OOMKills:         s.OOMKills,
+			Pids:             s.Pids,
+		}
+	}
+	return info
+}
+
+// Handler serves the agent's HTTP API:
+//
+//	GET /metrics                       Prometheus text exposition
+//	GET /v1/jobs                       every job (JobInfo, JSON array)
+//	GET /v1/jobs/{id}                  one job; 404 when this agent does not run it
+//	GET /connectors                    connector names (Kafka Connect shape)
+//	GET /connectors/{name}             config and task IDs
+//	GET /connectors/{name}/status      state and worker_id of the connector and each task
+//	GET /healthz                       200 once the first reconcile finished
+func (a *Agent) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if c, err := a.newCollector(); err == nil {
+		reg.MustRegister(c)
+	} else {
+		a.log.Error("procfs unavailable; per-job metrics off", "error", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{a}, ErrorHandling: promhttp.ContinueOnError}))
+	mux.HandleFunc("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.Jobs())
+	})
+	mux.HandleFunc("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		a.mu.RLock()
+		j := a.jobs[id]
+		a.mu.RUnlock()
+		if j == nil {
+			writeError(w, http.StatusNotFound, "job "+id+" is not run by this agent")
+			return
+		}
+		writeJSON(w, http.StatusOK, a.jobInfo(j))
+	})
+	mux.HandleFunc("GET /connectors", func(w http.ResponseWriter, r *http.Request) {
+		cfg := a.Config()
+		names := make([]string, 0, len(cfg.Connectors))
+		for _, c := range cfg.Connectors {
+			names = append(names, c.Name)
+		}
+		sort.Strings(names)
+		writeJSON(w, http.StatusOK, names)
+	})
+	mux.HandleFunc("GET /connectors/{name}", func(w http.ResponseWriter, r *http.Request) {
+		c, ok := a.connector(r.PathValue("name"))
+		if !ok {
+			writeError(w, http.StatusNotFound, "connector "+r.PathValue("name")+" not found")
+			return
+		}
+		writeJSON(w, http.StatusOK, connectorInfo(c))
+	})
+	mux.HandleFunc("GET /connectors/{name}/status", func(w http.ResponseWriter, r *http.Request) {
+		c, ok := a.connector(r.PathValue("name"))
+		if !ok {
+			writeError(w, http.StatusNotFound, "connector "+r.PathValue("name")+" not found")
+			return
+		}
+		writeJSON(w, http.StatusOK, a.connectorStatus(c))
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-a.ready:
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		default:
+			writeError(w, http.StatusServiceUnavailable, "starting")
+		}
+	})
+	return mux
+}
+
+func (a *Agent) connector(name string) (limits.Connector, bool) {
+	for _, c := range a.Config().Connectors {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return limits.Connector{}, false
+}
+
+// connectorInfo is GET /connectors/{name} in Kafka Connect's shape:
+// {"name", "config", "tasks": [{"connector", "task"}], "type"}.
+func connectorInfo(c limits.Connector) map[string]any {
+	tasks := make([]map[string]any, 0, c.Tasks)
+	for i := 0; i < c.Tasks; i++ {
+		tasks = append(tasks, map[string]any{"connector": c.Name, "task": i})
+	}
+	return map[string]any{"name": c.Name, "config": c, "tasks": tasks, "type": "berth"}
+}
+
+// connectorStatus is GET /connectors/{name}/status in Kafka Connect's
+// shape; `state` uses Connect's words (RUNNING, FAILED, UNASSIGNED, …) and
+// `worker_id` is the agent that runs the job.
+func (a *Agent) connectorStatus(c limits.Connector) map[string]any {
+	a.mu.RLock()
+	self := a.cfg.Agent.ID
+	a.mu.RUnlock()
+	state := func(id string) (string, string, string) {
+		a.mu.RLock()
+		j := a.jobs[id]
+		a.mu.RUnlock()
+		if j == nil {
+			return "UNASSIGNED", "", ""
+		}
+		if j.w == nil {
+			return "FAILED", self, j.err
+		}
+		st := j.w.Status()
+		return connectState(st.State), self, st.Reason
+	}
+	out := map[string]any{"name": c.Name, "type": "berth"}
+	if c.Run != nil {
+		s, w, trace := state(c.Name)
+		out["connector"] = map[string]any{"state": s, "worker_id": w, "trace": trace}
+	}
+	tasks := make([]map[string]any, 0, c.Tasks)
+	for i := 0; i < c.Tasks; i++ {
+		s, w, trace := state(limits.TaskID(c.Name, i))
+		tasks = append(tasks, map[string]any{"id": i, "state": s, "worker_id": w, "trace": trace})
+	}
+	out["tasks"] = tasks
+	return out
+}
+
+func connectState(s worker.State) string {
+	switch s {
+	case worker.Running:
+		return "RUNNING"
+	case worker.Failed:
+		return "FAILED"
+	case worker.Starting, worker.BackingOff:
+		return "RESTARTING"
+	case worker.Stopping, worker.Stopped, worker.Exited:
+		return "STOPPED"
+	}
+	return "UNASSIGNED"
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]any{"error_code": code, "message": msg})
+}
+
+// slogAdapter lets promhttp log through the agent's logger.
+type slogAdapter struct{ a *Agent }
+
+func (s slogAdapter) Println(v ...any) { s.a.log.Error("metrics exposition", "error", v) }

@@ -1,0 +1,391 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/worker"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// jobsDir is where job cgroups live under the agent's root (DESIGN.md,
+// "cgroup layout").
+const jobsDir = "jobs"
+
+// job is one assigned job as the agent runs it.
+type job struct {
+	spec  limits.Job
+	res   *specs.LinuxResources
+	group *cgroup.Group
+	w     *worker.Worker
+	// err is why the job could not be started (its cgroup could not be
+	// made, its limits could not be resolved); the job is then retried.
+	err string
+}
+
+// groupNode is a sharing group's parent cgroup, holding the group's limits.
+type groupNode struct {
+	name  string
+	res   *specs.LinuxResources
+	group *cgroup.Group
+}
+
+// cgroupRel is the job's cgroup path relative to the agent's root.
+func cgroupRel(j limits.Job) string {
+	if j.Group != "" {
+		return path.Join(jobsDir, groupDir(j.Group), j.ID)
+	}
+	return path.Join(jobsDir, j.ID)
+}
+
+func groupDir(name string) string { return "g-" + name }
+
+// reconcile makes the running jobs match the source's assignment and the
+// configuration in force: stop what is no longer assigned, restart what
+// changed in a way that needs a new process, update limits in place, start
+// what is missing.
+func (a *Agent) reconcile(ctx context.Context) {
+	desired, err := a.source.Desired(ctx)
+	if err != nil {
+		a.log.Error("read assignment", "error", err)
+		return
+	}
+	a.mu.RLock()
+	cfg := a.cfg
+	a.mu.RUnlock()
+
+	defs := map[string]limits.Job{}
+	for _, j := range cfg.Jobs() {
+		defs[j.ID] = j
+	}
+	want := map[string]limits.Job{}
+	for _, id := range desired.Jobs {
+		if j, ok := defs[id]; ok {
+			want[id] = j
+		}
+	}
+
+	// Stop removed and respawn-needing jobs, all at once.
+	var stop []*job
+	a.mu.RLock()
+	for id, j := range a.jobs {
+		nj, ok := want[id]
+		if !ok || needsRestart(j.spec, nj) {
+			stop = append(stop, j)
+		}
+	}
+	a.mu.RUnlock()
+	a.stopJobs(stop, cfg.Agent.StopTimeout)
+
+	// Group nodes first: a job's cgroup lives inside its group's.
+	a.reconcileGroups(cfg, want)
+
+	ids := make([]string, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		nj := want[id]
+		a.mu.RLock()
+		cur := a.jobs[id]
+		a.mu.RUnlock()
+		switch {
+		case cur == nil:
+			a.startJob(cfg, nj)
+		case cur.err != "":
+			a.removeJob(id)
+			a.startJob(cfg, nj)
+		default:
+			a.updateJob(cur, nj)
+		}
+	}
+
+	a.removeUnusedGroups(want)
+	keep := map[string]bool{}
+	for id := range want {
+		keep[id] = true
+	}
+	a.metrics.retain(keep)
+	a.mu.Lock()
+	a.desired = desired
+	a.mu.Unlock()
+}
+
+// needsRestart reports whether going from old to new needs a new process:
+// anything but the limits changed. Limits alone are updated in place.
+func needsRestart(old, new limits.Job) bool {
+	o, n := old.Process, new.Process
+	o.Limits, n.Limits = limits.Limits{}, limits.Limits{}
+	return old.Group != new.Group || !reflect.DeepEqual(o, n)
+}
+
+func (a *Agent) reconcileGroups(cfg *limits.Config, want map[string]limits.Job) {
+	used := map[string]bool{}
+	for _, j := range want {
+		if j.Group != "" {
+			used[j.Group] = true
+		}
+	}
+	for _, g := range cfg.Groups {
+		if !used[g.Name] {
+			continue
+		}
+		res, notes, err := g.Limits.Resources(nil)
+		for _, n := range notes {
+			a.log.Info("group limits", "group", g.Name, "note", n)
+		}
+		if err != nil {
+			a.log.Error("group limits", "group", g.Name, "error", err)
+			continue
+		}
+		a.mu.RLock()
+		cur := a.groups[g.Name]
+		a.mu.RUnlock()
+		if cur != nil {
+			if !reflect.DeepEqual(cur.res, res) {
+				if err := cur.group.Update(res); err != nil {
+					a.log.Error("update group cgroup", "group", g.Name, "error", err)
+					continue
+				}
+				cur.res = res
+				a.log.Info("group limits updated in place", "group", g.Name)
+			}
+			continue
+		}
+		cg, err := a.hier.New(path.Join(jobsDir, groupDir(g.Name)), res)
+		if err != nil {
+			a.log.Error("create group cgroup", "group", g.Name, "error", err)
+			continue
+		}
+		a.mu.Lock()
+		a.groups[g.Name] = &groupNode{name: g.Name, res: res, group: cg}
+		a.mu.Unlock()
+	}
+}
+
+func (a *Agent) removeUnusedGroups(want map[string]limits.Job) {
+	used := map[string]bool{}
+	for _, j := range want {
+		used[j.Group] = true
+	}
+	a.mu.RLock()
+	var drop []*groupNode
+	for name, g := range a.groups {
+		if !used[name] {
+			drop = append(drop, g)
+		}
+	}
+	a.mu.RUnlock()
+	for _, g := range drop {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := g.group.Delete(ctx)
+		cancel()
+		if err != nil {
+			a.log.Error("remove group cgroup", "group", g.name, "error", err)
+			continue
+		}
+		a.mu.Lock()
+		delete(a.groups, g.name)
+		a.mu.Unlock()
+	}
+}
+
+// startJob makes the job's cgroup with its limits and starts its worker in
+// it. A failure is recorded on the job (state "failed") and retried later;
+// it never stops the agent.
+func (a *Agent) startJob(cfg *limits.Config, j limits.Job) {
+	nj := &job{spec: j}
+	res, notes, err := j.Process.Limits.Resources(nil)
+	for _, n := range notes {
+		a.log.Info("job limits", "job_id", j.ID, "note", n)
+	}
+	if err == nil {
+		nj.res = res
+		nj.group, err = a.hier.New(cgroupRel(j), res)
+	}
+	if err != nil {
+		nj.err = fmt.Sprintf("create cgroup: %v", err)
+		a.log.Error("start job", "job_id", j.ID, "error", err)
+		a.mu.Lock()
+		a.jobs[j.ID] = nj
+		a.mu.Unlock()
+		return
+	}
+	nj.w = worker.New(workerSpec(cfg, j, nj.group, a.cgroupPath(j)))
+	a.mu.Lock()
+	a.jobs[j.ID] = nj
+	a.mu.Unlock()
+	nj.w.Start()
+	a.log.Info("job started", "job_id", j.ID, "cgroup", a.cgroupPath(j))
+}
+
+// cgroupPath is the job's cgroup as /proc/PID/cgroup names it.
+func (a *Agent) cgroupPath(j limits.Job) string {
+	return path.Join("/", a.hier.Root(), cgroupRel(j))
+}
+
+func workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cgPath string) worker.Spec {
+	stop := cfg.Agent.StopTimeout
+	if j.Process.StopTimeout > 0 {
+		stop = j.Process.StopTimeout
+	}
+	return worker.Spec{
+		JobID:       j.ID,
+		Path:        j.Process.Command[0],
+		Args:        j.Process.Command,
+		Env:         j.Env(cgPath),
+		Dir:         j.Process.Dir,
+		User:        j.Process.User,
+		Restart:     worker.Policy(j.Process.Restart),
+		StopTimeout: stop,
+		LogFile: worker.LogConfig{
+			Path:     path.Join(cfg.Agent.LogDir, j.ID+".log"),
+			MaxBytes: cfg.Agent.LogMaxSize,
+			MaxFiles: cfg.Agent.LogMaxFiles,
+		},
+		Group: g,
+	}
+}
+
+// updateJob applies changed limits in place: the process keeps running.
+func (a *Agent) updateJob(cur *job, nj limits.Job) {
+	res, notes, err := nj.Process.Limits.Resources(nil)
+	for _, n := range notes {
+		a.log.Info("job limits", "job_id", nj.ID, "note", n)
+	}
+	if err != nil {
+		a.log.Error("job limits", "job_id", nj.ID, "error", err)
+		return
+	}
+	if !reflect.DeepEqual(cur.res, res) {
+		if err := cur.group.Update(res); err != nil {
+			a.log.Error("update job cgroup; old limits stay", "job_id", nj.ID, "error", err)
+			return
+		}
+		a.log.Info("job limits updated in place", "job_id", nj.ID)
+	}
+	a.mu.Lock()
+	cur.res, cur.spec = res, nj
+	a.mu.Unlock()
+}
+
+// stopJobs stops the given jobs concurrently, removes their cgroups and
+// forgets them.
+func (a *Agent) stopJobs(js []*job, grace time.Duration) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(js))
+	for i, j := range js {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = a.stopJob(j, grace)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (a *Agent) stopJob(j *job, grace time.Duration) error {
+	if j.spec.Process.StopTimeout > 0 {
+		grace = j.spec.Process.StopTimeout
+	}
+	// The worker's own stop: SIGTERM, grace, then the whole cgroup killed.
+	ctx, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)
+	defer cancel()
+	var err error
+	if j.w != nil {
+		if err = j.w.Stop(ctx); err != nil {
+			err = fmt.Errorf("stop job %s: %w", j.spec.ID, err)
+		}
+	}
+	if j.group != nil {
+		if derr := j.group.Delete(ctx); derr != nil {
+			err = errors.Join(err, fmt.Errorf("remove cgroup of job %s: %w", j.spec.ID, derr))
+		}
+	}
+	if err != nil {
+		a.log.Error("stop job", "job_id", j.spec.ID, "error", err)
+	} else {
+		a.log.Info("job stopped", "job_id", j.spec.ID)
+	}
+	a.removeJob(j.spec.ID)
+	return err
+}
+
+func (a *Agent) removeJob(id string) {
+	a.mu.Lock()
+	delete(a.jobs, id)
+	a.mu.Unlock()
+}
+
+func (a *Agent) needsRetry() bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	for _, j := range a.jobs {
+		if j.err != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// stopAll stops every job and removes every cgroup the agent made,
+// including the group nodes and the jobs directory itself.
+func (a *Agent) stopAll() error {
+	a.mu.RLock()
+	js := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		js = append(js, j)
+	}
+	grace := a.cfg.Agent.StopTimeout
+	a.mu.RUnlock()
+	err := a.stopJobs(js, grace)
+	a.removeUnusedGroups(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if cerr := a.hier.Cleanup(ctx, jobsDir); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("remove %s: %w", jobsDir, cerr))
+	}
+	return err
+}
+
+// memberOf is the agent's own member record: its [static] declarations.
+func memberOf(cfg *limits.Config) assign.Member {
+	return assign.Member{
+		ID:         cfg.Agent.ID,
+		Protocol:   assign.Protocol(cfg.Cluster.Protocol),
+		Connectors: cfg.Static.Connectors,
+		Tasks:      cfg.Static.Tasks,
+	}
+}
+
+// connectorsOf is the workload as assignment sees it.
+func connectorsOf(cfg *limits.Config) []assign.Connector {
+	out := make([]assign.Connector, 0, len(cfg.Connectors))
+	for _, c := range cfg.Connectors {
+		out = append(out, assign.Connector{Name: c.Name, Run: c.Run != nil, Tasks: c.Tasks, Group: c.Group})
+	}
+	return out
+}
+
+func modeName(m cgroup.Mode) string {
+	switch m {
+	case cgroup.Legacy:
+		return "legacy"
+	case cgroup.Hybrid:
+		return "hybrid"
+	case cgroup.Unified:
+		return "unified"
+	}
+	return "unavailable"
+}

@@ -1,0 +1,337 @@
+// Package test holds berth's end-to-end tests: they build the real binary,
+// run `berth agent` as a child process against real cgroups, and read its
+// HTTP API and /proc. They need root.
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/supervisor"
+)
+
+var berthBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "berth-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	berthBin = filepath.Join(dir, "berth")
+	build := exec.Command("go", "build", "-o", berthBin, "../cmd/berth")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build berth:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the agent makes cgroups")
+	}
+}
+
+// eventually polls cond every 50 ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func randSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// env is one agent's world: its config file, directories, cgroup root and
+// address, all unique to one test.
+type env struct {
+	t      *testing.T
+	dir    string
+	config string
+	root   string // cgroup_root
+	addr   string
+	cmd    *exec.Cmd
+	out    *bytes.Buffer
+	waited chan error
+}
+
+func newEnv(t *testing.T) *env {
+	needRoot(t)
+	e := &env{
+		t:    t,
+		dir:  t.TempDir(),
+		root: "berth-e2e-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + randSuffix(),
+		addr: freePort(t),
+	}
+	e.config = filepath.Join(e.dir, "berth.toml")
+	t.Cleanup(e.cleanup)
+	return e
+}
+
+// header is the [agent] table every test config starts with.
+func (e *env) header(stopTimeout string) string {
+	return fmt.Sprintf(`[agent]
+id = "e2e"
+data_dir = %q
+log_dir = %q
+listen = %q
+cgroup_root = %q
+stop_timeout = %q
+`, filepath.Join(e.dir, "data"), filepath.Join(e.dir, "log"), e.addr, e.root, stopTimeout)
+}
+
+func (e *env) write(body string) {
+	e.t.Helper()
+	if err := os.WriteFile(e.config, []byte(body), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// start runs the agent and waits until it answers /healthz.
+func (e *env) start() {
+	e.t.Helper()
+	e.cmd = exec.Command(berthBin, "agent", "--config", e.config)
+	e.out = &bytes.Buffer{}
+	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waited = make(chan error, 1)
+	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(e.cmd, e.waited)
+	eventually(e.t, 20*time.Second, "agent /healthz", func() bool {
+		select {
+		case err := <-e.waited:
+			e.waited <- err
+			e.t.Fatalf("agent exited early: %v\n%s", err, e.out)
+		default:
+		}
+		resp, err := http.Get("http://" + e.addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// signal sends sig to the agent and, for TERM/INT/KILL, waits for its exit.
+func (e *env) stop(sig syscall.Signal) error {
+	e.t.Helper()
+	if err := e.cmd.Process.Signal(sig); err != nil {
+		e.t.Fatal(err)
+	}
+	select {
+	case err := <-e.waited:
+		return err
+	case <-time.After(60 * time.Second):
+		e.t.Fatalf("agent did not exit within 60s of %v\n%s", sig, e.out)
+	}
+	return nil
+}
+
+// cleanup kills a still-running agent and everything left in its cgroups.
+func (e *env) cleanup() {
+	if e.cmd != nil && e.cmd.ProcessState == nil {
+		_ = e.cmd.Process.Kill()
+		<-e.waited
+	}
+	for _, dir := range e.cgroupDirs() {
+		killTree(dir)
+	}
+	if e.t.Failed() && e.out != nil {
+		e.t.Logf("agent output:\n%s", e.out)
+	}
+}
+
+// cgroupDirs lists the root of this test's cgroups in every hierarchy.
+func (e *env) cgroupDirs() []string {
+	var dirs []string
+	entries, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, en := range entries {
+		d := filepath.Join("/sys/fs/cgroup", en.Name(), e.root)
+		if _, err := os.Stat(d); err == nil {
+			dirs = append(dirs, d)
+		}
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		d := filepath.Join("/sys/fs/cgroup", e.root)
+		if _, err := os.Stat(d); err == nil {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// killTree kills every process in the cgroup tree at dir (processes this
+// test started through the agent) and removes the directories.
+func killTree(dir string) {
+	for i := 0; i < 50; i++ {
+		pids := procsUnder(dir)
+		if len(pids) == 0 {
+			break
+		}
+		for _, p := range pids {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = syscall.Rmdir(dirs[i])
+	}
+}
+
+func procsUnder(dir string) []int {
+	var pids []int
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
+		}
+		return nil
+	})
+	return pids
+}
+
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if v != nil && resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (e *env) jobs() map[string]supervisor.JobInfo {
+	e.t.Helper()
+	var js []supervisor.JobInfo
+	getJSON(e.t, "http://"+e.addr+"/v1/jobs", &js)
+	out := map[string]supervisor.JobInfo{}
+	for _, j := range js {
+		out[j.ID] = j
+	}
+	return out
+}
+
+// waitRunning waits until every named job is running and returns the jobs.
+func (e *env) waitRunning(ids ...string) map[string]supervisor.JobInfo {
+	e.t.Helper()
+	var js map[string]supervisor.JobInfo
+	eventually(e.t, 20*time.Second, fmt.Sprintf("jobs %v running", ids), func() bool {
+		js = e.jobs()
+		for _, id := range ids {
+			if j, ok := js[id]; !ok || j.State != "running" || j.PID == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return js
+}
+
+// metrics returns the sample values of the agent's /metrics, keyed by the
+// series as exposed ("name{labels}").
+func (e *env) metrics() map[string]float64 {
+	e.t.Helper()
+	resp, err := http.Get("http://" + e.addr + "/metrics")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		e.t.Fatalf("GET /metrics: %s\n%s", resp.Status, b)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			e.t.Fatalf("bad metrics line %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// metric finds one series by name and a substring of its labels.
+func metric(m map[string]float64, name, labels string) (float64, bool) {
+	for k, v := range m {
+		if strings.HasPrefix(k, name+"{") && strings.Contains(k, labels) {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] != 'Z'
+}

@@ -1,0 +1,186 @@
+package test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// C1 (nomad#5593): SIGKILL of the agent, then a second start: no process
+// of the first run is alive once the second run is up — not the job's main
+// process, and not a grandchild that escaped into its own session.
+func TestOrphansKilledAfterAgentSIGKILL(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + `
+[static]
+connectors = ["orphan"]
+
+[[connector]]
+name = "orphan"
+  [connector.run]
+  command = ["/bin/sh", "-c", "setsid sleep 1000 & exec sleep 1000"]
+`)
+	e.start()
+	e.waitRunning("orphan")
+	var first []int
+	eventually(t, 10*time.Second, "both sleeps in the job's cgroup", func() bool {
+		first = nil
+		for _, d := range e.cgroupDirs() {
+			first = append(first, procsUnder(d)...)
+		}
+		return len(uniq(first)) >= 2
+	})
+	first = uniq(first)
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	e.start()
+	e.waitRunning("orphan")
+	for _, pid := range first {
+		if alive(pid) {
+			t.Errorf("process %d of the first run is still alive after the second start", pid)
+		}
+	}
+}
+
+// C2 (nomad#17134): SIGTERM of the agent exits 0 only after every process
+// of every job is gone and every job cgroup is removed.
+func TestStopRemovesEverything(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + `
+[static]
+connectors = ["sleeper", "grouped"]
+
+[[group]]
+name = "pair"
+limits = { memory = "64MiB" }
+
+[[connector]]
+name = "sleeper"
+  [connector.run]
+  command = ["sleep", "infinity"]
+
+[[connector]]
+name = "grouped"
+group = "pair"
+  [connector.run]
+  command = ["/bin/sh", "-c", "sleep 1000 & sleep 1000 & wait"]
+`)
+	e.start()
+	js := e.waitRunning("sleeper", "grouped")
+	var pids []int
+	for _, d := range e.cgroupDirs() {
+		pids = append(pids, procsUnder(d)...)
+	}
+	if len(uniq(pids)) < 4 {
+		t.Fatalf("expected at least 4 job processes, found %v", pids)
+	}
+	if err := e.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("agent exit after SIGTERM: %v\n%s", err, e.out)
+	}
+	for _, pid := range uniq(pids) {
+		if alive(pid) {
+			t.Errorf("job process %d alive after the agent exited", pid)
+		}
+	}
+	for _, d := range e.cgroupDirs() {
+		_ = filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
+			if err == nil && de.IsDir() && strings.Contains(p, "/jobs/") {
+				t.Errorf("job cgroup %s left after the agent exited", p)
+			}
+			return nil
+		})
+	}
+	if js["grouped"].Cgroup != "/"+e.root+"/jobs/g-pair/grouped" {
+		t.Errorf("grouped job's cgroup = %q, want /%s/jobs/g-pair/grouped", js["grouped"].Cgroup, e.root)
+	}
+}
+
+// A reload with a broken file changes nothing: same processes, same limits;
+// a good reload then updates limits in place (same PID), starts an added job
+// and stops a removed one.
+func TestReload(t *testing.T) {
+	e := newEnv(t)
+	base := e.header("2s") + `
+[static]
+connectors = ["keep", "drop"]
+
+[[connector]]
+name = "keep"
+  [connector.run]
+  command = ["sleep", "infinity"]
+  limits = { memory = "64MiB", pids = 32 }
+
+[[connector]]
+name = "drop"
+  [connector.run]
+  command = ["sleep", "infinity"]
+`
+	e.write(base)
+	e.start()
+	before := e.waitRunning("keep", "drop")
+	memFile := "/sys/fs/cgroup/memory/" + e.root + "/jobs/keep/memory.limit_in_bytes"
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		memFile = "/sys/fs/cgroup/" + e.root + "/jobs/keep/memory.max"
+	}
+	readMem := func() string { b, _ := os.ReadFile(memFile); return strings.TrimSpace(string(b)) }
+	if got := readMem(); got != "67108864" {
+		t.Fatalf("memory limit before reload = %q, want 67108864", got)
+	}
+
+	// Broken: an unknown key and a bad unit.
+	e.write(strings.Replace(base, `memory = "64MiB"`, `memory = "64MiX", bogus = 1`, 1))
+	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "reload refusal in the log", func() bool {
+		return strings.Contains(e.out.String(), "reload refused")
+	})
+	after := e.waitRunning("keep", "drop")
+	for _, id := range []string{"keep", "drop"} {
+		if after[id].PID != before[id].PID {
+			t.Errorf("job %s restarted by a broken reload: pid %d -> %d", id, before[id].PID, after[id].PID)
+		}
+	}
+	if got := readMem(); got != "67108864" {
+		t.Errorf("memory limit after broken reload = %q, want 67108864", got)
+	}
+
+	// Good: change keep's memory, drop "drop", add "add".
+	good := strings.Replace(base, `memory = "64MiB"`, `memory = "96MiB"`, 1)
+	good = strings.Replace(good, `connectors = ["keep", "drop"]`, `connectors = ["keep", "add"]`, 1)
+	good = strings.Replace(good, `name = "drop"`, `name = "add"`, 1)
+	e.write(good)
+	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "add running and drop gone", func() bool {
+		js := e.jobs()
+		_, dropped := js["drop"]
+		return js["add"].State == "running" && !dropped
+	})
+	if got := readMem(); got != "100663296" {
+		t.Errorf("memory limit after good reload = %q, want 100663296", got)
+	}
+	if pid := e.jobs()["keep"].PID; pid != before["keep"].PID {
+		t.Errorf("a limits-only change restarted keep: pid %d -> %d", before["keep"].PID, pid)
+	}
+	if alive(before["drop"].PID) {
+		t.Errorf("removed job's process %d still alive", before["drop"].PID)
+	}
+}
+
+func uniq(xs []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
