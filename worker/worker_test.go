@@ -10,8 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -667,6 +670,22 @@ func BenchmarkStart(b *testing.B) {
 		if ws := <-p.exits; ws.ExitStatus() != 0 {
 			b.Fatalf("status %v", ws)
 		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkForkExecFloor is the floor BenchmarkStart is compared with:
+// /bin/true forked and exec'd directly on the launcher thread, no helper and
+// no cgroup, measured the same way (to exec, not to exit).
+func BenchmarkForkExecFloor(b *testing.B) {
+	attr := &syscall.ProcAttr{Env: []string{testPATH}, Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
+	for b.Loop() {
+		exits := make(chan unix.WaitStatus, 1)
+		if _, err := fork("/bin/true", []string{"true"}, attr, exits); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		<-exits
 		b.StartTimer()
 	}
 }
