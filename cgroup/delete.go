@@ -109,3 +109,18 @@ func rmdirRetry(ctx context.Context, dir string) error {
 		backoff = min(2*backoff, deleteBackoffMax)
 	}
 }
+
+// Remove deletes the hierarchy's root cgroup, and everything below it, from
+// every hierarchy: the agent calls it when it stops, so that it leaves no
+// cgroup behind. The root of a delegated hierarchy (OpenDelegated, or Open
+// of "") belongs to systemd and is left alone, as are its `agent` leaf and
+// anything outside `jobs`: only `jobs` is removed there.
+//
+// Errors: a directory is still busy (a process left in it) when ctx ends;
+// the error names every directory that remains.
+func (h *Hierarchy) Remove(ctx context.Context) error {
+	if h.delegated {
+		return h.deleteRel(ctx, JobsDir)
+	}
+	return h.deleteRel(ctx, "")
+}

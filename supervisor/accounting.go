@@ -39,35 +39,61 @@ func (t *procTotals) add(o procTotals) {
 	t.involCtx += o.involCtx
 }
 
+// procReading is what a scan read of one process of the job.
+type procReading struct {
+	totals procTotals
+	ppid   int
+	zombie bool // exited, not yet reaped: its counters are carried over
+}
+
 // jobAccount is the usage history of one job that keeps its counters
-// monotonic: processes that have exited contribute their last reading to
-// `gone`, so a sum over a job's processes never decreases when one exits
-// (CASES C12; node_exporter#1042).
+// monotonic and free of double counting when processes exit (CASES C12;
+// node_exporter#1042):
+//
+//   - /proc/PID/io of a process includes the I/O of every child it has
+//     reaped (kernel/exit.c, wait_task_zombie adds the child's ioac to the
+//     parent's signal). So an exited process whose parent is still in the
+//     job is already counted by that parent; one whose parent is outside
+//     the job (the agent, which reaps the main process and every orphan) is
+//     not, and its last reading is kept in `gone`.
+//   - voluntary/involuntary context switches (/proc/PID/status) are not
+//     passed to the parent, so every exited process's last reading is kept.
 type jobAccount struct {
-	live map[procKey]procTotals
+	live map[procKey]procReading
 	gone procTotals
 	// cgroup counters survive a cgroup being made anew for the job.
 	cpuUser, cpuSystem, throttledPeriods, throttledSeconds, oomKills counter
 }
 
-func newJobAccount() *jobAccount { return &jobAccount{live: map[procKey]procTotals{}} }
+func newJobAccount() *jobAccount { return &jobAccount{live: map[procKey]procReading{}} }
 
 // update replaces the live set with seen and returns the job's totals.
-func (a *jobAccount) update(seen map[procKey]procTotals) procTotals {
+func (a *jobAccount) update(seen map[procKey]procReading) procTotals {
+	livePIDs := make(map[int]bool, len(seen))
+	for k := range seen {
+		livePIDs[k.pid] = true
+	}
 	for k, last := range a.live {
-		if _, ok := seen[k]; !ok {
-			a.gone.add(last)
+		if _, ok := seen[k]; ok {
+			continue
+		}
+		a.gone.volCtx += last.totals.volCtx
+		a.gone.involCtx += last.totals.involCtx
+		if !livePIDs[last.ppid] {
+			a.gone.readBytes += last.totals.readBytes
+			a.gone.writeBytes += last.totals.writeBytes
 		}
 	}
 	total := a.gone
-	for k, t := range seen {
-		// A process's own counters only grow; guard anyway against a
-		// reading below the last one (a racing exit read as zeros).
+	for k, r := range seen {
+		// A zombie reads as empty: keep its last reading until it is
+		// reaped. A process's own counters only grow; guard anyway against
+		// a reading below the last one (a racing exit read as zeros).
 		if last, ok := a.live[k]; ok {
-			t = maxTotals(t, last)
-			seen[k] = t
+			r.totals = maxTotals(r.totals, last.totals)
+			seen[k] = r
 		}
-		total.add(t)
+		total.add(r.totals)
 	}
 	a.live = seen
 	return total

@@ -97,6 +97,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("open cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
 	}
 	a.hier = hier
+	hier.SetLogger(a.log)
 	a.log.Info("cgroup hierarchy", "mode", modeName(hier.Mode()), "root", cfg.Agent.CgroupRoot)
 	if err := hier.Prepare(); err != nil {
 		return fmt.Errorf("prepare cgroup root %q: %w", cfg.Agent.CgroupRoot, err)

@@ -205,7 +205,7 @@ func (c *collector) collectProcfs(ch chan<- prometheus.Metric, ids []string, vie
 			continue
 		}
 		var rss, threads, fds, procs float64
-		seen := make(map[procKey]procTotals, len(pids))
+		seen := make(map[procKey]procReading, len(pids))
 		for _, pid := range pids {
 			p, err := c.proc.Proc(pid)
 			if err != nil {
@@ -218,8 +218,12 @@ func (c *collector) collectProcfs(ch chan<- prometheus.Metric, ids []string, vie
 				}
 				continue
 			}
+			key := procKey{pid: pid, start: st.Starttime}
 			if st.State == "Z" {
-				continue // a zombie holds no resources and reads as empty
+				// Exited, not yet reaped: it holds no resources and reads
+				// as empty; its counters are carried over until it is.
+				seen[key] = procReading{ppid: st.PPID, zombie: true}
+				continue
 			}
 			var t procTotals
 			if pio, err := p.IO(); err == nil {
@@ -240,7 +244,7 @@ func (c *collector) collectProcfs(ch chan<- prometheus.Metric, ids []string, vie
 			rss += float64(st.ResidentMemory())
 			threads += float64(st.NumThreads)
 			fds += float64(n)
-			seen[procKey{pid: pid, start: st.Starttime}] = t
+			seen[key] = procReading{totals: t, ppid: st.PPID}
 		}
 		total := c.a.metrics.account(id).update(seen)
 		l := v.labels

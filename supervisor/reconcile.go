@@ -356,6 +356,11 @@ func (a *Agent) stopAll() error {
 	if cerr := a.hier.Cleanup(ctx, jobsDir); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("remove %s: %w", jobsDir, cerr))
 	}
+	// Leave no cgroup behind: the root too, unless it is the cgroup systemd
+	// delegated to the agent (which systemd owns).
+	if rerr := a.hier.Remove(ctx); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
 	return err
 }
 

@@ -94,6 +94,9 @@ group = "pair"
 			return nil
 		})
 	}
+	if left := e.cgroupDirs(); len(left) != 0 {
+		t.Errorf("cgroup root left after the agent exited: %v", left)
+	}
 	if js["grouped"].Cgroup != "/"+e.root+"/jobs/g-pair/grouped" {
 		t.Errorf("grouped job's cgroup = %q, want /%s/jobs/g-pair/grouped", js["grouped"].Cgroup, e.root)
 	}

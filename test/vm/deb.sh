@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds dist/berth_<VERSION>_amd64.deb from bin/berth with nfpm and
+# packaging/nfpm.yaml, and prints its path on stdout.
+#
+#   VERSION=1.2.3 test/vm/deb.sh      (default VERSION: git describe)
+#
+# nfpm v2.45.2 is installed with go install into $GOBIN (default
+# ~/go/bin) when missing. Exit status 2 when bin/berth is missing (make build).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO"
+[ -x bin/berth ] || die "bin/berth missing: run make build first"
+NFPM=${NFPM:-$(command -v nfpm || echo "$(go env GOPATH)/bin/nfpm")}
+if [ ! -x "$NFPM" ]; then
+	log "installing nfpm v2.45.2"
+	go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+	NFPM=$(go env GOBIN)
+	NFPM=${NFPM:-$(go env GOPATH)/bin}/nfpm
+fi
+# Debian versions must start with a digit: git describe of an untagged tree
+# gives a hash, which becomes 0.0~git<hash>.
+VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+VERSION=${VERSION#v}
+case $VERSION in [0-9]*) ;; *) VERSION=0.0~git$VERSION ;; esac
+export VERSION
+mkdir -p dist
+out=dist/berth_${VERSION}_amd64.deb
+"$NFPM" package --config packaging/nfpm.yaml --packager deb --target "$out" >&2
+echo "$out"

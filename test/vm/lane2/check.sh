@@ -1,0 +1,191 @@
+#!/bin/bash
+# Lane-2 checks, run inside the Debian/systemd guest by berth-lane2.service.
+# Each check prints "LANE2 PASS <name>" or "LANE2 FAIL <name>: why"; the last
+# line is "LANE2 RESULT PASS|FAIL". Packed by test/vm/lane2.sh with
+# /root/berth.deb and /root/lane2/berth.toml.
+set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin SYSTEMD_PAGER= SYSTEMD_COLORS=0
+
+CG=/sys/fs/cgroup/system.slice/berth.service
+JOBS="lane2-sink lane2-sink-0 lane2-sink-1"
+failed=0
+
+pass() { echo "LANE2 PASS $1"; }
+fail() {
+	echo "LANE2 FAIL $1: $2"
+	failed=1
+}
+# eventually SECONDS CMD... polls CMD every 0.2 s until it succeeds or the
+# deadline passes.
+eventually() {
+	local end=$(($(date +%s) + $1))
+	shift
+	while ! "$@" >/dev/null 2>&1; do
+		[ "$(date +%s)" -ge "$end" ] && return 1
+		sleep 0.2
+	done
+}
+# consistently SECONDS CMD... is true when CMD holds at every poll during
+# the whole window (an absence of change needs a window to be seen).
+consistently() {
+	local end=$(($(date +%s) + $1))
+	shift
+	while [ "$(date +%s)" -lt "$end" ]; do
+		"$@" >/dev/null 2>&1 || return 1
+		sleep 0.2
+	done
+}
+finish() {
+	if [ $failed -eq 0 ]; then echo "LANE2 RESULT PASS"; else echo "LANE2 RESULT FAIL"; fi
+	exit $failed
+}
+# procs prints "pid:starttime" of every process in berth.service's cgroup
+# tree (starttime tells a reused PID apart).
+procs() {
+	local p
+	for p in $(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+		echo "$p:$(starttime "$p")"
+	done | sort
+}
+starttime() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+# alive prints those of the "pid:starttime" entries still running.
+alive() {
+	local e
+	for e in "$@"; do
+		[ "$(starttime "${e%%:*}")" = "${e#*:}" ] && echo "$e"
+	done
+}
+# limits prints cpu.max, memory.max and pids.max of every job.
+limits() {
+	local j
+	for j in $JOBS; do
+		echo "$j cpu.max=$(cat "$CG/jobs/$j/cpu.max" 2>&1) memory.max=$(cat "$CG/jobs/$j/memory.max" 2>&1) pids.max=$(cat "$CG/jobs/$j/pids.max" 2>&1)"
+	done
+}
+# want_limits JOB CPU MEMORY PIDS is true when JOB's cgroup holds them and a
+# process.
+want_limits() {
+	local d=$CG/jobs/$1
+	[ "$(cat "$d/cpu.max")" = "$2" ] && [ "$(cat "$d/memory.max")" = "$3" ] &&
+		[ "$(cat "$d/pids.max")" = "$4" ] && [ -s "$d/cgroup.procs" ]
+}
+jobs_as_configured() {
+	want_limits lane2-sink "20000 100000" "$1" 16 &&
+		want_limits lane2-sink-0 "50000 100000" 50331648 8 &&
+		want_limits lane2-sink-1 "50000 100000" 50331648 8
+}
+active() { [ "$(systemctl is-active berth)" = active ]; }
+journal_has() { journalctl -u berth -o cat --no-pager | grep -q -- "$1"; }
+
+echo "LANE2 START systemd $(systemctl --version | head -n1 | cut -d' ' -f2), kernel $(uname -r)"
+
+# 1. Install the package offline, as the README says.
+if out=$(apt-get install -y --no-download /root/berth.deb 2>&1); then
+	pass "install (apt-get install ./berth_*.deb, offline)"
+else
+	printf '%s\n' "$out" | tail -n 20
+	fail install "apt-get install of the .deb failed"
+	finish
+fi
+printf '%s\n' "$out" | grep -q 'systemctl enable --now berth' ||
+	fail install-hint "postinst printed no enable hint"
+dpkg-query -W -f='${Conffiles}\n' berth | grep -q ' /etc/berth/berth.toml ' &&
+	pass conffile || fail conffile "/etc/berth/berth.toml is not a conffile"
+for d in /var/lib/berth /var/log/berth; do
+	[ -d $d ] || fail dirs "$d missing"
+done
+if out=$(/usr/bin/berth validate --config /etc/berth/berth.toml 2>&1); then
+	pass "default-config-valid"
+else
+	fail default-config-valid "$out"
+fi
+
+# 2. The unit is clean for systemd itself.
+out=$(systemd-analyze verify /lib/systemd/system/berth.service 2>&1)
+if [ $? -eq 0 ] && [ -z "$out" ]; then pass "systemd-analyze-verify"; else fail systemd-analyze-verify "$out"; fi
+
+# 3. enable --now with three jobs.
+install -m 0644 /root/lane2/berth.toml /etc/berth/berth.toml
+if systemctl enable --now berth && eventually 30 active; then
+	pass "enable-now-active"
+else
+	fail enable-now-active "$(systemctl status berth --no-pager -n 30 2>&1)"
+	finish
+fi
+
+# 4. Each job in its own cgroup under the delegated subtree, limits as
+# configured (cpu 0.2 and 0.5 cores per 100 ms period, 64 MiB and 48 MiB,
+# 16 and 8 pids).
+if eventually 30 jobs_as_configured 67108864; then
+	pass "job-cgroups-limits"
+else
+	fail job-cgroups-limits "$(limits; ls -R "$CG" 2>&1 | head -n 30)"
+fi
+[ -s "$CG/agent/cgroup.procs" ] && grep -qx "$(systemctl show -p MainPID --value berth)" "$CG/agent/cgroup.procs" &&
+	pass "agent-in-leaf" || fail agent-in-leaf "MainPID not in $CG/agent"
+
+# 5. Metrics.
+metrics() { curl -fsS --max-time 5 http://127.0.0.1:9750/metrics | grep -q '^berth_job_up'; }
+if eventually 30 metrics; then pass metrics; else fail metrics "no berth_job_up at 127.0.0.1:9750/metrics"; fi
+
+# 6. Reload applies a change: the connector's memory 64 MiB -> 96 MiB.
+sed -i 's/memory = "64MiB"/memory = "96MiB"/' /etc/berth/berth.toml
+if systemctl reload berth && eventually 30 jobs_as_configured 100663296; then
+	pass "reload-applies"
+else
+	fail reload-applies "$(limits)"
+fi
+
+# 7. A bad configuration on reload is reported and changes nothing.
+before_procs=$(procs) before_limits=$(limits)
+cp /etc/berth/berth.toml /root/lane2/good.toml
+sed -i '/^\[agent\]/a bogus_key = 1' /etc/berth/berth.toml
+systemctl reload berth
+if eventually 30 journal_has bogus_key; then
+	pass "bad-reload-reported"
+else
+	fail bad-reload-reported "journal of berth does not name bogus_key: $(journalctl -u berth -o cat --no-pager | tail -n 5)"
+fi
+unchanged() { active && [ "$(procs)" = "$before_procs" ] && [ "$(limits)" = "$before_limits" ]; }
+if consistently 3 unchanged; then
+	pass "bad-reload-changes-nothing"
+else
+	fail bad-reload-changes-nothing "active=$(systemctl is-active berth) procs before/after: $before_procs / $(procs); limits: $(limits)"
+fi
+cp /root/lane2/good.toml /etc/berth/berth.toml
+systemctl reload berth
+
+# 8. The watchdog is fed: still the same main process after WatchdogSec.
+main=$(systemctl show -p MainPID --value berth)
+wd=$(systemctl show -p WatchdogUSec --value berth) # "30s"
+wd=$((${wd%s} + 5))
+up() { [ "$(ps -o etimes= -p "$main")" -ge "$wd" ]; }
+eventually $((wd + 5)) up
+if active && [ "$(systemctl show -p MainPID --value berth)" = "$main" ] && [ "$(systemctl show -p NRestarts --value berth)" = 0 ]; then
+	pass "watchdog-fed (${wd}s)"
+else
+	fail watchdog-fed "MainPID $main -> $(systemctl show -p MainPID --value berth), NRestarts $(systemctl show -p NRestarts --value berth)"
+fi
+
+# 9. Restart leaves no process of the old run alive.
+old=$(procs)
+systemctl restart berth
+left=$(alive $old)
+if [ -z "$left" ] && eventually 30 jobs_as_configured 100663296; then
+	pass "restart-no-orphan"
+else
+	fail restart-no-orphan "still alive from the old run: $left; $(limits)"
+fi
+
+# 10. Stop leaves no process and no cgroup.
+old=$(procs)
+systemctl stop berth
+left=$(alive $old)
+rest=$(find "$CG" -mindepth 1 -type d 2>/dev/null)
+if [ -z "$left" ] && [ -z "$rest" ] && [ -z "$(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null)" ]; then
+	pass "stop-leaves-nothing"
+else
+	fail stop-leaves-nothing "alive: $left; cgroups: $rest"
+fi
+
+finish
