@@ -16,11 +16,13 @@ if [ ! -x "$NFPM" ]; then
 	NFPM=$(go env GOBIN)
 	NFPM=${NFPM:-$(go env GOPATH)/bin}/nfpm
 fi
-# Debian versions must start with a digit: git describe of an untagged tree
-# gives a hash, which becomes 0.0~git<hash>.
+# A Debian version starts with a digit and has no "-" outside the revision
+# (deb-version(7)): v1.2.3-4-gabc becomes 1.2.3+4+gabc, and the bare hash
+# of an untagged tree 0.0~git<hash>.
 VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 VERSION=${VERSION#v}
-case $VERSION in [0-9]*) ;; *) VERSION=0.0~git$VERSION ;; esac
+VERSION=${VERSION//-/+}
+[[ $VERSION =~ ^[0-9]+\. ]] || VERSION=0.0~git$VERSION
 export VERSION
 mkdir -p dist
 out=dist/berth_${VERSION}_amd64.deb

@@ -101,9 +101,9 @@ run_qemu "${LANE1_TIMEOUT:-900}" "$work/console.log" \
 	-drive "file=$work/disk.raw,format=raw,if=virtio" || log "qemu exited with status $?"
 t2=$(date +%s)
 
-result=$(grep -E '^LANE1 RESULT (PASS|FAIL)$' "$work/console.log" | tail -n1 || true)
+result=$(grep -oE 'LANE1 RESULT (PASS|FAIL)$' "$work/console.log" | tail -n1 || true)
 log "lane1: build+pack $((t1 - t0))s, guest $((t2 - t1))s; console log $work/console.log"
-grep -E '^LANE1 (PASS|FAIL) ' "$work/console.log" >&2 || true
+grep -oE 'LANE1 (PASS|FAIL) .*' "$work/console.log" >&2 || true
 case $result in
 "LANE1 RESULT PASS") exit 0 ;;
 "LANE1 RESULT FAIL") exit 1 ;;

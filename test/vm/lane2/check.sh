@@ -36,6 +36,9 @@ consistently() {
 	done
 }
 finish() {
+	if [ $failed -ne 0 ]; then
+		journalctl -u berth -o short-monotonic --no-pager | tail -n 80 | sed 's/^/LANE2 LOG /'
+	fi
 	if [ $failed -eq 0 ]; then echo "LANE2 RESULT PASS"; else echo "LANE2 RESULT FAIL"; fi
 	exit $failed
 }
@@ -80,7 +83,7 @@ journal_has() { journalctl -u berth -o cat --no-pager | grep -q -- "$1"; }
 echo "LANE2 START systemd $(systemctl --version | head -n1 | cut -d' ' -f2), kernel $(uname -r)"
 
 # 1. Install the package offline, as the README says.
-if out=$(apt-get install -y --no-download /root/berth.deb 2>&1); then
+if out=$(apt-get install -y /root/berth.deb 2>&1); then
 	pass "install (apt-get install ./berth_*.deb, offline)"
 else
 	printf '%s\n' "$out" | tail -n 20
@@ -138,6 +141,7 @@ fi
 
 # 7. A bad configuration on reload is reported and changes nothing.
 before_procs=$(procs) before_limits=$(limits)
+[ -n "$before_procs" ] || fail bad-reload-changes-nothing "no job process before the reload"
 cp /etc/berth/berth.toml /root/lane2/good.toml
 sed -i '/^\[agent\]/a bogus_key = 1' /etc/berth/berth.toml
 systemctl reload berth
@@ -171,10 +175,10 @@ fi
 old=$(procs)
 systemctl restart berth
 left=$(alive $old)
-if [ -z "$left" ] && eventually 30 jobs_as_configured 100663296; then
+if [ -n "$old" ] && [ -z "$left" ] && eventually 30 jobs_as_configured 100663296; then
 	pass "restart-no-orphan"
 else
-	fail restart-no-orphan "still alive from the old run: $left; $(limits)"
+	fail restart-no-orphan "before: $old; still alive from the old run: $left; $(limits)"
 fi
 
 # 10. Stop leaves no process and no cgroup.
@@ -182,10 +186,10 @@ old=$(procs)
 systemctl stop berth
 left=$(alive $old)
 rest=$(find "$CG" -mindepth 1 -type d 2>/dev/null)
-if [ -z "$left" ] && [ -z "$rest" ] && [ -z "$(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null)" ]; then
+if [ -n "$old" ] && [ -z "$left" ] && [ -z "$rest" ] && [ -z "$(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null)" ]; then
 	pass "stop-leaves-nothing"
 else
-	fail stop-leaves-nothing "alive: $left; cgroups: $rest"
+	fail stop-leaves-nothing "before: $old; alive: $left; cgroups: $rest"
 fi
 
 finish
