@@ -1,0 +1,168 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/assign"
+)
+
+// externalEtcd is the server binary of Debian's etcd-server package
+// (`apt-get install -y etcd-server`).
+const externalEtcd = "/usr/bin/etcd"
+
+// freePort asks the kernel for a free loopback port. The port is released
+// before etcd binds it; a collision makes startExternalEtcd fail loudly.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startExternalEtcd runs /usr/bin/etcd as a child on free loopback ports in
+// a temporary directory, killed by PID in Cleanup.
+func startExternalEtcd(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
+	if _, err := os.Stat(externalEtcd); err != nil {
+		t.Skipf("%s not installed (apt-get install -y etcd-server): %v", externalEtcd, err)
+	}
+	dir := t.TempDir()
+	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(externalEtcd,
+		"--name", "berth-test", "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "berth-test="+peer, "--log-level", "error")
+	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", externalEtcd, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("etcd log:\n%s", b)
+		}
+	})
+	return cmd, client
+}
+
+// TestSessionFencesBeforeExternalEtcdExpires freezes a real etcd server
+// (SIGSTOP): Done must fire before the earliest moment the server could
+// expire the lease; after SIGCONT another client sees the member record go
+// only after that.
+func TestSessionFencesBeforeExternalEtcdExpires(t *testing.T) {
+	cmd, url := startExternalEtcd(t)
+	name := uniqueName(t)
+	var c *Client
+	eventually(t, 15*time.Second, "external etcd answers", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		var err error
+		c, err = Connect(ctx, Config{Name: name, Endpoints: []string{url}, SessionTTL: testTTL})
+		return err == nil
+	})
+	t.Cleanup(func() { c.Close() })
+	s := join(t, c, assign.Member{ID: "a1"})
+	eventually(t, 2*testTTL, "a renewal", func() bool { return s.LastRenewal().After(s.Member().Started) })
+
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	<-s.Done()
+	doneAt := time.Now()
+	earliestExpiry := s.LastRenewal().Add(s.TTL())
+	if !errors.Is(s.Err(), ErrSessionLost) {
+		t.Fatalf("Err = %v, want ErrSessionLost", s.Err())
+	}
+	if !doneAt.Before(earliestExpiry) {
+		t.Fatalf("Done at %s, not before the earliest server expiry %s", doneAt, earliestExpiry)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	observer := connect(t, []string{url}, name, nil)
+	var goneAt time.Time
+	eventually(t, 3*testTTL, "member record expired", func() bool {
+		ms, err := observer.Members(context.Background())
+		if err != nil || len(ms) != 0 {
+			return false
+		}
+		goneAt = time.Now()
+		return true
+	})
+	if !goneAt.After(doneAt) {
+		t.Fatalf("record gone at %s, before local fencing at %s", goneAt, doneAt)
+	}
+	t.Logf("server %s: fenced %s before earliest expiry", strings.TrimSpace(externalEtcd), earliestExpiry.Sub(doneAt))
+}
+
+func TestEmbeddedPersistsAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	e, err := StartEmbedded(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(EndpointFile(dir))
+	if err != nil || strings.TrimSpace(string(b)) != e.Endpoints()[0] {
+		t.Fatalf("endpoint file = %q, %v; want %s", b, err, e.Endpoints()[0])
+	}
+	name := uniqueName(t)
+	c := connect(t, e.Endpoints(), name, nil)
+	if err := c.PutConnector(ctxT(t), "orders", []byte("tasks = 2")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	e.Close()
+	if _, err := os.Stat(EndpointFile(dir)); !os.IsNotExist(err) {
+		t.Fatalf("endpoint file left after Close: %v", err)
+	}
+
+	e2, err := StartEmbedded(dir)
+	if err != nil {
+		t.Fatalf("restart on the same data directory: %v", err)
+	}
+	defer e2.Close()
+	c2 := connect(t, e2.Endpoints(), name, nil)
+	conns, err := c2.Connectors(ctxT(t))
+	if err != nil || string(conns["orders"]) != "tasks = 2" {
+		t.Fatalf("after restart Connectors = %q, %v", conns, err)
+	}
+}
+
+func TestConnectRejectsBadConfig(t *testing.T) {
+	ctx := ctxT(t)
+	for _, cfg := range []Config{
+		{}, // no endpoints
+		{Name: "a/b", Endpoints: shared.Endpoints()},
+		{Endpoints: shared.Endpoints(), SessionTTL: 1500 * time.Millisecond},
+		{Endpoints: shared.Endpoints(), TLS: &TLSConfig{CA: "/nonexistent/ca.pem"}},
+	} {
+		if c, err := Connect(ctx, cfg); err == nil {
+			c.Close()
+			t.Errorf("Connect(%+v) accepted", cfg)
+		}
+	}
+}
