@@ -219,15 +219,18 @@ func (s *Session) Member() MemberRecord { return s.record }
 // closes and Err becomes ErrSessionClosed (unless the session was already
 // lost). It returns an error only when the revoke fails; the lease then
 // expires by itself within TTL.
+//
+// Close of a session that was already lost still tries the revoke (it frees
+// the claims sooner than expiry would; call it only after fencing) but
+// reports no error: the lease is gone or will expire by itself. Close blocks
+// at most TTL.
 func (s *Session) Close() error {
-	if !s.end(ErrSessionClosed) {
-		<-s.loop
-		return nil
-	}
+	live := s.end(ErrSessionClosed)
 	<-s.loop
 	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
 	defer cancel()
-	if _, err := s.c.etcd.Revoke(ctx, s.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	_, err := s.c.etcd.Revoke(ctx, s.lease)
+	if live && err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("leave as %s: revoke lease %x: %w", s.record.ID, int64(s.lease), err)
 	}
 	return nil
