@@ -3,6 +3,7 @@
 # runs the static Go test binaries in /tests and prints one LANE1 line per
 # package and a final "LANE1 RESULT PASS|FAIL". Packed by lane1.sh.
 /bin/busybox --install -s /bin
+[ -x /bin/dash ] && ln -sf dash /bin/sh
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/tmp TMPDIR=/tmp BERTH_VM=1
 
 mount -t proc proc /proc
@@ -31,6 +32,8 @@ done
 i=0
 while [ ! -b /dev/vda ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 [ -b /dev/vda ] || echo "LANE1 NOTE no /dev/vda scratch disk"
+mkdir -p /var/tmp
+[ -b /dev/vdb ] && mount -t ext4 /dev/vdb /var/tmp && chmod 1777 /var/tmp
 echo "LANE1 KERNEL $(uname -r) CONTROLLERS $(cat /sys/fs/cgroup/cgroup.subtree_control) CPUS $(nproc)"
 
 flags=$(cat /tests/flags 2>/dev/null)

@@ -13,7 +13,8 @@
 # The guest is the Debian cloud kernel with cgroup2 mounted at
 # /sys/fs/cgroup (every controller enabled for the root's children),
 # busybox applets in /bin, a tmpfs /tmp, loopback up, BERTH_VM=1, HOME=/tmp,
-# and a 64 MiB scratch virtio disk at /dev/vda (254:0) for io.max tests.
+# a 64 MiB scratch virtio disk at /dev/vda (254:0) for io.max tests, an
+# ext4 disk /dev/vdb mounted at /var/tmp, and dash as /bin/sh.
 # Each package prints "LANE1 PASS|FAIL <pkg>", then "LANE1 RESULT PASS|FAIL".
 # Exit status: 0 on PASS, 1 on FAIL or a missing result line (crash,
 # timeout), 2 on a setup error.
@@ -51,6 +52,13 @@ install -m 0755 "$VM_DIR/lane1-init.sh" "$root/init"
 printf 'root:x:0:0:root:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 printf '127.0.0.1 localhost\n::1 localhost\n' >"$root/etc/hosts"
+# /bin/sh is dash, as on Debian hosts: tests count the processes of
+# `sh -c` trees, and busybox sh forks and execs differently.
+cp /bin/dash "$root/bin/dash"
+for lib in $(ldd /bin/dash | grep -oE '/[^ ]+'); do
+	mkdir -p "$root$(dirname "$lib")"
+	cp -L "$lib" "$root$lib"
+done
 # A hung test panics with every goroutine's stack instead of hanging the
 # guest until the outer timeout; flags given after -- come later and win.
 printf '%s ' "-test.timeout=${LANE1_TEST_TIMEOUT:-300s}" "${flags[@]}" >"$root/tests/flags"
@@ -92,13 +100,18 @@ fi
 
 pack_cpio "$root" "$work/initrd.cpio"
 truncate -s 64M "$work/disk.raw"
+# A second disk, ext4, mounted at /var/tmp: a directory backed by a real
+# block device (/dev/vdb, 254:16) for tests that write files there.
+truncate -s 256M "$work/vartmp.raw"
+mkfs.ext4 -q -F "$work/vartmp.raw"
 log "booting $KVER with $built test binaries ($(du -m "$work/initrd.cpio" | cut -f1) MiB initramfs)"
 t1=$(date +%s)
 run_qemu "${LANE1_TIMEOUT:-900}" "$work/console.log" \
 	-m "${LANE1_MEM:-1024}" -smp "${LANE1_SMP:-2}" \
 	-kernel "$VMLINUZ" -initrd "$work/initrd.cpio" \
 	-append "console=ttyS0 panic=-1 quiet" \
-	-drive "file=$work/disk.raw,format=raw,if=virtio" || log "qemu exited with status $?"
+	-drive "file=$work/disk.raw,format=raw,if=virtio" \
+	-drive "file=$work/vartmp.raw,format=raw,if=virtio" || log "qemu exited with status $?"
 t2=$(date +%s)
 
 result=$(grep -oE 'LANE1 RESULT (PASS|FAIL)$' "$work/console.log" | tail -n1 || true)

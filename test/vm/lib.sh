@@ -104,7 +104,7 @@ copy_virtio_modules() {
 # /bin (busybox --install -s runs in the guest; here only busybox itself).
 busybox_root() {
 	local dest=$1
-	mkdir -p "$dest"/{bin,sbin,dev,proc,sys,tmp,etc,mnt,root,lib/modules}
+	mkdir -p "$dest"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,etc,mnt,root,var/tmp,lib/modules}
 	cp "$(command -v busybox)" "$dest/bin/busybox"
 	ln -sf busybox "$dest/bin/sh"
 }

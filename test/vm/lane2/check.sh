@@ -37,7 +37,12 @@ consistently() {
 }
 finish() {
 	if [ $failed -ne 0 ]; then
-		journalctl -u berth -o short-monotonic --no-pager | tail -n 80 | sed 's/^/LANE2 LOG /'
+		# systemd's own lines about the unit, then the agent's without
+		# goroutine dumps (a watchdog SIGABRT prints thousands of lines).
+		journalctl _PID=1 UNIT=berth.service -o short-monotonic --no-pager | tail -n 40 | sed 's/^/LANE2 LOG /'
+		journalctl -u berth -o short-monotonic --no-pager |
+			grep -vE ': ([[:space:]]|goroutine |runtime[.:]|r[0-9a-z]{1,3} +0x|created by |[][a-zA-Z0-9_./%*()-]+\(.*\)$)' |
+			tail -n 60 | sed 's/^/LANE2 LOG /'
 	fi
 	if [ $failed -eq 0 ]; then echo "LANE2 RESULT PASS"; else echo "LANE2 RESULT FAIL"; fi
 	exit $failed
