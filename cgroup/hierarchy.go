@@ -121,7 +121,7 @@ func open(root string, delegated bool) (*Hierarchy, error) {
 	if h.unifiedMount != "" {
 		h.unifiedRoot = h.root
 		if root == "" {
-			h.unifiedRoot = path.Clean("/" + selfUnified)
+			h.unifiedRoot = ownRoot(selfUnified)
 		}
 	}
 	if h.mode == Legacy || h.mode == Hybrid {
@@ -139,7 +139,7 @@ func open(root string, delegated bool) (*Hierarchy, error) {
 					h.notes = append(h.notes, fmt.Sprintf("v1 controller %s: this process is in no %s cgroup: not used", name, name))
 					continue
 				}
-				base = path.Clean("/" + p)
+				base = ownRoot(p)
 			}
 			h.v1Roots[name] = base
 			h.subsystems = append(h.subsystems, newSubsystem(name))
@@ -191,10 +191,23 @@ func (h *Hierarchy) SetLogger(l *slog.Logger) {
 // Mode reports the detected layout.
 func (h *Hierarchy) Mode() Mode { return h.mode }
 
-// Root returns the root's cgroup path inside the hierarchies (e.g.
-// "/berth"); "" when the root is this process's own cgroup and may differ
-// per v1 controller.
-func (h *Hierarchy) Root() string { return h.root }
+// Root returns the root's cgroup path inside the hierarchies, as
+// /proc/PID/cgroup names it: "/berth", or for a delegated root the
+// agent's own cgroup ("/system.slice/berth.service"). Where a delegated root
+// differs per v1 controller, the cgroup2 path is returned, else the first
+// controller's.
+func (h *Hierarchy) Root() string {
+	if h.root != "" {
+		return h.root
+	}
+	if h.unifiedRoot != "" {
+		return h.unifiedRoot
+	}
+	for _, s := range h.subsystems {
+		return h.v1Roots[s.Name()]
+	}
+	return "/"
+}
 
 // Notes lists what Open found worth telling an operator: v1 controllers that
 // are not mounted and are therefore not used.
@@ -275,4 +288,15 @@ func (h *Hierarchy) Children(rel string) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// ownRoot is the delegated root for a process in cgroup p: p itself, or its
+// parent when the process already sits in the root's agent leaf (it moved
+// itself there, or it was restarted inside it): the root is never the leaf.
+func ownRoot(p string) string {
+	p = path.Clean("/" + p)
+	if path.Base(p) == AgentDir {
+		return path.Dir(p)
+	}
+	return p
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berthd/berth/cgroup"
@@ -27,9 +28,10 @@ type Agent struct {
 	source Source
 	static *StaticSource // non-nil when the source is the agent's own [static] table
 
-	reloads chan chan error
-	ready   chan struct{}
-	readyMu sync.Once
+	reloads   chan chan error
+	ready     chan struct{}
+	busySince atomic.Int64 // unix ns when the loop began its current pass; 0 when idle
+	readyMu   sync.Once
 
 	mu      sync.RWMutex // guards everything below; the loop writes, readers read
 	cfg     *limits.Config
@@ -132,7 +134,9 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 	// Retry reconciliation of jobs whose cgroup could not be made.
 	retry := time.NewTicker(5 * time.Second)
 	defer retry.Stop()
+	done := a.busy()
 	a.reconcile(ctx)
+	done()
 	a.readyMu.Do(func() { close(a.ready) })
 	for {
 		select {
@@ -141,12 +145,18 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 		case err := <-serveErr:
 			return fmt.Errorf("http server: %w", err)
 		case <-a.source.Changed():
+			done := a.busy()
 			a.reconcile(ctx)
+			done()
 		case reply := <-a.reloads:
+			done := a.busy()
 			reply <- a.reload(ctx)
+			done()
 		case <-retry.C:
 			if a.needsRetry() {
+				done := a.busy()
 				a.reconcile(ctx)
+				done()
 			}
 		}
 	}

@@ -260,14 +260,14 @@ func workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cgPath string
 // updateJob applies changed limits in place: the process keeps running.
 func (a *Agent) updateJob(cur *job, nj limits.Job) {
 	res, notes, err := nj.Process.Limits.Resources(nil)
-	for _, n := range notes {
-		a.log.Info("job limits", "job_id", nj.ID, "note", n)
-	}
 	if err != nil {
 		a.log.Error("job limits", "job_id", nj.ID, "error", err)
 		return
 	}
 	if !reflect.DeepEqual(cur.res, res) {
+		for _, n := range notes {
+			a.log.Info("job limits", "job_id", nj.ID, "note", n)
+		}
 		if err := cur.group.Update(res); err != nil {
 			a.log.Error("update job cgroup; old limits stay", "job_id", nj.ID, "error", err)
 			return

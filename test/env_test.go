@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,6 +65,25 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
+// syncBuffer is the agent's output, written by exec's copier and read by
+// the test at the same time.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func freePort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -89,7 +109,7 @@ type env struct {
 	root   string // cgroup_root
 	addr   string
 	cmd    *exec.Cmd
-	out    *bytes.Buffer
+	out    *syncBuffer
 	waited chan error
 }
 
@@ -129,7 +149,7 @@ func (e *env) write(body string) {
 func (e *env) start() {
 	e.t.Helper()
 	e.cmd = exec.Command(berthBin, "agent", "--config", e.config)
-	e.out = &bytes.Buffer{}
+	e.out = &syncBuffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)

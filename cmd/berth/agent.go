@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/supervisor"
@@ -46,21 +47,38 @@ func runAgent(args []string) int {
 	go func() { done <- agent.Run(ctx) }()
 	log.Info("agent starting", "version", version, "commit", commit, "config", *config, "id", cfg.Agent.ID)
 
+	// systemd's watchdog (WatchdogSec=) is fed at half its interval, and
+	// only while the agent's loop is healthy; STATUS= is refreshed with it.
+	var watchdog <-chan time.Time
+	if interval, err := daemon.SdWatchdogEnabled(false); err == nil && interval > 0 {
+		t := time.NewTicker(interval / 2)
+		defer t.Stop()
+		watchdog = t.C
+	}
+	status := time.NewTicker(10 * time.Second)
+	defer status.Stop()
 	ready := agent.Ready()
 	for {
 		select {
 		case <-ready:
 			ready = nil // once
-			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
-			log.Info("agent ready")
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS="+agent.Summary())
+			log.Info("agent ready", "status", agent.Summary())
+		case <-watchdog:
+			if agent.Healthy() {
+				_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+			} else {
+				log.Error("agent loop stuck; not feeding the watchdog")
+			}
+		case <-status.C:
+			_, _ = daemon.SdNotify(false, "STATUS="+agent.Summary())
 		case sig := <-sigs:
 			switch sig {
 			case syscall.SIGHUP:
 				_, _ = daemon.SdNotify(false, daemon.SdNotifyReloading)
-				if err := agent.Reload(ctx); err != nil {
-					log.Error("reload failed", "error", err)
-				}
-				_, _ = daemon.SdNotify(false, daemon.SdNotifyReady)
+				// A refused reload is logged by the agent and changes nothing.
+				_ = agent.Reload(ctx)
+				_, _ = daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS="+agent.Summary())
 			default:
 				log.Info("stopping", "signal", sig.String())
 				_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
