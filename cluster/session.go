@@ -212,7 +212,11 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 func (s *Session) Lease() clientv3.LeaseID { return s.lease }
 
 // Member returns the record this session registered.
-func (s *Session) Member() MemberRecord { return s.record }
+func (s *Session) Member() MemberRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.record
+}
 
 // Close leaves the cluster: it stops renewal and revokes the lease, which
 // deletes the member record and every claim of this session at once. Done

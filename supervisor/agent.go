@@ -11,10 +11,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/limits"
 )
@@ -27,6 +29,12 @@ type Agent struct {
 	hier   *cgroup.Hierarchy
 	source Source
 	static *StaticSource // non-nil when the source is the agent's own [static] table
+	member Membership    // the source as a view of the cluster, when it is one
+
+	// fenceMu orders fencing against starting jobs: a start (claim, then
+	// worker) holds it shared; fencing holds it exclusively, so that no
+	// worker starts after a fence began.
+	fenceMu sync.RWMutex
 
 	reloads   chan chan error
 	ready     chan struct{}
@@ -46,13 +54,14 @@ type Agent struct {
 type Options struct {
 	// Logger receives the agent's structured log; nil: slog.Default().
 	Logger *slog.Logger
-	// Source overrides the assignment source; nil: the static source built
-	// from the configuration's [static] table.
+	// Source overrides the assignment source. nil: the agent is a cluster
+	// member over etcd ([cluster]; an embedded etcd when it names no
+	// endpoints). A StaticSource runs the file's [static] jobs with no store.
 	Source Source
 }
 
-// New validates nothing (Load did) and returns an agent for cfg, whose file
-// is path (re-read on Reload). It does not touch cgroups or processes.
+// New returns an agent for cfg, whose file is path (re-read on Reload). It
+// does not touch cgroups, processes or the store.
 func New(cfg *limits.Config, path string, opts Options) *Agent {
 	a := &Agent{
 		log:     opts.Logger,
@@ -68,9 +77,11 @@ func New(cfg *limits.Config, path string, opts Options) *Agent {
 	if a.log == nil {
 		a.log = slog.Default()
 	}
-	if a.source == nil {
-		a.static = NewStaticSource(memberOf(cfg), connectorsOf(cfg))
-		a.source = a.static
+	if s, ok := a.source.(*StaticSource); ok {
+		a.static = s
+	}
+	if m, ok := a.source.(Membership); ok {
+		a.member = m
 	}
 	return a
 }
@@ -114,6 +125,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (agent.listen): %w", cfg.Agent.Listen, err)
 	}
+	defer ln.Close()
+	if a.source == nil {
+		m, err := a.startMembership(ctx, cfg, ln.Addr().String())
+		if err != nil {
+			return err
+		}
+		defer m.close()
+		a.source, a.member = m, m
+	}
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -131,8 +151,8 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
-	// Retry reconciliation of jobs whose cgroup could not be made.
-	retry := time.NewTicker(5 * time.Second)
+	// Retry jobs whose cgroup could not be made or whose claim is held.
+	retry := time.NewTicker(500 * time.Millisecond)
 	defer retry.Stop()
 	done := a.busy()
 	a.reconcile(ctx)
@@ -193,8 +213,29 @@ func (a *Agent) reload(ctx context.Context) error {
 	a.mu.Unlock()
 	a.log.Info("reload accepted", "config", a.path)
 	if a.static != nil {
-		a.static.Set(memberOf(cfg), connectorsOf(cfg))
+		a.static.Set(cfg)
+	}
+	if m, ok := a.source.(*memberSource); ok {
+		// The file's connectors and groups are applied (create or update);
+		// the change reaches every agent through the store.
+		if err := m.applyFile(ctx, cfg); err != nil {
+			a.log.Error("apply the reloaded file's connectors", "error", err)
+			return err
+		}
+		if nm := memberOf(cfg); changedMember(m.declared(), nm) {
+			if err := m.update(ctx, nm); err != nil {
+				a.log.Error("update the member record with the reloaded [static] table", "error", err)
+				return err
+			}
+			a.log.Info("member record updated", "connectors", nm.Connectors, "tasks", nm.Tasks, "protocol", nm.Protocol)
+		}
 	}
 	a.reconcile(ctx)
 	return nil
+}
+
+// changedMember reports whether the member record differs: declarations or
+// protocol.
+func changedMember(a, b assign.Member) bool {
+	return a.Protocol != b.Protocol || !slices.Equal(a.Connectors, b.Connectors) || !slices.Equal(a.Tasks, b.Tasks)
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/worker"
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,6 +75,13 @@ func (a *Agent) jobInfo(j *job) JobInfo {
 		t := spec.Task
 		info.Task = &t
 	}
+	if j.holder != "" {
+		info.State, info.Reason = Waiting, "claim held by "+j.holder
+		if j.err != "" {
+			info.Reason = j.err
+		}
+		return info
+	}
 	if j.w == nil {
 		info.State, info.Reason = worker.Failed, j.err
 		return info
@@ -108,6 +116,9 @@ func (a *Agent) jobInfo(j *job) JobInfo {
 func (a *Agent) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if c, ok := a.source.(prometheus.Collector); ok {
+		reg.MustRegister(c)
+	}
 	if c, err := a.newCollector(); err == nil {
 		reg.MustRegister(c)
 	} else {
@@ -130,9 +141,9 @@ func (a *Agent) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, a.jobInfo(j))
 	})
 	mux.HandleFunc("GET /connectors", func(w http.ResponseWriter, r *http.Request) {
-		cfg := a.Config()
-		names := make([]string, 0, len(cfg.Connectors))
-		for _, c := range cfg.Connectors {
+		wl := a.workload()
+		names := make([]string, 0, len(wl.Connectors))
+		for _, c := range wl.Connectors {
 			names = append(names, c.Name)
 		}
 		sort.Strings(names)
@@ -154,6 +165,31 @@ func (a *Agent) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, a.connectorStatus(c))
 	})
+	mux.HandleFunc("GET /v1/agent", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.member.Info())
+	})
+	mux.HandleFunc("GET /v1/members", func(w http.ResponseWriter, r *http.Request) {
+		ms, err := a.member.Members(r.Context())
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "read members: "+err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, ms)
+	})
+	mux.HandleFunc("GET /v1/assignment", func(w http.ResponseWriter, r *http.Request) {
+		p := a.member.Published()
+		conflicts := p.Assignment.Conflicts
+		if conflicts == nil {
+			conflicts = []assign.Conflict{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{
+			"generation": p.Generation,
+			"leader":     p.Leader,
+			"members":    p.Assignment.Members,
+			"unassigned": p.Assignment.Unassigned,
+			"conflicts":  conflicts,
+		})
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-a.ready:
@@ -165,8 +201,19 @@ func (a *Agent) Handler() http.Handler {
 	return mux
 }
 
+// workload is every connector and group the agent knows: the cluster's
+// stored workload.
+func (a *Agent) workload() *limits.Workload {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.desired.Workload != nil {
+		return a.desired.Workload
+	}
+	return &limits.Workload{}
+}
+
 func (a *Agent) connector(name string) (limits.Connector, bool) {
-	for _, c := range a.Config().Connectors {
+	for _, c := range a.workload().Connectors {
 		if c.Name == name {
 			return c, true
 		}
@@ -190,15 +237,23 @@ func connectorInfo(c limits.Connector) map[string]any {
 func (a *Agent) connectorStatus(c limits.Connector) map[string]any {
 	a.mu.RLock()
 	self := a.cfg.Agent.ID
+	owners := a.desired.Owners
 	a.mu.RUnlock()
 	state := func(id string) (string, string, string) {
 		a.mu.RLock()
 		j := a.jobs[id]
 		a.mu.RUnlock()
-		if j == nil {
+		owner := owners[id]
+		switch {
+		case owner == "":
 			return "UNASSIGNED", "", ""
-		}
-		if j.w == nil {
+		case owner != self || j == nil:
+			// Run by another agent (or about to be here): its own API
+			// has the details.
+			return "RUNNING", owner, ""
+		case j.holder != "":
+			return "UNASSIGNED", self, "waiting for the claim held by " + j.holder
+		case j.w == nil:
 			return "FAILED", self, j.err
 		}
 		st := j.w.Status()

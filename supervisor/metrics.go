@@ -45,7 +45,7 @@ var (
 	descJobs         = prometheus.NewDesc("berth_jobs", "Jobs run by this agent, by state.", []string{"state"}, nil)
 	descGeneration   = prometheus.NewDesc("berth_assignment_generation", "Generation of the assignment this agent runs.", nil, nil)
 	descUnassigned   = prometheus.NewDesc("berth_jobs_unassigned", "Jobs that exist but that no agent runs.", nil, nil)
-	allWorkerStates  = []worker.State{worker.Starting, worker.Running, worker.BackingOff, worker.Exited, worker.Failed, worker.Stopping, worker.Stopped}
+	allWorkerStates  = []worker.State{Waiting, worker.Starting, worker.Running, worker.BackingOff, worker.Exited, worker.Failed, worker.Stopping, worker.Stopped}
 	allCollectorKind = []string{"cgroup", "procfs"}
 )
 
@@ -92,7 +92,9 @@ func (a *Agent) views() (map[string]jobView, Desired) {
 			group:  j.group,
 			err:    j.err,
 		}
-		if j.w != nil {
+		if j.holder != "" {
+			v.status = worker.Status{State: Waiting, Reason: "claim held by " + j.holder}
+		} else if j.w != nil {
 			v.status = j.w.Status()
 		} else {
 			v.status = worker.Status{State: worker.Failed, Reason: j.err}

@@ -30,7 +30,15 @@ type job struct {
 	// err is why the job could not be started (its cgroup could not be
 	// made, its limits could not be resolved); the job is then retried.
 	err string
+	// holder is the member that holds the job's claim while this agent
+	// waits for it; the job is retried until the claim is free.
+	holder string
+	// claimed is true once this agent holds the job's claim.
+	claimed bool
 }
+
+// Waiting is the state of a job whose claim another member still holds.
+const Waiting worker.State = "waiting"
 
 // groupNode is a sharing group's parent cgroup, holding the group's limits.
 type groupNode struct {
@@ -64,8 +72,10 @@ func (a *Agent) reconcile(ctx context.Context) {
 	a.mu.RUnlock()
 
 	defs := map[string]limits.Job{}
-	for _, j := range cfg.Jobs() {
-		defs[j.ID] = j
+	if desired.Workload != nil {
+		for _, j := range desired.Workload.Jobs(cfg.Agent.StopTimeout) {
+			defs[j.ID] = j
+		}
 	}
 	want := map[string]limits.Job{}
 	for _, id := range desired.Jobs {
@@ -101,10 +111,10 @@ func (a *Agent) reconcile(ctx context.Context) {
 		a.mu.RUnlock()
 		switch {
 		case cur == nil:
-			a.startJob(cfg, nj)
-		case cur.err != "":
+			a.startJob(ctx, cfg, nj)
+		case cur.err != "" || cur.holder != "":
 			a.removeJob(id)
-			a.startJob(cfg, nj)
+			a.startJob(ctx, cfg, nj)
 		default:
 			a.updateJob(cur, nj)
 		}
@@ -200,11 +210,38 @@ func (a *Agent) removeUnusedGroups(want map[string]limits.Job) {
 	}
 }
 
-// startJob makes the job's cgroup with its limits and starts its worker in
-// it. A failure is recorded on the job (state "failed") and retried later;
-// it never stops the agent.
-func (a *Agent) startJob(cfg *limits.Config, j limits.Job) {
+// startJob takes the job's claim (in a cluster), makes its cgroup with its
+// limits and starts its worker in it. A claim held by another member leaves
+// the job waiting; a failure is recorded on the job (state "failed"). Both
+// are retried later; neither stops the agent.
+func (a *Agent) startJob(ctx context.Context, cfg *limits.Config, j limits.Job) {
+	a.fenceMu.RLock()
+	defer a.fenceMu.RUnlock()
 	nj := &job{spec: j}
+	if c, ok := a.source.(Claimer); ok {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		got, holder, err := c.Claim(cctx, j.ID)
+		cancel()
+		switch {
+		case err != nil:
+			nj.holder = "?"
+			nj.err = fmt.Sprintf("claim: %v", err)
+		case !got:
+			nj.holder = holder
+		default:
+			nj.claimed = true
+		}
+		if !nj.claimed {
+			a.mu.Lock()
+			prev := a.jobs[j.ID]
+			a.jobs[j.ID] = nj
+			a.mu.Unlock()
+			if prev == nil || prev.holder != nj.holder {
+				a.log.Info("job waits for its claim", "job_id", j.ID, "holder", nj.holder, "error", nj.err)
+			}
+			return
+		}
+	}
 	res, notes, err := j.Process.Limits.Resources(nil)
 	for _, n := range notes {
 		a.log.Info("job limits", "job_id", j.ID, "note", n)
@@ -227,6 +264,49 @@ func (a *Agent) startJob(cfg *limits.Config, j limits.Job) {
 	a.mu.Unlock()
 	nj.w.Start()
 	a.log.Info("job started", "job_id", j.ID, "cgroup", a.cgroupPath(j))
+}
+
+// fenceAll kills every worker at once, without grace, and forgets every
+// job: the agent's membership can no longer be proven, so another member
+// may soon claim its jobs (DESIGN.md, "fencing"). No job starts while it
+// runs.
+func (a *Agent) fenceAll() {
+	a.fenceMu.Lock()
+	defer a.fenceMu.Unlock()
+	a.mu.RLock()
+	js := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		js = append(js, j)
+	}
+	a.mu.RUnlock()
+	var wg sync.WaitGroup
+	for _, j := range js {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if j.group != nil {
+				if err := j.group.Kill(ctx); err != nil {
+					a.log.Error("fence: kill job", "job_id", j.spec.ID, "error", err)
+				}
+			}
+			if j.w != nil {
+				_ = j.w.Stop(ctx) // nothing left to stop; cancels any restart
+			}
+			if j.group != nil {
+				_ = j.group.Delete(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	a.mu.Lock()
+	for _, j := range js {
+		if a.jobs[j.spec.ID] == j {
+			delete(a.jobs, j.spec.ID)
+		}
+	}
+	a.mu.Unlock()
 }
 
 // cgroupPath is the job's cgroup as /proc/PID/cgroup names it.
@@ -318,6 +398,14 @@ func (a *Agent) stopJob(j *job, grace time.Duration) error {
 	} else {
 		a.log.Info("job stopped", "job_id", j.spec.ID)
 	}
+	// Only once no process of the job is left may another member claim it
+	// (DESIGN.md rule 7). A failed stop keeps the claim until the lease
+	// ends: never two workers for one job.
+	if c, ok := a.source.(Claimer); ok && j.claimed && err == nil {
+		if rerr := c.Release(ctx, j.spec.ID); rerr != nil {
+			a.log.Warn("release claim", "job_id", j.spec.ID, "error", rerr)
+		}
+	}
 	a.removeJob(j.spec.ID)
 	return err
 }
@@ -332,7 +420,7 @@ func (a *Agent) needsRetry() bool {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	for _, j := range a.jobs {
-		if j.err != "" {
+		if j.err != "" || j.holder != "" {
 			return true
 		}
 	}
@@ -375,9 +463,9 @@ func memberOf(cfg *limits.Config) assign.Member {
 }
 
 // connectorsOf is the workload as assignment sees it.
-func connectorsOf(cfg *limits.Config) []assign.Connector {
-	out := make([]assign.Connector, 0, len(cfg.Connectors))
-	for _, c := range cfg.Connectors {
+func connectorsOf(wl *limits.Workload) []assign.Connector {
+	out := make([]assign.Connector, 0, len(wl.Connectors))
+	for _, c := range wl.Connectors {
 		out = append(out, assign.Connector{Name: c.Name, Run: c.Run != nil, Tasks: c.Tasks, Group: c.Group})
 	}
 	return out
