@@ -319,12 +319,12 @@ func merged(have, want map[string][]byte, prune bool) map[string][]byte {
 // transactions, not one: after an error the returned Plan lists only what
 // was written, and the error names the definition that failed (a refusal by
 // the validator, a store error). A connector or group deleted meanwhile by
-// someone else is not an error. It returns PlanWorkload's errors, having
-// written nothing.
+// someone else is not an error. It returns PlanWorkload's errors with the
+// zero Plan, having written nothing.
 func ApplyWorkload(ctx context.Context, c *cluster.Client, defs *limits.Defs, prune bool) (Plan, error) {
 	plan, err := PlanWorkload(ctx, c, defs, prune)
 	if err != nil {
-		return plan, err
+		return Plan{}, err
 	}
 	done := Plan{Unchanged: plan.Unchanged}
 	isCreated := map[string]bool{}

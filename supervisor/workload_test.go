@@ -232,6 +232,7 @@ func TestWorkloadStore(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `job ID "orders-1"`) {
 			t.Fatalf("clash: plan %+v, err %v; want a refusal naming the job ID", p, err)
 		}
+		samePlan(t, "refused", p, Plan{})
 		if after := s.revisions(t); !reflect.DeepEqual(after, before) {
 			t.Errorf("refused apply changed the store: %v -> %v", before, after)
 		}

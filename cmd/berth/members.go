@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/berthd/berth/cluster"
+)
+
+// memberInfo is one live member as "berth members --json" prints it: its
+// registered record and the jobs the published assignment gives it.
+type memberInfo struct {
+	ID         string    `json:"id"`
+	Protocol   string    `json:"protocol"`
+	Connectors []string  `json:"connectors"` // declared static.connectors
+	Tasks      []string  `json:"tasks"`      // declared static.tasks
+	Addr       string    `json:"addr"`
+	Started    time.Time `json:"started"`
+	Jobs       []string  `json:"jobs"` // assigned job IDs, sorted
+}
+
+// membersOutput is "berth members --json": the live members and the
+// published assignment (generation 0 and leader "" when none yet).
+type membersOutput struct {
+	Generation int64             `json:"generation"`
+	Leader     string            `json:"leader"`
+	Members    []memberInfo      `json:"members"`
+	Unassigned map[string]string `json:"unassigned"` // job ID -> reason
+	Conflicts  []conflictInfo    `json:"conflicts"`
+}
+
+// conflictInfo is a job declared by more than one live member (rule 4), as
+// GET /v1/assignment shapes it.
+type conflictInfo struct {
+	Job     string   `json:"job"`
+	Members []string `json:"members"` // declaring member IDs, sorted
+	Winner  string   `json:"winner"`  // the member that runs it (lowest ID)
+}
+
+// runMembers prints the live members of the cluster and the published
+// assignment: "berth members [--config FILE] [--json]". The table has ID
+// PROTOCOL CONNECTORS TASKS (the declared static assignment) JOBS (how many
+// jobs the published assignment gives the member) ADDR STARTED; above it the
+// generation and leader of the published assignment, below it the
+// unassigned jobs with their reasons and the static conflicts.
+func runMembers(args []string) int {
+	fs := flag.NewFlagSet("members", flag.ContinueOnError)
+	config := fs.String("config", defaultConfig, "agent configuration file (for [cluster] and agent.data_dir)")
+	asJSON := fs.Bool("json", false, "print JSON: generation, leader, members, unassigned, conflicts")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	c, err := connectCluster(ctx, *config)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "berth members: %v\n", err)
+		return 1
+	}
+	defer c.Close()
+	recs, err := c.Members(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "berth members: %v\n", err)
+		return 1
+	}
+	pub, err := c.Assignment(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "berth members: %v\n", err)
+		return 1
+	}
+	out := membersFrom(recs, pub)
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(out)
+		return 0
+	}
+	printMembers(out, c.Config().Name)
+	return 0
+}
+
+func membersFrom(recs []cluster.MemberRecord, pub cluster.Published) membersOutput {
+	out := membersOutput{Generation: pub.Generation, Leader: pub.Leader, Members: []memberInfo{},
+		Unassigned: map[string]string{}, Conflicts: []conflictInfo{}}
+	for _, cf := range pub.Assignment.Conflicts {
+		out.Conflicts = append(out.Conflicts, conflictInfo{Job: cf.Job, Members: cf.Members, Winner: cf.Winner})
+	}
+	for j, why := range pub.Assignment.Unassigned {
+		out.Unassigned[j] = why
+	}
+	for _, r := range recs {
+		jobs := append([]string{}, pub.Assignment.Members[r.ID]...)
+		sort.Strings(jobs)
+		out.Members = append(out.Members, memberInfo{ID: r.ID, Protocol: string(r.Protocol),
+			Connectors: nonNil(r.Connectors), Tasks: nonNil(r.Tasks), Addr: r.Addr, Started: r.Started, Jobs: jobs})
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func printMembers(m membersOutput, clusterName string) {
+	if m.Generation == 0 {
+		fmt.Printf("cluster %s: no assignment published yet\n", clusterName)
+	} else {
+		fmt.Printf("cluster %s: assignment generation %d, leader %s\n", clusterName, m.Generation, m.Leader)
+	}
+	list := func(s []string) string {
+		if len(s) == 0 {
+			return "-"
+		}
+		return strings.Join(s, ",")
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPROTOCOL\tCONNECTORS\tTASKS\tJOBS\tADDR\tSTARTED")
+	for _, r := range m.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Protocol, list(r.Connectors), list(r.Tasks),
+			len(r.Jobs), r.Addr, r.Started.Local().Format(time.RFC3339))
+	}
+	tw.Flush()
+	if len(m.Members) == 0 {
+		fmt.Println("no live members")
+	}
+	jobs := make([]string, 0, len(m.Unassigned))
+	for j := range m.Unassigned {
+		jobs = append(jobs, j)
+	}
+	sort.Strings(jobs)
+	for _, j := range jobs {
+		fmt.Printf("unassigned %s: %s\n", j, m.Unassigned[j])
+	}
+	for _, cf := range m.Conflicts {
+		fmt.Printf("conflict %s: declared by %s; runs on %s\n", cf.Job, strings.Join(cf.Members, ", "), cf.Winner)
+	}
+}
