@@ -1,0 +1,370 @@
+package test
+
+// Partition test of issue 3: one agent is cut from etcd by a TCP proxy of
+// the test's own; the timestamps its workers write themselves show that they
+// die before any other agent starts the same job, and that no job ever has
+// two workers. Ten rounds in one run.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// cutMode is how the proxy partitions.
+type cutMode int
+
+const (
+	// stall stops forwarding bytes but keeps every connection open, as a
+	// network that drops packets does; bytes read are held and delivered
+	// when the partition heals, as TCP retransmission would.
+	stall cutMode = iota
+	// reset closes every connection with RST (SO_LINGER 0) and refuses new
+	// ones the same way until healed.
+	reset
+)
+
+func (m cutMode) String() string { return [...]string{"stall", "reset"}[m] }
+
+// tcpProxy forwards loopback TCP connections to one target, one goroutine
+// per direction per connection, and can partition them.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	cut    bool
+	mode   cutMode
+	open   chan struct{} // closed while healed; a fresh one while cut
+	conns  map[net.Conn]bool
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// startProxy listens on a free loopback port and forwards to target
+// ("http://host:port" or "host:port"); it is closed in Cleanup.
+func startProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := make(chan struct{})
+	close(open)
+	p := &tcpProxy{ln: ln, target: strings.TrimPrefix(target, "http://"), open: open, conns: map[net.Conn]bool{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// endpoint is the proxy's client URL.
+func (p *tcpProxy) endpoint() string { return "http://" + p.ln.Addr().String() }
+
+func (p *tcpProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		refuse := p.closed || (p.cut && p.mode == reset)
+		p.mu.Unlock()
+		if refuse {
+			rst(c)
+			continue
+		}
+		up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+		if err != nil {
+			rst(c)
+			continue
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			rst(c)
+			rst(up)
+			continue
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pipe(up, c)
+		go p.pipe(c, up)
+	}
+}
+
+// pipe copies src to dst; while the proxy is cut (stall) it holds what it
+// read until the partition heals.
+func (p *tcpProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			gate := p.open
+			p.mu.Unlock()
+			<-gate
+			p.mu.Lock()
+			dead := !p.conns[dst]
+			p.mu.Unlock()
+			if dead {
+				break
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if tc, ok := dst.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
+				return
+			}
+			break
+		}
+	}
+	p.drop(dst)
+	p.drop(src)
+}
+
+func (p *tcpProxy) drop(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	rst(c)
+}
+
+// rst closes c with an RST rather than a FIN.
+func rst(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// partition cuts every connection through the proxy.
+func (p *tcpProxy) partition(mode cutMode) {
+	p.mu.Lock()
+	if !p.cut {
+		p.cut, p.mode = true, mode
+		p.open = make(chan struct{})
+	}
+	var victims []net.Conn
+	if mode == reset {
+		for c := range p.conns {
+			victims = append(victims, c)
+			delete(p.conns, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range victims {
+		rst(c)
+	}
+}
+
+// heal resumes forwarding (held bytes are delivered) and accepting.
+func (p *tcpProxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		p.cut = false
+		close(p.open)
+	}
+}
+
+func (p *tcpProxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	var cs []net.Conn
+	for c := range p.conns {
+		cs = append(cs, c)
+		delete(p.conns, c)
+	}
+	if p.cut {
+		p.cut = false
+		close(p.open)
+	}
+	p.mu.Unlock()
+	p.ln.Close()
+	for _, c := range cs {
+		rst(c)
+	}
+	p.wg.Wait()
+}
+
+// partitionRound is what one cut-and-heal round observed.
+type partitionRound struct {
+	mode                  cutMode
+	cutLeader             bool      // the cut agent was leader when cut
+	cutAt, healAt         time.Time // wall clock of the proxy switch
+	fencedSeen            bool      // the cut agent reported state "fenced"
+	takenOver, handedBack time.Duration
+}
+
+// TestPartitionNoJobRunsTwice: agent "a" declares the jobs and reaches etcd
+// only through the proxy; agent "b" is a standby connected straight to etcd.
+// Each round cuts a (stall or reset, alternately), waits until b runs every
+// job, heals, and waits until a has them back. The workers' own stamps must
+// show that a's workers stop before b's start — and before a's lease could
+// have expired on the server — and that no two workers of a job ever
+// overlap, across the cuts and the graceful handoffs back.
+func TestPartitionNoJobRunsTwice(t *testing.T) {
+	const rounds = 10
+	eps := embeddedEtcd(t)
+	px := startProxy(t, eps[0])
+	name := clusterName()
+	stamps := t.TempDir()
+	// Workers linger 5 stamps (~0.1 s) after SIGTERM, so the graceful
+	// handoff back to a has a window in which two could overlap.
+	workload := fmt.Sprintf(`
+[[connector]]
+name = "p"
+tasks = 2
+  [connector.run]
+  command = %[1]s
+  [connector.task]
+  command = %[1]s
+`, stampCommand(stamps, 5))
+	jobs := []string{"p", "p-0", "p-1"}
+	a, b := newAgent(t, "a"), newAgent(t, "b")
+	a.configure(clusterSpec{name: name, endpoints: []string{px.endpoint()}, rebalanceDelay: "0s"},
+		staticTable([]string{"p"}, []string{"p-0", "p-1"})+workload)
+	b.configure(clusterSpec{name: name, endpoints: eps, rebalanceDelay: "0s"}, staticTable(nil, nil)+workload)
+
+	testStart := time.Now()
+	a.start()
+	a.waitExactly(settle, jobs...)
+	b.start()
+	b.waitMember(settle)
+	b.waitExactly(settle)
+
+	var rs []partitionRound
+	for i := 0; i < rounds; i++ {
+		r := partitionRound{mode: stall}
+		if i%2 == 1 {
+			r.mode = reset
+		}
+		ai, err := a.info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.cutLeader = ai.Leader
+		r.cutAt = time.Now()
+		px.partition(r.mode)
+		eventually(t, settle, fmt.Sprintf("round %d: b runs every job", i), func() bool {
+			if ai, err := a.info(); err == nil && ai.State == "fenced" {
+				r.fencedSeen = true
+			}
+			js, err := b.tryJobs()
+			return err == nil && len(js) == len(jobs) && sameSet(runningIDs(js), jobs)
+		})
+		r.takenOver = time.Since(r.cutAt)
+		if js, err := a.tryJobs(); err == nil && len(runningIDs(js)) > 0 {
+			t.Errorf("round %d: the cut agent still reports running jobs %v after b took them", i, runningIDs(js))
+		}
+		r.healAt = time.Now()
+		px.heal()
+		a.waitMember(settle)
+		a.waitExactly(settle, jobs...)
+		b.waitExactly(settle)
+		r.handedBack = time.Since(r.healAt)
+		rs = append(rs, r)
+	}
+	total := time.Since(testStart)
+
+	// The workers' own account.
+	byJob := map[string][]interval{}
+	for _, job := range jobs {
+		ivs := stampIntervals(t, filepath.Join(stamps, job+".log"))
+		byJob[job] = ivs
+		for _, o := range overlaps(ivs) {
+			t.Errorf("job %s: two workers at once: %s (%s) and %s (%s), overlap %s", job,
+				o[0], owner(o[0].agent, a, b), o[1], owner(o[1].agent, a, b), time.Duration(o[0].last-o[1].first))
+		}
+		if want := 2*rounds + 1; len(ivs) != want {
+			t.Errorf("job %s: %d worker processes, want %d (a, then b and a again in each round)", job, len(ivs), want)
+		}
+	}
+	var lines []string
+	gaps := map[string][]time.Duration{}
+	for i, r := range rs {
+		line := fmt.Sprintf("round %2d %-5s leader-cut=%-5v fenced-seen=%-5v b-took-over %6s a-back %6s",
+			i, r.mode, r.cutLeader, r.fencedSeen, r.takenOver.Round(time.Millisecond), r.handedBack.Round(time.Millisecond))
+		for _, job := range jobs {
+			ivs := byJob[job]
+			cut := r.cutAt.UnixNano()
+			// a's worker alive at the cut, and b's first worker after it.
+			var lastA, firstB *interval
+			for k := range ivs {
+				iv := &ivs[k]
+				if owner(iv.agent, a, b) == "a" && iv.first < cut && iv.last >= cut-int64(time.Second) {
+					lastA = iv
+				}
+				if owner(iv.agent, a, b) == "b" && iv.first > cut && firstB == nil {
+					firstB = iv
+				}
+			}
+			if lastA == nil || firstB == nil {
+				t.Errorf("round %d job %s: no a worker at the cut (%v) or no b worker after it (%v)", i, job, lastA, firstB)
+				continue
+			}
+			if lastA.last >= firstB.first {
+				t.Errorf("round %d job %s: a's last stamp %s is not before b's first %s", i, job, lastA, firstB)
+			}
+			// Fenced by the local deadline: the last successful renewal was
+			// sent before the cut, so the deadline (last renewal + TTL − 1 s)
+			// falls within 1 s of it; a worker stamping a whole TTL after the
+			// cut outlived any deadline the agent could have had.
+			if dead := time.Duration(lastA.last - cut); dead >= sessionTTL {
+				t.Errorf("round %d job %s: a's worker stamped %s after the cut, not fenced within the %s session TTL", i, job, dead, sessionTTL)
+			}
+			gap := time.Duration(firstB.first - lastA.last)
+			gaps[job] = append(gaps[job], gap)
+			line += fmt.Sprintf(" | %s a-dead +%s gap %s", job, time.Duration(lastA.last-cut).Round(time.Millisecond), gap.Round(time.Millisecond))
+		}
+		lines = append(lines, line)
+	}
+	for _, job := range jobs {
+		g := gaps[job]
+		sort.Slice(g, func(i, j int) bool { return g[i] < g[j] })
+		if len(g) > 0 {
+			lines = append(lines, fmt.Sprintf("job %s: cut handoff gap min %s max %s over %d rounds", job, g[0].Round(time.Millisecond), g[len(g)-1].Round(time.Millisecond), len(g)))
+		}
+	}
+	if v, ok := a.counter("berth_fencing_total"); !ok || v < rounds {
+		t.Errorf("berth_fencing_total of the cut agent = %v (%v), want >= %d", v, ok, rounds)
+	}
+	t.Logf("%d rounds in %s\n%s", rounds, total.Round(time.Millisecond), strings.Join(lines, "\n"))
+}
+
+// The overlap analysis itself: two processes of one job that share a
+// moment are reported, touching included; disjoint ones are not; lines are
+// grouped per (agent, pid) whatever their order in the file.
+func TestStampAnalysis(t *testing.T) {
+	ss := []stamp{
+		{"/r1/jobs/j", 10, 100}, {"/r2/jobs/j", 20, 300}, {"/r1/jobs/j", 10, 200},
+		{"/r2/jobs/j", 20, 400}, {"/r1/jobs/j", 11, 400}, {"/r1/jobs/j", 12, 500},
+	}
+	ivs := intervalsOf(ss)
+	if len(ivs) != 4 || ivs[0].pid != 10 || ivs[0].first != 100 || ivs[0].last != 200 || ivs[0].n != 2 {
+		t.Fatalf("intervals %v", ivs)
+	}
+	ov := overlaps(ivs)
+	if len(ov) != 1 || ov[0][0].pid != 20 || ov[0][1].pid != 11 {
+		t.Fatalf("overlaps %v, want exactly pid 20 [300,400] with pid 11 [400,400]", ov)
+	}
+	if got := overlaps(ivs[:2]); len(got) != 0 {
+		t.Fatalf("disjoint intervals reported as overlapping: %v", got)
+	}
+}
