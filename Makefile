@@ -27,5 +27,14 @@ lint:
 bench: ## Go benchmarks, printed as benchstat-style tables
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
 
+test-v2: ## cgroup, worker and supervisor tests on a pure cgroup v2 kernel under qemu (lane 1)
+	test/vm/lane1.sh cgroup worker supervisor -- $(TESTFLAGS)
+
+test-systemd: build ## install the .deb in Debian with systemd under qemu and check the service (lane 2)
+	VERSION=$(VERSION) test/vm/lane2.sh
+
+deb: build ## dist/berth_<version>_amd64.deb (nfpm)
+	VERSION=$(VERSION) test/vm/deb.sh
+
 clean:
 	rm -rf bin dist bench.out

@@ -208,27 +208,28 @@ func (a *Agent) reload(ctx context.Context) error {
 		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "error", err)
 		return err
 	}
+	if m, ok := a.source.(*memberSource); ok {
+		// The file's connectors and groups are applied (create or update);
+		// the change reaches every agent, this one included, through the
+		// store. A refusal leaves the store and the running jobs as they were.
+		if err := m.applyFile(ctx, cfg); err != nil {
+			a.log.Error("reload refused; running jobs left as they were", "config", a.path, "error", err)
+			return err
+		}
+		if nm := memberOf(cfg); changedMember(m.declared(), nm) {
+			if err := m.update(ctx, nm); err != nil {
+				a.log.Error("update the member record with the reloaded [static] table", "error", err)
+			} else {
+				a.log.Info("member record updated", "connectors", nm.Connectors, "tasks", nm.Tasks, "protocol", nm.Protocol)
+			}
+		}
+	}
 	a.mu.Lock()
 	a.cfg = cfg
 	a.mu.Unlock()
 	a.log.Info("reload accepted", "config", a.path)
 	if a.static != nil {
 		a.static.Set(cfg)
-	}
-	if m, ok := a.source.(*memberSource); ok {
-		// The file's connectors and groups are applied (create or update);
-		// the change reaches every agent through the store.
-		if err := m.applyFile(ctx, cfg); err != nil {
-			a.log.Error("apply the reloaded file's connectors", "error", err)
-			return err
-		}
-		if nm := memberOf(cfg); changedMember(m.declared(), nm) {
-			if err := m.update(ctx, nm); err != nil {
-				a.log.Error("update the member record with the reloaded [static] table", "error", err)
-				return err
-			}
-			a.log.Info("member record updated", "connectors", nm.Connectors, "tasks", nm.Tasks, "protocol", nm.Protocol)
-		}
 	}
 	a.reconcile(ctx)
 	return nil

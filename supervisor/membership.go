@@ -44,7 +44,6 @@ type memberSource struct {
 	published cluster.Published
 	workload  *limits.Workload
 	wlErr     error
-	leading   bool
 
 	renew    prometheus.Histogram
 	fencings prometheus.Counter
@@ -105,8 +104,9 @@ func (a *Agent) startMembership(ctx context.Context, cfg *limits.Config, addr st
 	}
 	m.client = c
 	if err := m.applyFile(ctx, cfg); err != nil {
-		m.close()
-		return nil, err
+		// The store keeps what it has (another host may have applied a
+		// conflicting definition); the agent runs what the cluster says.
+		a.log.Error("the file's connectors were not applied to the cluster", "error", err)
 	}
 	if err := m.join(ctx); err != nil {
 		m.close()

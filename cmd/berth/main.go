@@ -4,6 +4,9 @@
 //	berth validate --config FILE   check a configuration file and exit
 //	berth status   [--config FILE | --addr HOST:PORT]   print the jobs of a running agent
 //	berth logs     [--config FILE] [-f] [-n LINES] JOB   print a job's log
+//	berth apply    [--config FILE] -f FILE [--dry-run] [--prune=false]   store the workload in the cluster
+//	berth connectors [--config FILE] [--json]   list the cluster's connectors
+//	berth members  [--config FILE] [--json]     list the cluster's members and the assignment
 //	berth version                  print version and commit
 package main
 
@@ -30,6 +33,9 @@ commands:
   validate  check a configuration file               berth validate --config FILE
   status    print the jobs of a running agent        berth status [--config FILE | --addr HOST:PORT]
   logs      print a job's output                     berth logs [--config FILE] [-f] [-n LINES] JOB
+  apply     store connectors and groups in the cluster berth apply [--config FILE] -f connectors.toml [--dry-run]
+  connectors list the cluster's connectors            berth connectors [--config FILE] [--json]
+  members   list members and the assignment          berth members [--config FILE] [--json]
   version   print version and commit
 
 Run "berth COMMAND -h" for the flags of a command.
@@ -56,6 +62,12 @@ func main() {
 		code = runStatus(args)
 	case "logs":
 		code = runLogs(args)
+	case "apply":
+		code = runApply(args)
+	case "connectors":
+		code = runConnectors(args)
+	case "members":
+		code = runMembers(args)
 	case "version", "--version", "-v":
 		fmt.Printf("berth %s (commit %s)\n", version, commit)
 	case "help", "-h", "--help":
