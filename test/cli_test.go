@@ -98,3 +98,84 @@ name = "hello"
 		return strings.Contains(string(out), "hello from hello")
 	})
 }
+
+// berth apply stores connectors in the cluster (the agent's embedded etcd
+// here) and the agent runs them; berth connectors and berth members read
+// the store; a pruning apply removes what the file no longer has.
+func TestApplyConnectorsMembers(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("1s") + `
+[static]
+
+[[connector]]
+name = "base"
+  [connector.run]
+  command = ["sleep", "infinity"]
+`)
+	e.start()
+	e.waitRunning("base")
+	wl := filepath.Join(e.dir, "connectors.toml")
+	if err := os.WriteFile(wl, []byte(`
+[[connector]]
+name = "base"
+  [connector.run]
+  command = ["sleep", "infinity"]
+
+[[connector]]
+name = "extra"
+tasks = 2
+  [connector.task]
+  command = ["sleep", "1${BERTH_TASK}000"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(berthBin, "apply", "--config", e.config, "-f", wl, "--dry-run").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "connector/extra") {
+		t.Fatalf("apply --dry-run: %v\n%s", err, out)
+	}
+	if _, ok := e.jobs()["extra-0"]; ok {
+		t.Fatal("a dry run started a job")
+	}
+	out, err = exec.Command(berthBin, "apply", "--config", e.config, "-f", wl).CombinedOutput()
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	js := e.waitRunning("base", "extra-0", "extra-1")
+	if js["extra-1"].Command[1] != "11000" {
+		t.Errorf("task command not expanded: %v", js["extra-1"].Command)
+	}
+	out, err = exec.Command(berthBin, "connectors", "--config", e.config).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "extra") || !strings.Contains(string(out), "base") {
+		t.Fatalf("berth connectors: %v\n%s", err, out)
+	}
+	out, err = exec.Command(berthBin, "members", "--config", e.config).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "e2e") {
+		t.Fatalf("berth members: %v\n%s", err, out)
+	}
+	// A bad file stores nothing and says where.
+	bad := filepath.Join(e.dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("[[connector]]\nname = \"x\"\ntasks = \"two\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(berthBin, "apply", "--config", e.config, "-f", bad).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), bad+":3:") {
+		t.Fatalf("apply of a bad file: err %v\n%s", err, out)
+	}
+	// Prune: a file without "extra" deletes it, and the agent stops its jobs.
+	if err := os.WriteFile(wl, []byte("[[connector]]\nname = \"base\"\n  [connector.run]\n  command = [\"sleep\", \"infinity\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(berthBin, "apply", "--config", e.config, "-f", wl).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "deleted connector/extra") {
+		t.Fatalf("apply (prune): %v\n%s", err, out)
+	}
+	eventually(t, 20*time.Second, "extra's jobs stopped", func() bool {
+		js := e.jobs()
+		_, a := js["extra-0"]
+		_, b := js["extra-1"]
+		return !a && !b && js["base"].State == "running"
+	})
+	if js["base"].PID != e.jobs()["base"].PID {
+		t.Error("an apply that did not change base restarted it")
+	}
+}
