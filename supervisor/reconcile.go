@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"reflect"
 	"sort"
@@ -334,7 +335,17 @@ func workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cgPath string
 			MaxFiles: cfg.Agent.LogMaxFiles,
 		},
 		Group: g,
+		Log:   journalSink(cfg, j.ID),
 	}
+}
+
+// journalSink is where a job's output goes besides its file: the systemd
+// journal when log_sink = "journal", else nowhere.
+func journalSink(cfg *limits.Config, id string) io.Writer {
+	if cfg.Agent.LogSink == "journal" {
+		return &worker.JournalWriter{JobID: id}
+	}
+	return nil
 }
 
 // updateJob applies changed limits in place: the process keeps running.

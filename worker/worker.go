@@ -54,8 +54,9 @@ type Spec struct {
 	// cgroup; 0 means DefaultStopTimeout.
 	StopTimeout time.Duration
 	// Log receives the job's stdout and stderr, each chunk as the job wrote
-	// it, plus the agent's "berth: ..." marker lines. When nil, LogFile is
-	// used; when both are unset, output is discarded.
+	// it, plus the agent's "berth: ..." marker lines. When LogFile is set
+	// too, output goes to both (a file and the journal, say); when both are
+	// unset, output is discarded.
 	Log io.Writer
 	// LogFile is the rotating log file used when Log is nil and Path is set.
 	LogFile LogConfig
@@ -275,11 +276,14 @@ func (w *Worker) openLog() (*logPipe, error) {
 		closer io.Closer
 	)
 	switch {
-	case w.spec.Log != nil:
-		sink = w.spec.Log
 	case w.spec.LogFile.Path != "":
 		f := w.spec.LogFile.Open()
 		sink, closer = f, f
+		if w.spec.Log != nil {
+			sink = io.MultiWriter(f, w.spec.Log)
+		}
+	case w.spec.Log != nil:
+		sink = w.spec.Log
 	}
 	p, err := newLogPipe(sink, closer)
 	if err != nil {
