@@ -22,8 +22,9 @@ const settle = 30 * time.Second
 
 // Scenario 1: declared jobs land on their declarers. Two agents declare
 // different connectors and tasks (one declares a task of the other's
-// connector, one declares a task that does not exist); a connector nobody
-// declares stays unassigned with no standby. Run against the embedded etcd
+// connector, one declares a task that does not exist, both declare one
+// task: a conflict won by the lowest ID); a connector nobody declares stays
+// unassigned with no standby. Run against the embedded etcd
 // and against Debian's etcd-server.
 func TestClusterDeclaredJobsLandOnDeclarers(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) { declaredJobs(t, embeddedEtcd(t)) })
@@ -35,7 +36,8 @@ func declaredJobs(t *testing.T, endpoints []string) {
 	workload := sleeperConnector("alpha", 3) + sleeperConnector("beta", 2) + sleeperConnector("orphan", 0)
 	a, b := newAgent(t, "a"), newAgent(t, "b")
 	a.configure(c, staticTable([]string{"alpha"}, []string{"alpha-0", "alpha-1", "nosuch-7"})+workload)
-	b.configure(c, staticTable([]string{"beta"}, []string{"beta-0", "beta-1", "alpha-2"})+workload)
+	// Both declare alpha-1: rule 4 gives it to the lowest member ID, a.
+	b.configure(c, staticTable([]string{"beta"}, []string{"beta-0", "beta-1", "alpha-2", "alpha-1"})+workload)
 	wantA := []string{"alpha", "alpha-0", "alpha-1"}
 	wantB := []string{"beta", "beta-0", "beta-1", "alpha-2"}
 
@@ -70,6 +72,9 @@ func declaredJobs(t *testing.T, endpoints []string) {
 		return true
 	})
 	as, _ := a.assignment()
+	if len(as.Conflicts) != 1 || as.Conflicts[0].Job != "alpha-1" || as.Conflicts[0].Winner != "a" || !sameSet(as.Conflicts[0].Members, []string{"a", "b"}) {
+		t.Errorf("conflicts = %+v, want alpha-1 declared by a and b, won by a", as.Conflicts)
+	}
 	if _, ok := as.Unassigned["nosuch-7"]; ok {
 		t.Errorf("a declared job that does not exist is reported unassigned (rule 3 says ignore): %v", as.Unassigned)
 	}
@@ -190,6 +195,7 @@ tasks = 2
 	b.waitExactly(settle)
 	returned := time.Since(back)
 	a.checkOnProc(ja)
+	waitStamped(t, stamps, ja)
 	res := w.finish()
 
 	t.Logf("declarer stopped in %s; standby running its jobs %s after SIGTERM; declarer running them again %s after its restart; %d samples",

@@ -534,3 +534,24 @@ func overlaps(ivs []interval) [][2]interval {
 	}
 	return out
 }
+
+// waitStamped waits until each running job of js has written at least one
+// stamp from its current PID to <dir>/<job>.log: "running" in /v1/jobs
+// comes before the worker's shell has stamped its first line.
+func waitStamped(t *testing.T, dir string, js map[string]apiJob) {
+	t.Helper()
+	for id, j := range js {
+		eventually(t, 10*time.Second, fmt.Sprintf("a stamp of job %s from pid %d", id, j.PID), func() bool {
+			ss, err := readStamps(filepath.Join(dir, id+".log"))
+			if err != nil {
+				return false
+			}
+			for i := len(ss) - 1; i >= 0; i-- {
+				if ss[i].pid == j.PID {
+					return true
+				}
+			}
+			return false
+		})
+	}
+}
