@@ -592,3 +592,73 @@ func (a *agent) memoryLimit(job string) (int64, bool) {
 	}
 	return 0, false
 }
+
+// Rule 5: a departed member's jobs stay unassigned for rebalance_delay. A
+// declarer that restarts within the delay gets its jobs back without the
+// standby ever running them; one that stays away loses them to the standby
+// only once the delay has passed.
+func TestClusterRebalanceDelayHoldsJobs(t *testing.T) {
+	const delay = 3 * time.Second
+	eps := embeddedEtcd(t)
+	c := clusterSpec{name: clusterName(), endpoints: eps, rebalanceDelay: delay.String()}
+	stamps := t.TempDir()
+	workload := fmt.Sprintf(`
+[[connector]]
+name = "d"
+tasks = 1
+  [connector.run]
+  command = %[1]s
+  [connector.task]
+  command = %[1]s
+`, stampCommand(stamps, 0))
+	jobs := []string{"d", "d-0"}
+	a, b := newAgent(t, "a"), newAgent(t, "b")
+	a.configure(c, staticTable([]string{"d"}, []string{"d-0"})+workload)
+	b.configure(c, staticTable(nil, nil)+workload)
+	a.start()
+	a.waitExactly(settle, jobs...)
+	b.start()
+	b.waitMember(settle)
+	b.waitExactly(settle)
+
+	// 1. Away for less than the delay: held, then back to a.
+	if err := a.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("a exit on SIGTERM: %v", err)
+	}
+	left := time.Now()
+	eventually(t, settle, "a's jobs unassigned, held for a", func() bool {
+		as, err := b.assignment()
+		return err == nil && as.Unassigned["d"] != "" && as.Unassigned["d-0"] != ""
+	})
+	as, _ := b.assignment()
+	t.Logf("while a is away: unassigned %v", as.Unassigned)
+	a.start()
+	ja := a.waitExactly(settle, jobs...)
+	if away := time.Since(left); away >= delay {
+		t.Fatalf("a was away %s, not less than the %s delay; the test cannot show the hold", away, delay)
+	}
+	waitStamped(t, stamps, ja)
+	js, err := b.tryJobs()
+	if err != nil || len(js) != 0 {
+		t.Errorf("standby lists jobs %s (%v) after a came back within the delay", describeJobs(js), err)
+	}
+	for _, job := range jobs {
+		for _, iv := range stampIntervals(t, filepath.Join(stamps, job+".log")) {
+			if owner(iv.agent, a, b) != "a" {
+				t.Errorf("job %s ran on %s (%s) although a came back within the delay", job, owner(iv.agent, a, b), iv)
+			}
+		}
+	}
+
+	// 2. Away for good: the standby takes the jobs, not before the delay.
+	if err := a.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("a exit on SIGTERM: %v", err)
+	}
+	left = time.Now()
+	b.waitExactly(settle, jobs...)
+	took := time.Since(left)
+	t.Logf("standby running a's jobs %s after a left (rebalance_delay %s)", took.Round(time.Millisecond), delay)
+	if took < delay {
+		t.Errorf("standby took a's jobs %s after a left, before the %s rebalance_delay", took, delay)
+	}
+}
