@@ -94,6 +94,17 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 		return nil, fmt.Errorf("join as %s: held by %s: %w", m.ID, holder, ErrMemberExists)
 	}
 	rec.Lease = int64(g.ID)
+	// A slow grant or write (a store that has just come back) can leave
+	// little of the TTL before the local deadline: renew once now, so the
+	// session does not begin already fenced.
+	if time.Until(sent.Add(ttl-fencingMargin(ttl))) < ttl/3 {
+		again := time.Now()
+		if r, err := c.etcd.KeepAliveOnce(ctx, g.ID); err != nil || r.TTL <= 0 {
+			c.revoke(g.ID)
+			return nil, fmt.Errorf("join as %s: renew lease %x after a slow grant: %v: %w", m.ID, int64(g.ID), err, ErrSessionLost)
+		}
+		sent = again
+	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Session{c: c, record: rec, lease: g.ID, ttl: ttl, margin: fencingMargin(ttl),
 		ctx: sctx, cancel: cancel, done: make(chan struct{}), loop: make(chan struct{}), lastSent: sent}
@@ -146,7 +157,10 @@ func (s *Session) renewLoop() {
 			if f := s.c.cfg.OnRenew; f != nil {
 				f(time.Since(sent))
 			}
-			timer.Reset(interval)
+			// The next renewal is due interval after this one was SENT: the
+			// deadline counts from the send time, so waiting interval after
+			// a slow answer could let it pass before the next renewal.
+			timer.Reset(max(0, time.Until(sent.Add(interval))))
 		case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(fmt.Errorf("lease %x expired on the server: %w", int64(s.lease), ErrSessionLost))
 			return
