@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func needRoot(t *testing.T) {
+func needRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the agent makes cgroups")
@@ -54,7 +54,7 @@ func needRoot(t *testing.T) {
 }
 
 // eventually polls cond every 50 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -84,7 +84,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -103,7 +103,7 @@ func randSuffix() string {
 // env is one agent's world: its config file, directories, cgroup root and
 // address, all unique to one test.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	config string
 	root   string // cgroup_root
@@ -113,7 +113,7 @@ type env struct {
 	waited chan error
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	needRoot(t)
 	e := &env{
 		t:    t,
@@ -262,7 +262,7 @@ func procsUnder(dir string) []int {
 	return pids
 }
 
-func getJSON(t *testing.T, url string, v any) int {
+func getJSON(t testing.TB, url string, v any) int {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

@@ -34,7 +34,7 @@ const externalEtcdBin = "/usr/bin/etcd"
 
 // embeddedEtcd starts a single-node etcd inside the test process, data in a
 // temporary directory, closed in Cleanup, and returns its client URLs.
-func embeddedEtcd(t *testing.T) []string {
+func embeddedEtcd(t testing.TB) []string {
 	t.Helper()
 	needRoot(t)
 	em, err := cluster.StartEmbedded(t.TempDir())
@@ -49,7 +49,7 @@ func embeddedEtcd(t *testing.T) []string {
 // in a temporary directory and returns its client URL once /health answers.
 // The process is killed by PID in Cleanup. It skips the test when the binary
 // is not installed.
-func externalEtcd(t *testing.T) []string {
+func externalEtcd(t testing.TB) []string {
 	t.Helper()
 	needRoot(t)
 	if _, err := os.Stat(externalEtcdBin); err != nil {
@@ -114,7 +114,7 @@ type agent struct {
 	id string
 }
 
-func newAgent(t *testing.T, id string) *agent {
+func newAgent(t testing.TB, id string) *agent {
 	return &agent{env: newEnv(t), id: id}
 }
 
@@ -538,7 +538,7 @@ func overlaps(ivs []interval) [][2]interval {
 // waitStamped waits until each running job of js has written at least one
 // stamp from its current PID to <dir>/<job>.log: "running" in /v1/jobs
 // comes before the worker's shell has stamped its first line.
-func waitStamped(t *testing.T, dir string, js map[string]apiJob) {
+func waitStamped(t testing.TB, dir string, js map[string]apiJob) {
 	t.Helper()
 	for id, j := range js {
 		eventually(t, 10*time.Second, fmt.Sprintf("a stamp of job %s from pid %d", id, j.PID), func() bool {

@@ -50,7 +50,7 @@ type tcpProxy struct {
 
 // startProxy listens on a free loopback port and forwards to target
 // ("http://host:port" or "host:port"); it is closed in Cleanup.
-func startProxy(t *testing.T, target string) *tcpProxy {
+func startProxy(t testing.TB, target string) *tcpProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -379,7 +379,7 @@ func TestStampAnalysis(t *testing.T) {
 }
 
 // fencings is the cut agent's berth_fencing_total.
-func fencings(t *testing.T, a *agent) float64 {
+func fencings(t testing.TB, a *agent) float64 {
 	t.Helper()
 	v, ok := a.counter("berth_fencing_total")
 	if !ok {

@@ -70,12 +70,15 @@ limits() {
 		echo "$j cpu.max=$(cat "$CG/jobs/$j/cpu.max" 2>&1) memory.max=$(cat "$CG/jobs/$j/memory.max" 2>&1) pids.max=$(cat "$CG/jobs/$j/pids.max" 2>&1)"
 	done
 }
+# has_procs FILE is true when the cgroup.procs FILE lists a process. Not
+# [ -s FILE ]: cgroupfs files stat with size 0 whatever they hold.
+has_procs() { grep -q . "$1" 2>/dev/null; }
 # want_limits JOB CPU MEMORY PIDS is true when JOB's cgroup holds them and a
 # process.
 want_limits() {
 	local d=$CG/jobs/$1
 	[ "$(cat "$d/cpu.max")" = "$2" ] && [ "$(cat "$d/memory.max")" = "$3" ] &&
-		[ "$(cat "$d/pids.max")" = "$4" ] && [ -s "$d/cgroup.procs" ]
+		[ "$(cat "$d/pids.max")" = "$4" ] && has_procs "$d/cgroup.procs"
 }
 jobs_as_configured() {
 	want_limits lane2-sink "20000 100000" "$1" 16 &&
@@ -129,12 +132,31 @@ if eventually 30 jobs_as_configured 67108864; then
 else
 	fail job-cgroups-limits "$(limits; ls -R "$CG" 2>&1 | head -n 30)"
 fi
-[ -s "$CG/agent/cgroup.procs" ] && grep -qx "$(systemctl show -p MainPID --value berth)" "$CG/agent/cgroup.procs" &&
-	pass "agent-in-leaf" || fail agent-in-leaf "MainPID not in $CG/agent"
+# The agent moved itself into <cgroup>/agent (CASES.md C13): nothing is
+# left in the delegated root, which has the controllers enabled.
+agent_in_leaf() {
+	grep -qx "$(systemctl show -p MainPID --value berth)" "$CG/agent/cgroup.procs" &&
+		! has_procs "$CG/cgroup.procs"
+}
+if agent_in_leaf; then
+	pass "agent-in-leaf"
+else
+	fail agent-in-leaf "MainPID $(systemctl show -p MainPID --value berth); in $CG: $(cat "$CG/cgroup.procs" 2>&1 | xargs); in $CG/agent: $(cat "$CG/agent/cgroup.procs" 2>&1 | xargs)"
+fi
 
 # 5. Metrics.
 metrics() { curl -fsS --max-time 5 http://127.0.0.1:9750/metrics | grep -q '^berth_job_up'; }
 if eventually 30 metrics; then pass metrics; else fail metrics "no berth_job_up at 127.0.0.1:9750/metrics"; fi
+
+# The agent is a cluster member through its embedded etcd, whose data lives
+# under data_dir (/var/lib/berth/etcd): the unit's hardening leaves it
+# writable.
+member() { curl -fsS --max-time 5 http://127.0.0.1:9750/v1/agent | grep -q '"state":"member"'; }
+if eventually 30 member && [ -d /var/lib/berth/etcd/member ]; then
+	pass "embedded-etcd-member"
+else
+	fail embedded-etcd-member "/v1/agent: $(curl -sS --max-time 5 http://127.0.0.1:9750/v1/agent 2>&1); /var/lib/berth/etcd: $(ls /var/lib/berth/etcd 2>&1 | xargs)"
+fi
 
 # 6. Reload applies a change: the connector's memory 64 MiB -> 96 MiB.
 sed -i 's/memory = "64MiB"/memory = "96MiB"/' /etc/berth/berth.toml
@@ -176,7 +198,9 @@ else
 	fail watchdog-fed "MainPID $main -> $(systemctl show -p MainPID --value berth), NRestarts $(systemctl show -p NRestarts --value berth)"
 fi
 
-# 9. Restart leaves no process of the old run alive.
+# 9. Restart leaves no process of the old run alive. The new agent rejoins
+# the cluster only once its previous session lease has expired
+# (session_ttl, 2 s in the lane's config), then starts the jobs again.
 old=$(procs)
 systemctl restart berth
 left=$(alive $old)
@@ -184,6 +208,12 @@ if [ -n "$old" ] && [ -z "$left" ] && eventually 30 jobs_as_configured 100663296
 	pass "restart-no-orphan"
 else
 	fail restart-no-orphan "before: $old; still alive from the old run: $left; $(limits)"
+fi
+# C13: moving into the leaf and enabling the controllers again is idempotent.
+if eventually 10 agent_in_leaf; then
+	pass "restart-agent-in-leaf"
+else
+	fail restart-agent-in-leaf "MainPID $(systemctl show -p MainPID --value berth); in $CG: $(cat "$CG/cgroup.procs" 2>&1 | xargs); in $CG/agent: $(cat "$CG/agent/cgroup.procs" 2>&1 | xargs)"
 fi
 
 # 10. Stop leaves no process and no cgroup.
