@@ -25,7 +25,7 @@ func BenchmarkFailover(b *testing.B) {
 		b.StopTimer()
 		a.start()
 		a.waitExactly(30*time.Second, "fo")
-		s.waitExactly(30*time.Second)
+		s.waitExactly(30 * time.Second)
 		b.StartTimer()
 		if err := a.stop(syscall.SIGKILL); err == nil {
 			b.Fatal("SIGKILL of the agent reported success")
