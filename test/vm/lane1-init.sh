@@ -37,6 +37,7 @@ mkdir -p /var/tmp
 echo "LANE1 KERNEL $(uname -r) CONTROLLERS $(cat /sys/fs/cgroup/cgroup.subtree_control) CPUS $(nproc)"
 
 flags=$(cat /tests/flags 2>/dev/null)
+guard=$(cat /tests/guard 2>/dev/null || echo 360)
 for t in /tests/*.test; do
 	[ -e "$t" ] || continue
 	pkg=$(basename "$t" .test)
@@ -46,8 +47,24 @@ for t in /tests/*.test; do
 	[ -d "$dir" ] || dir=/tmp
 	start=$(date +%s)
 	# shellcheck disable=SC2086
-	(cd "$dir" && "$t" $flags 2>&1)
+	(cd "$dir" && exec "$t" $flags 2>&1) &
+	pid=$!
+	# A binary that outlives -test.timeout (it cannot panic: frozen, or
+	# stuck in the kernel) is reported with where its threads wait, and
+	# killed, instead of eating the whole lane's timeout in silence.
+	(
+		sleep "$guard"
+		echo "LANE1 HUNG $pkg: still running after ${guard}s"
+		for task in /proc/$pid/task/*; do
+			echo "LANE1 HUNG $pkg ${task##*/} $(cut -d' ' -f3 "$task/stat" 2>/dev/null) wchan=$(cat "$task/wchan" 2>/dev/null) cgroup=$(cat "$task/cgroup" 2>/dev/null)"
+			sed "s/^/LANE1 HUNG $pkg   /" "$task/stack" 2>/dev/null
+		done
+		kill -9 $pid
+	) &
+	guardpid=$!
+	wait $pid
 	rc=$?
+	kill $guardpid 2>/dev/null
 	took=$(($(date +%s) - start))
 	if [ $rc -eq 0 ]; then
 		echo "LANE1 PASS $pkg (${took}s)"

@@ -19,8 +19,14 @@
 # Exit status: 0 on PASS, 1 on FAIL or a missing result line (crash,
 # timeout), 2 on a setup error.
 #
+# A binary still running a minute after LANE1_TEST_TIMEOUT (it could not
+# panic: frozen, or stuck in the kernel) is killed and reported with
+# "LANE1 HUNG" lines: each thread's state, wchan, cgroup and kernel stack.
+# Runs on one cache wait for each other (vm_lock in lib.sh).
+#
 # Environment: LANE1_TIMEOUT (seconds, default 900), LANE1_TEST_TIMEOUT
-# (-test.timeout of each binary, default 300s), LANE1_MEM (MiB, default
+# (-test.timeout of each binary, whole seconds or minutes, default 300s;
+# set it here rather than as -test.timeout after --), LANE1_MEM (MiB, default
 # 1024), LANE1_SMP (vCPUs, default 2), BERTH_VM_KERNEL (e.g.
 # 6.1.0-57-cloud-amd64), BERTH_VM_CACHE (default .cache/vm).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -40,6 +46,7 @@ done
 t0=$(date +%s)
 need_pkgs qemu-system-x86_64:qemu-system-x86 /bin/busybox:busybox-static cpio:cpio mkfs.ext4:e2fsprogs
 [ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q dynamically && die "/bin/busybox is not static (install busybox-static)"
+vm_lock
 kernel_fetch
 
 work=$CACHE/lane1
@@ -62,6 +69,16 @@ done
 # A hung test panics with every goroutine's stack instead of hanging the
 # guest until the outer timeout; flags given after -- come later and win.
 printf '%s ' "-test.timeout=${LANE1_TEST_TIMEOUT:-300s}" "${flags[@]}" >"$root/tests/flags"
+# The guest kills a binary still running a minute after that timeout (one
+# that could not panic) and prints where it hangs.
+tt=${LANE1_TEST_TIMEOUT:-300s}
+case $tt in
+*[!0-9]*[ms] | [ms]) tt=300 ;;
+*m) tt=$((${tt%m} * 60)) ;;
+*s) tt=${tt%s} ;;
+*) tt=300 ;;
+esac
+echo $((tt + 60)) >"$root/tests/guard"
 
 built=0
 for p in "${pkgs[@]}"; do

@@ -29,6 +29,7 @@ else
 	deb=$REPO/$("$VM_DIR/deb.sh")
 fi
 [ -r "$deb" ] || die "no .deb at $deb"
+vm_lock
 
 # mirror prints the Debian mirror apt is configured with (deb822
 # .sources files or one-line sources.list), for debootstrap.

@@ -19,6 +19,19 @@ VIRTIO_MODULES="virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev v
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 2; }
 
+# vm_lock waits until no other lane runs on this cache, then holds the
+# lock until this script exits: concurrent runs (several engineers, or CI
+# and a developer, on one machine) would delete each other's work
+# directories and images, and two TCG guests on two cores slow each other
+# past the tests' timing margins.
+vm_lock() {
+	exec 9>"$CACHE/.lock"
+	if ! flock -n 9; then
+		log "another lane is running on $CACHE; waiting for it"
+		flock 9
+	fi
+}
+
 APT_UPDATED=0
 # need_pkgs CMD:PKG... installs PKG when CMD is missing (idempotent; one
 # apt-get update per run at most).
