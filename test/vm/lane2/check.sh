@@ -151,11 +151,11 @@ if eventually 30 metrics; then pass metrics; else fail metrics "no berth_job_up 
 # The agent is a cluster member through its embedded etcd, whose data lives
 # under data_dir (/var/lib/berth/etcd): the unit's hardening leaves it
 # writable.
-member() { curl -fsS --max-time 5 http://127.0.0.1:9750/v1/agent | grep -q '"state":"member"'; }
+member() { curl -fsS --max-time 5 http://127.0.0.1:9750/v1/agent | grep -q '"state": *"member"'; }
 if eventually 30 member && [ -d /var/lib/berth/etcd/member ]; then
 	pass "embedded-etcd-member"
 else
-	fail embedded-etcd-member "/v1/agent: $(curl -sS --max-time 5 http://127.0.0.1:9750/v1/agent 2>&1); /var/lib/berth/etcd: $(ls /var/lib/berth/etcd 2>&1 | xargs)"
+	fail embedded-etcd-member "/v1/agent: $(curl -sS --max-time 5 http://127.0.0.1:9750/v1/agent 2>&1 | tr '\n' ' '); /var/lib/berth/etcd: $(ls /var/lib/berth/etcd 2>&1 | xargs)"
 fi
 
 # 6. Reload applies a change: the connector's memory 64 MiB -> 96 MiB.
