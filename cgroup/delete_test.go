@@ -95,7 +95,7 @@ func TestDeleteBusyGroupTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startIn(t, g, "sleep 1000")
+	startIn(t, g, "exec sleep 1000") // one process: sh -c may fork a last command
 	if !eventually(t, 5*time.Second, func() bool { p, _ := g.Pids(); return len(p) == 1 }) {
 		t.Fatal("sleep not in group")
 	}
