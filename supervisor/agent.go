@@ -105,6 +105,19 @@ func (a *Agent) Config() *limits.Config {
 // address cannot be bound; in each case nothing is left running.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.Config()
+	// Nothing is touched before this agent knows it is the only one on this
+	// data_dir and cgroup root, and holds its listen address.
+	release, err := lockAgent(cfg.Agent.DataDir, cfg.Agent.CgroupRoot)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ln, err := net.Listen("tcp", cfg.Agent.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (agent.listen): %w", cfg.Agent.Listen, err)
+	}
+	defer ln.Close()
+
 	hier, err := cgroup.Open(cfg.Agent.CgroupRoot)
 	if err != nil {
 		return fmt.Errorf("open cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
@@ -121,14 +134,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, jobsDir, err)
 	}
 
-	ln, err := net.Listen("tcp", cfg.Agent.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s (agent.listen): %w", cfg.Agent.Listen, err)
-	}
-	defer ln.Close()
 	if a.source == nil {
 		m, err := a.startMembership(ctx, cfg, ln.Addr().String())
 		if err != nil {
+			// Leave no cgroup behind: nothing of ours runs yet.
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = hier.Remove(rctx)
+			if ctx.Err() != nil {
+				return nil // asked to stop while joining: a clean stop
+			}
 			return err
 		}
 		defer m.close()
@@ -231,7 +246,7 @@ func (a *Agent) reload(ctx context.Context) error {
 	if a.static != nil {
 		a.static.Set(cfg)
 	}
-	a.reconcile(ctx)
+	a.reconcile(ctx, true)
 	return nil
 }
 

@@ -43,9 +43,10 @@ const Waiting worker.State = "waiting"
 
 // groupNode is a sharing group's parent cgroup, holding the group's limits.
 type groupNode struct {
-	name  string
-	res   *specs.LinuxResources
-	group *cgroup.Group
+	name   string
+	limits limits.Limits
+	res    *specs.LinuxResources
+	group  *cgroup.Group
 }
 
 // cgroupRel is the job's cgroup path relative to the agent's root.
@@ -62,7 +63,11 @@ func groupDir(name string) string { return "g-" + name }
 // configuration in force: stop what is no longer assigned, restart what
 // changed in a way that needs a new process, update limits in place, start
 // what is missing.
-func (a *Agent) reconcile(ctx context.Context) {
+//
+// With retryFailed (a reload), jobs whose command could not be started are
+// tried again: the operator may have fixed what was missing.
+func (a *Agent) reconcile(ctx context.Context, retryFailed ...bool) {
+	retry := len(retryFailed) > 0 && retryFailed[0]
 	desired, err := a.source.Desired(ctx)
 	if err != nil {
 		a.log.Error("read assignment", "error", err)
@@ -90,7 +95,7 @@ func (a *Agent) reconcile(ctx context.Context) {
 	a.mu.RLock()
 	for id, j := range a.jobs {
 		nj, ok := want[id]
-		if !ok || needsRestart(j.spec, nj) {
+		if !ok || needsRestart(j.spec, nj) || (retry && j.w != nil && j.w.Status().State == worker.Failed) {
 			stop = append(stop, j)
 		}
 	}
@@ -98,7 +103,7 @@ func (a *Agent) reconcile(ctx context.Context) {
 	a.stopJobs(stop, cfg.Agent.StopTimeout)
 
 	// Group nodes first: a job's cgroup lives inside its group's.
-	a.reconcileGroups(cfg, want)
+	a.reconcileGroups(desired.Workload, want)
 
 	ids := make([]string, 0, len(want))
 	for id := range want {
@@ -132,22 +137,57 @@ func (a *Agent) reconcile(ctx context.Context) {
 	a.mu.Unlock()
 }
 
-// needsRestart reports whether going from old to new needs a new process:
-// anything but the limits changed. Limits alone are updated in place.
+// needsRestart reports whether going from old to new needs a new process
+// (and a new cgroup): anything but the limits changed, or a limit was
+// removed. A limit that is added or changed is written in place; a removed
+// one has no value to write that means "as if never set" in every
+// controller (v1 pids.max, blkio throttles, cpuset), so the job's cgroup is
+// made anew.
 func needsRestart(old, new limits.Job) bool {
 	o, n := old.Process, new.Process
 	o.Limits, n.Limits = limits.Limits{}, limits.Limits{}
-	return old.Group != new.Group || !reflect.DeepEqual(o, n)
+	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limitsRemoved(old.Process.Limits, new.Process.Limits)
 }
 
-func (a *Agent) reconcileGroups(cfg *limits.Config, want map[string]limits.Job) {
+// limitsRemoved reports whether a limit set in old is unset in new.
+func limitsRemoved(old, new limits.Limits) bool {
+	gone := func(o, n bool) bool { return o && !n }
+	if gone(old.CPU > 0, new.CPU > 0) || gone(old.CPUWeight > 0, new.CPUWeight > 0) ||
+		gone(old.Cpuset != "", new.Cpuset != "") || gone(old.Memory > 0, new.Memory > 0) ||
+		gone(old.MemoryHigh > 0, new.MemoryHigh > 0) || gone(old.MemorySwap > 0, new.MemorySwap > 0) ||
+		gone(old.Pids > 0, new.Pids > 0) || gone(old.IOWeight > 0, new.IOWeight > 0) {
+		return true
+	}
+	rates := func(l limits.Limits) map[string][4]bool {
+		m := map[string][4]bool{}
+		for _, io := range l.IO {
+			m[io.Device] = [4]bool{io.ReadBPS > 0, io.WriteBPS > 0, io.ReadIOPS > 0, io.WriteIOPS > 0}
+		}
+		return m
+	}
+	nr := rates(new)
+	for dev, o := range rates(old) {
+		n := nr[dev]
+		for i := range o {
+			if gone(o[i], n[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (a *Agent) reconcileGroups(wl *limits.Workload, want map[string]limits.Job) {
 	used := map[string]bool{}
 	for _, j := range want {
 		if j.Group != "" {
 			used[j.Group] = true
 		}
 	}
-	for _, g := range cfg.Groups {
+	if wl == nil {
+		return
+	}
+	for _, g := range wl.Groups {
 		if !used[g.Name] {
 			continue
 		}
@@ -163,6 +203,10 @@ func (a *Agent) reconcileGroups(cfg *limits.Config, want map[string]limits.Job) 
 		cur := a.groups[g.Name]
 		a.mu.RUnlock()
 		if cur != nil {
+			if limitsRemoved(cur.limits, g.Limits) {
+				a.log.Warn("a limit was removed from a sharing group: it stays in force until the group's jobs are all stopped and its cgroup is made anew", "group", g.Name)
+			}
+			cur.limits = g.Limits
 			if !reflect.DeepEqual(cur.res, res) {
 				if err := cur.group.Update(res); err != nil {
 					a.log.Error("update group cgroup", "group", g.Name, "error", err)
@@ -179,7 +223,7 @@ func (a *Agent) reconcileGroups(cfg *limits.Config, want map[string]limits.Job) 
 			continue
 		}
 		a.mu.Lock()
-		a.groups[g.Name] = &groupNode{name: g.Name, res: res, group: cg}
+		a.groups[g.Name] = &groupNode{name: g.Name, res: res, limits: g.Limits, group: cg}
 		a.mu.Unlock()
 	}
 }
@@ -259,12 +303,14 @@ func (a *Agent) startJob(ctx context.Context, cfg *limits.Config, j limits.Job) 
 		a.mu.Unlock()
 		return
 	}
-	nj.w = worker.New(workerSpec(cfg, j, nj.group, a.cgroupPath(j)))
+	spec := workerSpec(cfg, j, nj.group, a.cgroupPath(j))
+	spec.OnChange = a.logTransitions(j.ID)
+	nj.w = worker.New(spec)
 	a.mu.Lock()
 	a.jobs[j.ID] = nj
 	a.mu.Unlock()
 	nj.w.Start()
-	a.log.Info("job started", "job_id", j.ID, "cgroup", a.cgroupPath(j))
+	a.log.Info("job starting", "job_id", j.ID, "cgroup", a.cgroupPath(j))
 }
 
 // fenceAll kills every worker at once, without grace, and forgets every
@@ -336,6 +382,25 @@ func workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cgPath string
 		},
 		Group: g,
 		Log:   journalSink(cfg, j.ID),
+	}
+}
+
+// logTransitions logs a worker's state changes in the agent's own log, one
+// line per event, so that `journalctl -u berth` tells what happened to
+// every job without reading its output.
+func (a *Agent) logTransitions(id string) func(worker.Status) {
+	return func(st worker.Status) {
+		switch st.State {
+		case worker.Running:
+			a.log.Info("job running", "job_id", id, "pid", st.PID, "restarts", st.Restarts)
+		case worker.Failed:
+			a.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", id, "reason", st.Reason)
+		case worker.Exited:
+			a.log.Warn("job exited; its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason)
+		case worker.BackingOff:
+			a.log.Warn("job exited; restarting", "job_id", id, "exit", st.LastExit.Reason,
+				"oom_killed", st.LastExit.OOMKilled, "restart_at", st.NextRestart.Format(time.RFC3339Nano))
+		}
 	}
 }
 

@@ -60,6 +60,10 @@ type Spec struct {
 	Log io.Writer
 	// LogFile is the rotating log file used when Log is nil and Path is set.
 	LogFile LogConfig
+	// OnChange, when set, is called with a snapshot after every change of
+	// State (from the worker's own goroutine; it must not block and must
+	// not call Stop): the agent logs starts, exits, restarts and failures.
+	OnChange func(Status)
 	// Group is the job's cgroup (a *cgroup.Group); required. The worker
 	// never deletes it: the caller does, after Stop.
 	Group Group
@@ -153,8 +157,17 @@ func (w *Worker) Status() Status {
 
 func (w *Worker) setState(f func(*Status)) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	prev := w.status.State
 	f(&w.status)
+	snap := w.status
+	w.mu.Unlock()
+	if w.spec.OnChange != nil && snap.State != prev {
+		if snap.LastExit != nil {
+			e := *snap.LastExit
+			snap.LastExit = &e
+		}
+		w.spec.OnChange(snap)
+	}
 }
 
 // run is the supervision loop: start, wait, clean the cgroup, decide.
