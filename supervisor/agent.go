@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -48,6 +49,9 @@ type Agent struct {
 	desired Desired
 
 	metrics *metricsState
+
+	logsMu sync.Mutex
+	logs   map[string]io.WriteCloser // job ID -> its log file (see jobLog)
 }
 
 // Options configure an Agent beyond its configuration file.
@@ -162,27 +166,50 @@ func (a *Agent) Run(ctx context.Context) error {
 	if stopErr := a.stopAll(); stopErr != nil {
 		err = errors.Join(err, stopErr)
 	}
+	a.closeLogs()
 	return err
 }
+
+// readyWait bounds how long the agent waits for a first assignment before
+// it reports ready (sd_notify READY=1, /healthz).
+const readyWait = 30 * time.Second
 
 func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 	// Retry jobs whose cgroup could not be made or whose claim is held.
 	retry := time.NewTicker(500 * time.Millisecond)
 	defer retry.Stop()
+	// Ready once the first reconcile of a published assignment is done
+	// (every assigned job started or failed with a reason), or after
+	// readyWait if no assignment arrives (a store with no leader yet).
+	readyTimer := time.NewTimer(readyWait)
+	defer readyTimer.Stop()
+	markReady := func() { a.readyMu.Do(func() { close(a.ready) }) }
+	settled := func() {
+		a.mu.RLock()
+		gen := a.desired.Generation
+		a.mu.RUnlock()
+		if gen > 0 {
+			markReady()
+		}
+	}
 	done := a.busy()
 	a.reconcile(ctx)
 	done()
-	a.readyMu.Do(func() { close(a.ready) })
+	settled()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case err := <-serveErr:
 			return fmt.Errorf("http server: %w", err)
+		case <-readyTimer.C:
+			a.log.Warn("no assignment published yet; reporting ready anyway", "waited", readyWait)
+			markReady()
 		case <-a.source.Changed():
 			done := a.busy()
 			a.reconcile(ctx)
 			done()
+			settled()
 		case reply := <-a.reloads:
 			done := a.busy()
 			reply <- a.reload(ctx)
@@ -240,9 +267,11 @@ func (a *Agent) reload(ctx context.Context) error {
 		}
 	}
 	a.mu.Lock()
+	old := a.cfg.Agent
 	a.cfg = cfg
 	a.mu.Unlock()
 	a.log.Info("reload accepted", "config", a.path)
+	warnRestartOnly(a.log, old, cfg.Agent)
 	if a.static != nil {
 		a.static.Set(cfg)
 	}
@@ -254,4 +283,23 @@ func (a *Agent) reload(ctx context.Context) error {
 // protocol.
 func changedMember(a, b assign.Member) bool {
 	return a.Protocol != b.Protocol || !slices.Equal(a.Connectors, b.Connectors) || !slices.Equal(a.Tasks, b.Tasks)
+}
+
+// warnRestartOnly logs the [agent] settings a reload cannot change: they
+// take effect when the agent restarts.
+func warnRestartOnly(log *slog.Logger, old, new limits.Agent) {
+	for _, c := range []struct {
+		key      string
+		old, new string
+	}{
+		{"agent.id", old.ID, new.ID},
+		{"agent.listen", old.Listen, new.Listen},
+		{"agent.cgroup_root", old.CgroupRoot, new.CgroupRoot},
+		{"agent.data_dir", old.DataDir, new.DataDir},
+		{"agent.log_dir", old.LogDir, new.LogDir},
+	} {
+		if c.old != c.new {
+			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)
+		}
+	}
 }

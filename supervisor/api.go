@@ -16,21 +16,23 @@ import (
 
 // JobInfo is one job as GET /v1/jobs and GET /v1/jobs/{id} return it.
 type JobInfo struct {
-	ID        string        `json:"id"`
-	Connector string        `json:"connector"`
-	Kind      string        `json:"kind"`           // "connector" or "task"
-	Task      *int          `json:"task,omitempty"` // task index; absent for a connector job
-	Group     string        `json:"group,omitempty"`
-	State     worker.State  `json:"state"`
-	Reason    string        `json:"reason,omitempty"` // why the job is failed
-	PID       int           `json:"pid,omitempty"`
-	Cgroup    string        `json:"cgroup"` // as /proc/PID/cgroup names it
-	StartedAt *time.Time    `json:"started_at,omitempty"`
-	Restarts  int           `json:"restarts"`
-	LastExit  *worker.Exit  `json:"last_exit,omitempty"`
-	Limits    limits.Limits `json:"limits"`
-	Usage     *Usage        `json:"usage,omitempty"`
-	Command   []string      `json:"command"`
+	ID        string       `json:"id"`
+	Connector string       `json:"connector"`
+	Kind      string       `json:"kind"`           // "connector" or "task"
+	Task      *int         `json:"task,omitempty"` // task index; absent for a connector job
+	Group     string       `json:"group,omitempty"`
+	State     worker.State `json:"state"`
+	Reason    string       `json:"reason,omitempty"` // why the job is failed
+	PID       int          `json:"pid,omitempty"`
+	Cgroup    string       `json:"cgroup"` // as /proc/PID/cgroup names it
+	StartedAt *time.Time   `json:"started_at,omitempty"`
+	Restarts  int          `json:"restarts"`
+	// NextRestart is when a job in state backoff starts again.
+	NextRestart *time.Time    `json:"next_restart,omitempty"`
+	LastExit    *worker.Exit  `json:"last_exit,omitempty"`
+	Limits      limits.Limits `json:"limits"`
+	Usage       *Usage        `json:"usage,omitempty"`
+	Command     []string      `json:"command"`
 }
 
 // Usage is a job's cgroup accounting at the time of the request.
@@ -91,6 +93,10 @@ func (a *Agent) jobInfo(j *job) JobInfo {
 	if !st.StartedAt.IsZero() {
 		t := st.StartedAt
 		info.StartedAt = &t
+	}
+	if !st.NextRestart.IsZero() {
+		t := st.NextRestart
+		info.NextRestart = &t
 	}
 	if s, err := j.group.Stats(); err == nil {
 		info.Usage = &Usage{

@@ -166,6 +166,7 @@ func (m *memberSource) applyFile(ctx context.Context, cfg *limits.Config) error 
 // join makes the agent a member, retrying while an older session of the
 // same agent still holds the member ID (its lease has yet to expire).
 func (m *memberSource) join(ctx context.Context) error {
+	var lastErr string
 	for {
 		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		s, err := m.client.Join(jctx, m.declared(), m.addr)
@@ -178,10 +179,15 @@ func (m *memberSource) join(ctx context.Context) error {
 			m.signal()
 			return nil
 		}
-		if errors.Is(err, cluster.ErrMemberExists) {
-			m.log.Info("waiting for the previous session of this member to expire", "member", m.member.ID)
-		} else {
-			m.log.Warn("join failed; retrying", "error", err)
+		// Say why once, not at every retry.
+		if msg := err.Error(); msg != lastErr {
+			lastErr = msg
+			if errors.Is(err, cluster.ErrMemberExists) {
+				m.log.Warn("waiting for the previous session of this member ID to expire (an agent restarted before its lease ran out, or another agent uses the same id); retrying every 0.5 s",
+					"member", m.member.ID, "session_ttl", m.client.Config().SessionTTL, "error", err)
+			} else {
+				m.log.Warn("join failed; retrying every 0.5 s", "error", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -303,9 +303,7 @@ func (a *Agent) startJob(ctx context.Context, cfg *limits.Config, j limits.Job) 
 		a.mu.Unlock()
 		return
 	}
-	spec := workerSpec(cfg, j, nj.group, a.cgroupPath(j))
-	spec.OnChange = a.logTransitions(j.ID)
-	nj.w = worker.New(spec)
+	nj.w = worker.New(a.workerSpec(cfg, j, nj.group, a.cgroupPath(j)))
 	a.mu.Lock()
 	a.jobs[j.ID] = nj
 	a.mu.Unlock()
@@ -361,10 +359,14 @@ func (a *Agent) cgroupPath(j limits.Job) string {
 	return path.Join("/", a.hier.Root(), cgroupRel(j))
 }
 
-func workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cgPath string) worker.Spec {
+func (a *Agent) workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cgPath string) worker.Spec {
 	stop := cfg.Agent.StopTimeout
 	if j.Process.StopTimeout > 0 {
 		stop = j.Process.StopTimeout
+	}
+	var out io.Writer = a.jobLog(cfg, j.ID)
+	if js := journalSink(cfg, j.ID); js != nil {
+		out = io.MultiWriter(out, js)
 	}
 	return worker.Spec{
 		JobID:       j.ID,
@@ -375,13 +377,41 @@ func workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cgPath string
 		User:        j.Process.User,
 		Restart:     worker.Policy(j.Process.Restart),
 		StopTimeout: stop,
-		LogFile: worker.LogConfig{
-			Path:     path.Join(cfg.Agent.LogDir, j.ID+".log"),
+		Group:       g,
+		Log:         out,
+		OnChange:    a.logTransitions(j.ID),
+	}
+}
+
+// jobLog is the job's rotating log file, <log_dir>/<job_id>.log. One writer
+// per job ID serves every worker the job ever has in this agent's life: the
+// rotation library keeps a goroutine per writer even after Close, so making
+// a new one per worker would leak one each time a job is restarted anew.
+func (a *Agent) jobLog(cfg *limits.Config, id string) io.Writer {
+	a.logsMu.Lock()
+	defer a.logsMu.Unlock()
+	if a.logs == nil {
+		a.logs = map[string]io.WriteCloser{}
+	}
+	w, ok := a.logs[id]
+	if !ok {
+		w = worker.LogConfig{
+			Path:     path.Join(cfg.Agent.LogDir, id+".log"),
 			MaxBytes: cfg.Agent.LogMaxSize,
 			MaxFiles: cfg.Agent.LogMaxFiles,
-		},
-		Group: g,
-		Log:   journalSink(cfg, j.ID),
+		}.Open()
+		a.logs[id] = w
+	}
+	return w
+}
+
+// closeLogs closes every job log file (at agent stop).
+func (a *Agent) closeLogs() {
+	a.logsMu.Lock()
+	defer a.logsMu.Unlock()
+	for id, w := range a.logs {
+		_ = w.Close()
+		delete(a.logs, id)
 	}
 }
 

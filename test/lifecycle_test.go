@@ -2,6 +2,7 @@ package test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -186,4 +187,30 @@ func uniq(xs []int) []int {
 		}
 	}
 	return out
+}
+
+// A second agent on the same configuration (same data_dir, cgroup root and
+// listen address) refuses to start and touches nothing: the first agent's
+// jobs keep running in their cgroups.
+func TestSecondAgentRefusesAndTouchesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + `
+[static]
+connectors = ["only"]
+
+[[connector]]
+name = "only"
+  [connector.run]
+  command = ["sleep", "infinity"]
+`)
+	e.start()
+	before := e.waitRunning("only")
+	out, err := exec.Command(berthBin, "agent", "--config", e.config).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another berth agent") {
+		t.Fatalf("second agent: err %v, want a refusal naming the other agent\n%s", err, out)
+	}
+	after := e.waitRunning("only")
+	if after["only"].PID != before["only"].PID || !alive(before["only"].PID) {
+		t.Errorf("the second agent disturbed the first one's job: pid %d -> %d", before["only"].PID, after["only"].PID)
+	}
 }

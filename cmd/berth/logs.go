@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/berthd/berth/limits"
@@ -33,9 +34,11 @@ func runLogs(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if !jobExists(cfg, job) {
-		fmt.Fprintf(os.Stderr, "berth logs: %s: no job %q in this configuration\n", *config, job)
-		return 1
+	// The job may come from the cluster's store, not this file: any job ID
+	// that has a log here is fine, but it must be a plain name.
+	if job == "" || strings.ContainsAny(job, "/\x00") || strings.HasPrefix(job, ".") {
+		fmt.Fprintf(os.Stderr, "berth logs: %q is not a job ID\n", job)
+		return 2
 	}
 	path := filepath.Join(cfg.Agent.LogDir, job+".log")
 	f, err := os.Open(path)
@@ -56,15 +59,6 @@ func runLogs(args []string) int {
 		return 0
 	}
 	return followFile(f, path)
-}
-
-func jobExists(cfg *limits.Config, id string) bool {
-	for _, j := range cfg.Jobs() {
-		if j.ID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // printTail copies the last n lines of f (all when n <= 0) to stdout and
@@ -105,6 +99,11 @@ func followFile(f *os.File, path string) int {
 		}
 		pos, _ := f.Seek(0, io.SeekCurrent)
 		if !os.SameFile(cur, now) || now.Size() < pos {
+			// Rotated: what was written to the old file after the last
+			// read is still there; print it before switching.
+			if !os.SameFile(cur, now) {
+				_, _ = io.Copy(os.Stdout, f)
+			}
 			nf, err := os.Open(path)
 			if err != nil {
 				continue
