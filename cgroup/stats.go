@@ -2,7 +2,6 @@ package cgroup
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -68,8 +67,8 @@ type Stats struct {
 // Stats reads the group's usage. Controllers that are not in use leave their
 // fields zero.
 //
-// v1 uses containerd's cgroup1 Stat (files that are missing are skipped) plus
-// Group.OOMKills; v2 uses containerd's cgroup2 Stat.
+// v1 reads the few files it reports (statsV1; missing files are skipped)
+// plus Group.OOMKills; v2 uses containerd's cgroup2 Stat.
 //
 // Errors: the group is gone; a control file cannot be read or parsed.
 func (g *Group) Stats() (*Stats, error) {
@@ -79,57 +78,7 @@ func (g *Group) Stats() (*Stats, error) {
 	if g.v1 == nil {
 		return nil, fmt.Errorf("read stats of cgroup %s: %w", g.rel, ErrNotExist)
 	}
-	m, err := g.v1.Stat(cgroup1.IgnoreNotExist)
-	if err != nil {
-		return nil, fmt.Errorf("read stats of cgroup %s: %w", g.rel, err)
-	}
-	s := &Stats{}
-	if c := m.CPU; c != nil {
-		if u := c.Usage; u != nil {
-			s.CPUUsageSeconds = float64(u.Total) / 1e9
-			s.CPUUserSeconds = float64(u.User) / 1e9
-			s.CPUSystemSeconds = float64(u.Kernel) / 1e9
-		}
-		if t := c.Throttling; t != nil {
-			s.Periods = t.Periods
-			s.ThrottledPeriods = t.ThrottledPeriods
-			s.ThrottledSeconds = float64(t.ThrottledTime) / 1e9
-		}
-	}
-	if mem := m.Memory; mem != nil && mem.Usage != nil {
-		s.MemoryBytes = mem.Usage.Usage
-		if mem.Usage.Limit < v1Unlimited {
-			s.MemoryLimitBytes = mem.Usage.Limit
-		}
-	}
-	if p := m.Pids; p != nil {
-		s.Pids = p.Current
-		s.PidsLimit = p.Limit
-	}
-	if b := m.Blkio; b != nil {
-		for _, e := range b.IoServiceBytesRecursive {
-			switch e.Op {
-			case "Read":
-				s.IOReadBytes += e.Value
-			case "Write":
-				s.IOWriteBytes += e.Value
-			}
-		}
-	}
-	if s.OOMKills, err = g.OOMKills(); err != nil && !errors.Is(err, ErrNotExist) {
-		return nil, err
-	}
-	if dir := g.h.v1Dir(cgroup1.Cpu, g.rel); dir != "" {
-		q, qerr := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
-		p, perr := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
-		if qerr == nil && perr == nil {
-			s.CPUQuotaCores, err = quotaCores(string(q), string(p))
-			if err != nil {
-				return nil, fmt.Errorf("read stats of cgroup %s: %w", dir, err)
-			}
-		}
-	}
-	return s, nil
+	return g.statsV1()
 }
 
 // quotaCores is quota/period in cores; a negative quota or "max" is 0
@@ -227,28 +176,16 @@ func (g *Group) OOMKills() (uint64, error) {
 		return 0, fmt.Errorf("read OOM kills of cgroup %s: %w", dir, ErrNotExist)
 	}
 	var total uint64
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+	for _, r := range g.h.subtree(g.rel) {
+		var v uint64
+		err := readKeys(filepath.Join(g.h.v1Dir(cgroup1.Memory, r), "memory.oom_control"), map[string]*uint64{"oom_kill": &v})
 		if err != nil {
 			if isGone(err) {
-				return nil
+				continue
 			}
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		v, err := readKey(filepath.Join(p, "memory.oom_control"), "oom_kill")
-		if err != nil {
-			if isGone(err) {
-				return nil
-			}
-			return err
+			return 0, fmt.Errorf("read OOM kills of cgroup %s: %w", dir, err)
 		}
 		total += v
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("read OOM kills of cgroup %s: %w", dir, err)
 	}
 	return total, nil
 }

@@ -199,7 +199,7 @@ func (c *collector) collectProcfs(ch chan<- prometheus.Metric, ids []string, vie
 		if v.group == nil {
 			continue
 		}
-		pids, err := v.group.Pids()
+		pids, err := v.group.Processes()
 		if err != nil {
 			c.a.log.Warn("list job processes", "job_id", id, "error", err)
 			ok = false
