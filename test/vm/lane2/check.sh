@@ -148,6 +148,13 @@ fi
 metrics() { curl -fsS --max-time 5 http://127.0.0.1:9750/metrics | grep -q '^berth_job_up'; }
 if eventually 30 metrics; then pass metrics; else fail metrics "no berth_job_up at 127.0.0.1:9750/metrics"; fi
 
+# 5b. Job output: in its own file (berth logs) and, with log_sink =
+# "journal", in the journal with the job ID as a field.
+job_journal() { journalctl BERTH_JOB_ID=lane2-sink -o cat --no-pager | grep -q 'berth: started pid'; }
+job_file() { /usr/bin/berth logs --config /etc/berth/berth.toml lane2-sink | grep -q 'berth: started pid'; }
+if eventually 30 job_journal; then pass job-log-journal; else fail job-log-journal "journalctl BERTH_JOB_ID=lane2-sink has no start line: $(journalctl BERTH_JOB_ID=lane2-sink -o cat --no-pager | tail -n 3)"; fi
+if eventually 30 job_file; then pass job-log-file; else fail job-log-file "berth logs lane2-sink: $(/usr/bin/berth logs --config /etc/berth/berth.toml lane2-sink 2>&1 | tail -n 3)"; fi
+
 # The agent is a cluster member through its embedded etcd, whose data lives
 # under data_dir (/var/lib/berth/etcd): the unit's hardening leaves it
 # writable.
