@@ -24,8 +24,9 @@ lint:
 	$(GO) vet $(PKGS)
 	staticcheck $(PKGS)
 
-bench: ## Go benchmarks, printed as benchstat-style tables
+bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
+	$(GO) test -run '^$$' -bench Failover -benchtime 5x ./test | tee -a bench.out
 
 test-v2: ## cgroup, worker and supervisor tests on a pure cgroup v2 kernel under qemu (lane 1)
 	test/vm/lane1.sh cgroup worker supervisor -- $(TESTFLAGS)
