@@ -151,7 +151,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		defer m.close()
+		a.mu.Lock()
 		a.source, a.member = m, m
+		a.mu.Unlock()
 	}
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)

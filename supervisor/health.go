@@ -47,6 +47,7 @@ func (a *Agent) Summary() string {
 		js = append(js, j)
 	}
 	gen := a.desired.Generation
+	member := a.member
 	a.mu.RUnlock()
 	var running, failed, other int
 	for _, j := range js {
@@ -61,5 +62,9 @@ func (a *Agent) Summary() string {
 			other++
 		}
 	}
-	return fmt.Sprintf("%d jobs running, %d failed, %d other; assignment generation %d", running, failed, other, gen)
+	state := StateMember
+	if member != nil {
+		state = member.Info().State
+	}
+	return fmt.Sprintf("%s; %d jobs running, %d failed, %d other; assignment generation %d", state, running, failed, other, gen)
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/supervisor"
 )
@@ -25,12 +26,12 @@ func runStatus(args []string) int {
 		return 2
 	}
 	if *addr == "" {
-		cfg, err := limits.Load(*config)
+		listen, err := listenOf(*config)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "berth status: no --addr, and %v\n", err)
 			return 2
 		}
-		*addr = cfg.Agent.Listen
+		*addr = listen
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Get("http://" + *addr + "/v1/jobs")
@@ -105,4 +106,27 @@ func bytesHuman(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// listenOf returns agent.listen of the configuration file. A file that does
+// not validate (a refused reload is when status is most needed) is still
+// read for that one key, with a warning.
+func listenOf(path string) (string, error) {
+	cfg, err := limits.Load(path)
+	if err == nil {
+		return cfg.Agent.Listen, nil
+	}
+	var raw struct {
+		Agent struct {
+			Listen string `toml:"listen"`
+		} `toml:"agent"`
+	}
+	if _, derr := toml.DecodeFile(path, &raw); derr != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "berth status: warning: %s does not validate (the agent keeps its last good configuration):\n%v\n", path, err)
+	if raw.Agent.Listen == "" {
+		return limits.DefaultListen, nil
+	}
+	return raw.Agent.Listen, nil
 }

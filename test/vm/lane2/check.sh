@@ -234,4 +234,22 @@ else
 	fail stop-leaves-nothing "before: $old; alive: $left; cgroups: $rest"
 fi
 
+# 11. Removing the package (with the service running) stops it and leaves no
+# process and no cgroup; the conffile stays until purge.
+systemctl start berth
+eventually 30 jobs_as_configured 100663296
+old=$(procs)
+if out=$(apt-get remove -y berth 2>&1); then
+	left=$(alive $old)
+	rest=$(find "$CG" -mindepth 1 -type d 2>/dev/null)
+	if [ -n "$old" ] && [ -z "$left" ] && [ -z "$rest" ] && ! active && [ -f /etc/berth/berth.toml ] && [ ! -e /usr/bin/berth ]; then
+		pass "remove-leaves-nothing"
+	else
+		fail remove-leaves-nothing "before: $old; alive: $left; cgroups: $rest; active: $(systemctl is-active berth)"
+	fi
+else
+	printf '%s\n' "$out" | tail -n 10
+	fail remove-leaves-nothing "apt-get remove failed"
+fi
+
 finish
