@@ -109,3 +109,49 @@ func TestUnifiedPrepareDelegatedMovesAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// memory.high is enforced on cgroup v2: a job that grows past it is
+// throttled and reclaimed (memory.events "high" counts the breaches), not
+// OOM-killed, while memory.max is far away (cgroup-v2.rst, "memory.high").
+// Runs in the v2 VM lane; skipped on this hybrid host.
+func TestUnifiedMemoryHighThrottles(t *testing.T) {
+	needUnified(t)
+	h := testHierarchy(t)
+	g, err := h.New("jobs/high", &specs.LinuxResources{
+		Memory:  &specs.LinuxMemory{Limit: ptr(int64(256 << 20)), Swap: ptr(int64(256 << 20))},
+		Unified: map[string]string{"memory.high": strconv.Itoa(16 << 20)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := h.unifiedDir("jobs/high")
+	j := startIn(t, g, "exec tail /dev/zero")
+	events := func() (high, oomKill uint64) {
+		for _, line := range strings.Split(readFile(t, filepath.Join(dir, "memory.events")), "\n") {
+			k, v, _ := strings.Cut(line, " ")
+			n, _ := strconv.ParseUint(v, 10, 64)
+			switch k {
+			case "high":
+				high = n
+			case "oom_kill":
+				oomKill = n
+			}
+		}
+		return
+	}
+	if !eventually(t, 20*time.Second, func() bool { high, _ := events(); return high > 0 }) {
+		t.Fatalf("memory.events high stayed 0 with memory.high = 16 MiB: %s", readFile(t, filepath.Join(dir, "memory.events")))
+	}
+	_, oom := events()
+	if oom != 0 || j.exited() {
+		t.Fatalf("memory.high killed the job (oom_kill %d, exited %v); it must only throttle", oom, j.exited())
+	}
+	// Throttled, not stopped: usage stays near memory.high, far below memory.max.
+	cur, err := strconv.ParseUint(readFile(t, filepath.Join(dir, "memory.current")), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur > 128<<20 {
+		t.Errorf("memory.current = %d with memory.high = 16 MiB: not held back", cur)
+	}
+}
