@@ -325,3 +325,15 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Load(missing) = %v", err)
 	}
 }
+
+func TestStaticDuplicatesRejected(t *testing.T) {
+	_, err := Parse("dup.toml", []byte("[static]\nconnectors = [\"a\", \"a\"]\ntasks = [\"b-0\", \"c-1\", \"b-0\"]\n"))
+	if err == nil {
+		t.Fatal("duplicate static entries accepted")
+	}
+	for _, want := range []string{"static.connectors[1]: \"a\" is declared twice", "static.tasks[2]: \"b-0\" is declared twice"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -80,17 +80,27 @@ func (c *Config) checkStatic(errs *errorList) {
 	for _, k := range c.Connectors {
 		byName[k.Name] = k
 	}
+	seen := map[string]int{}
 	for i, s := range c.Static.Connectors {
 		if err := validName(s); err != nil {
 			errs.add(fmt.Sprintf("static.connectors[%d]", i), "connector name %v", err)
 		}
+		if j, dup := seen[s]; dup {
+			errs.add(fmt.Sprintf("static.connectors[%d]", i), "%q is declared twice (also static.connectors[%d])", s, j)
+		}
+		seen[s] = i
 	}
+	seen = map[string]int{}
 	for i, s := range c.Static.Tasks {
 		key := fmt.Sprintf("static.tasks[%d]", i)
 		if err := validName(s); err != nil {
 			errs.add(key, "task ID %v", err)
 			continue
 		}
+		if j, dup := seen[s]; dup {
+			errs.add(key, "%q is declared twice (also static.tasks[%d])", s, j)
+		}
+		seen[s] = i
 		for cut := strings.LastIndexByte(s, '-'); cut > 0; cut = strings.LastIndexByte(s[:cut], '-') {
 			k, ok := byName[s[:cut]]
 			if !ok {
