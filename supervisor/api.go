@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
 	"time"
@@ -228,13 +229,58 @@ func (a *Agent) connector(name string) (limits.Connector, bool) {
 }
 
 // connectorInfo is GET /connectors/{name} in Kafka Connect's shape:
-// {"name", "config", "tasks": [{"connector", "task"}], "type"}.
+// {"name", "config": {string: string}, "tasks": [{"connector", "task"}],
+// "type"}. The config map flattens berth's definition into Connect-style
+// dotted keys ("tasks.max", "task.command", "task.limits.memory", …); list
+// values are JSON-encoded.
 func connectorInfo(c limits.Connector) map[string]any {
 	tasks := make([]map[string]any, 0, c.Tasks)
 	for i := 0; i < c.Tasks; i++ {
 		tasks = append(tasks, map[string]any{"connector": c.Name, "task": i})
 	}
-	return map[string]any{"name": c.Name, "config": c, "tasks": tasks, "type": "berth"}
+	cfg := map[string]string{"name": c.Name, "tasks.max": fmt.Sprint(c.Tasks)}
+	if c.Group != "" {
+		cfg["group"] = c.Group
+	}
+	for prefix, p := range map[string]*limits.Process{"run": c.Run, "task": c.Task} {
+		if p == nil {
+			continue
+		}
+		flattenProcess(cfg, prefix, p)
+	}
+	return map[string]any{"name": c.Name, "config": cfg, "tasks": tasks, "type": "berth"}
+}
+
+func flattenProcess(cfg map[string]string, prefix string, p *limits.Process) {
+	enc := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	cfg[prefix+".command"] = enc(p.Command)
+	cfg[prefix+".restart"] = string(p.Restart)
+	if p.User != "" {
+		cfg[prefix+".user"] = p.User
+	}
+	if p.Dir != "" {
+		cfg[prefix+".dir"] = p.Dir
+	}
+	for k, v := range p.Env {
+		cfg[prefix+".env."+k] = v
+	}
+	l := p.Limits
+	set := func(k string, ok bool, v any) {
+		if ok {
+			cfg[prefix+".limits."+k] = fmt.Sprint(v)
+		}
+	}
+	set("cpu", l.CPU > 0, l.CPU)
+	set("cpu_weight", l.CPUWeight > 0, l.CPUWeight)
+	set("cpuset", l.Cpuset != "", l.Cpuset)
+	set("memory", l.Memory > 0, l.Memory)
+	set("memory_high", l.MemoryHigh > 0, l.MemoryHigh)
+	set("memory_swap", l.MemorySwap > 0, l.MemorySwap)
+	set("pids", l.Pids > 0, l.Pids)
+	set("io_weight", l.IOWeight > 0, l.IOWeight)
+	if len(l.IO) > 0 {
+		cfg[prefix+".limits.io"] = enc(l.IO)
+	}
 }
 
 // connectorStatus is GET /connectors/{name}/status in Kafka Connect's
