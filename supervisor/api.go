@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -170,7 +171,7 @@ func (a *Agent) Handler() http.Handler {
 			writeError(w, http.StatusNotFound, "connector "+r.PathValue("name")+" not found")
 			return
 		}
-		writeJSON(w, http.StatusOK, a.connectorStatus(c))
+		writeJSON(w, http.StatusOK, a.connectorStatus(r.Context(), c))
 	})
 	mux.HandleFunc("GET /v1/agent", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.member.Info())
@@ -286,11 +287,12 @@ func flattenProcess(cfg map[string]string, prefix string, p *limits.Process) {
 // connectorStatus is GET /connectors/{name}/status in Kafka Connect's
 // shape; `state` uses Connect's words (RUNNING, FAILED, UNASSIGNED, …) and
 // `worker_id` is the agent that runs the job.
-func (a *Agent) connectorStatus(c limits.Connector) map[string]any {
+func (a *Agent) connectorStatus(ctx context.Context, c limits.Connector) map[string]any {
 	a.mu.RLock()
 	self := a.cfg.Agent.ID
 	owners := a.desired.Owners
 	a.mu.RUnlock()
+	remote := a.remoteStates(ctx, owners, self)
 	state := func(id string) (string, string, string) {
 		a.mu.RLock()
 		j := a.jobs[id]
@@ -299,10 +301,17 @@ func (a *Agent) connectorStatus(c limits.Connector) map[string]any {
 		switch {
 		case owner == "":
 			return "UNASSIGNED", "", ""
-		case owner != self || j == nil:
-			// Run by another agent (or about to be here): its own API
-			// has the details.
-			return "RUNNING", owner, ""
+		case owner != self:
+			// Run by another agent: as its own API reports it.
+			if st, ok := remote[id]; ok {
+				return connectState(st.State), owner, st.Reason
+			}
+			if remote[answeredKey(owner)].ID != "" {
+				return "UNASSIGNED", owner, "assigned to " + owner + ", not started there yet"
+			}
+			return "UNASSIGNED", owner, "agent " + owner + " did not answer"
+		case j == nil:
+			return "UNASSIGNED", self, "about to start"
 		case j.holder != "":
 			return "UNASSIGNED", self, "waiting for the claim held by " + j.holder
 		case j.w == nil:
@@ -325,6 +334,49 @@ func (a *Agent) connectorStatus(c limits.Connector) map[string]any {
 	return out
 }
 
+// remoteStates asks every other agent that owns a job (GET /v1/jobs at the
+// address of its member record, 2 s at most) for its jobs' states, as a
+// Connect worker reads its peers' statuses.
+func (a *Agent) remoteStates(ctx context.Context, owners map[string]string, self string) map[string]JobInfo {
+	out := map[string]JobInfo{}
+	want := map[string]bool{}
+	for _, o := range owners {
+		if o != self {
+			want[o] = true
+		}
+	}
+	if len(want) == 0 || a.member == nil {
+		return out
+	}
+	ms, err := a.member.Members(ctx)
+	if err != nil {
+		return out
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	for _, m := range ms {
+		if !want[m.ID] || m.Addr == "" {
+			continue
+		}
+		resp, err := client.Get("http://" + m.Addr + "/v1/jobs")
+		if err != nil {
+			continue
+		}
+		var js []JobInfo
+		if resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&js) == nil {
+			out[answeredKey(m.ID)] = JobInfo{ID: m.ID}
+			for _, j := range js {
+				out[j.ID] = j
+			}
+		}
+		resp.Body.Close()
+	}
+	return out
+}
+
+// answeredKey marks, in remoteStates' result, an agent that answered; "/"
+// is never in a job ID.
+func answeredKey(agent string) string { return "/answered/" + agent }
+
 func connectState(s worker.State) string {
 	switch s {
 	case worker.Running:
@@ -333,6 +385,8 @@ func connectState(s worker.State) string {
 		return "FAILED"
 	case worker.Starting, worker.BackingOff:
 		return "RESTARTING"
+	case Waiting:
+		return "UNASSIGNED"
 	case worker.Stopping, worker.Stopped, worker.Exited:
 		return "STOPPED"
 	}

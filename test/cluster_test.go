@@ -113,6 +113,28 @@ func declaredJobs(t *testing.T, endpoints []string) {
 		!sameSet(byID["b"].Connectors, []string{"beta"}) || byID["a"].Addr != a.addr || byID["b"].Addr != b.addr {
 		t.Errorf("/v1/members = %+v", ms)
 	}
+	// Any agent answers the Connect-shaped status of any connector, with the
+	// state its owner reports and the owner as worker_id.
+	var st struct {
+		Connector struct{ State, WorkerID string } `json:"connector"`
+		Tasks     []struct {
+			ID       int    `json:"id"`
+			State    string `json:"state"`
+			WorkerID string `json:"worker_id"`
+		} `json:"tasks"`
+	}
+	if err := getAPI("http://"+a.addr, "/connectors/beta/status", &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Tasks) != 2 || st.Tasks[0].State != "RUNNING" || st.Tasks[0].WorkerID != "b" || st.Tasks[1].WorkerID != "b" {
+		t.Errorf("a's /connectors/beta/status = %+v, want both tasks RUNNING on b", st)
+	}
+	if err := getAPI("http://"+b.addr, "/connectors/alpha/status", &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Tasks) != 3 || st.Tasks[1].WorkerID != "a" || st.Tasks[2].WorkerID != "b" || st.Tasks[2].State != "RUNNING" || st.Tasks[1].State != "RUNNING" {
+		t.Errorf("b's /connectors/alpha/status = %+v, want alpha-1 on a and alpha-2 on b, RUNNING", st)
+	}
 	// Still exactly the declared jobs, the same processes, once the
 	// assignment is known to be stable.
 	for _, x := range []struct {
