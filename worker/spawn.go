@@ -30,15 +30,16 @@ type proc struct {
 // writes). Every error names what was being done; when it returns an error no
 // process of this run is left to wait for.
 //
-// Every run goes through the exec helper, which the agent writes into each
-// v1 cgroup.procs file and into the cgroup2 directory's cgroup.procs. It does
-// not use clone3(CLONE_INTO_CGROUP) (SysProcAttr.UseCgroupFD) for the
-// cgroup2 directory: on this project's kernel (6.18.44) a child cloned into a
-// cgroup to whose cgroup.kill "1" was once written is SIGKILLed at birth
-// (reproduced with a bare syscall.ForkExec: first clone lives, every clone
-// after a cgroup.kill dies of signal 9), so every restart after Group.Kill
-// would die at once. Moving the held helper by pid is not affected, and no
-// job code runs before the helper is inside every hierarchy.
+// On a pure cgroup v2 host the job is cloned straight into its cgroup with
+// clone3(CLONE_INTO_CGROUP) (SysProcAttr.UseCgroupFD) — unless the kernel
+// fails the probe of cloneIntoCgroupWorks: on some kernels (seen on
+// 6.18.44) a child cloned into a cgroup to whose cgroup.kill "1" was once
+// written is SIGKILLed at birth, so every restart after Group.Kill would die
+// at once. Everywhere else (v1, hybrid, such kernels) the run goes through
+// the exec helper, which the agent writes into each v1 cgroup.procs file
+// and into the cgroup2 directory's cgroup.procs: moving the held helper by
+// pid is not affected, and no job code runs before the helper is inside
+// every hierarchy.
 func spawn(spec *Spec, place cgroup.Placement, logw *os.File, placed func(pid int)) (*proc, error) {
 	cred, err := resolveCredential(spec.User)
 	if err != nil {
@@ -79,6 +80,13 @@ func spawn(spec *Spec, place cgroup.Placement, logw *os.File, placed func(pid in
 	}
 	if len(procsFiles) == 0 {
 		return nil, errors.New("start: cgroup placement names no cgroup")
+	}
+	// Pure cgroup v2: born inside with CLONE_INTO_CGROUP, where the kernel
+	// gets it right after a cgroup.kill (see cloneIntoCgroupWorks).
+	if len(place.ProcsFiles) == 0 && place.UnifiedDir != "" {
+		if ok, _ := cloneIntoCgroupWorks(filepath.Dir(place.UnifiedDir)); ok {
+			return spawnInto(place.UnifiedDir, path, argv, spec.Env, spec.Dir, files, sys, placed)
+		}
 	}
 	return spawnHelper(spec, procsFiles, path, argv, files, sys, placed)
 }

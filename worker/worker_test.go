@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/berthd/berth/cgroup"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -687,5 +688,31 @@ func BenchmarkForkExecFloor(b *testing.B) {
 		b.StopTimer()
 		<-exits
 		b.StartTimer()
+	}
+}
+
+// On a pure cgroup v2 host whose kernel passes the probe, jobs are cloned
+// straight into their cgroup (CLONE_INTO_CGROUP), and a restart after the
+// cgroup was killed through cgroup.kill still lives. Runs in the v2 VM lane;
+// skipped elsewhere.
+func TestCloneIntoCgroupOnV2(t *testing.T) {
+	if cgroup.DetectMode() != cgroup.Unified {
+		t.Skip("needs a pure cgroup v2 host (make test-v2)")
+	}
+	g := newTestGroup(t, 0)
+	ok, why := cloneIntoCgroupWorks(filepath.Dir(g.Placement().UnifiedDir))
+	if !ok {
+		t.Skipf("this kernel fails the CLONE_INTO_CGROUP probe, jobs start through the exec helper: %s", why)
+	}
+	spec := sh(g, `exit 1`)
+	spec.Restart = Always
+	spec.Backoff = Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}
+	w := startWorker(t, spec)
+	eventually(t, 10*time.Second, "three runs cloned into the killed cgroup", func() bool {
+		st := w.Status()
+		return st.Restarts >= 3 && st.LastExit != nil && st.LastExit.Code == 1
+	})
+	if st := w.Status(); st.LastExit.Signal != "" {
+		t.Errorf("a run cloned into the cgroup after cgroup.kill died of %s", st.LastExit.Signal)
 	}
 }
