@@ -36,6 +36,7 @@ type Agent struct {
 	// worker) holds it shared; fencing holds it exclusively, so that no
 	// worker starts after a fence began.
 	fenceMu sync.RWMutex
+	fencing atomic.Bool // a fence is in progress: no new worker may start
 
 	reloads   chan chan error
 	ready     chan struct{}
@@ -165,12 +166,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
+	if m, ok := a.source.(*memberSource); ok {
+		m.stopping.Store(true) // a lease lost from here on fences, and does not rejoin
+	}
 	if stopErr := a.stopAll(); stopErr != nil {
 		err = errors.Join(err, stopErr)
 	}
 	a.closeLogs()
 	return err
 }
+
+// reloadTimeout bounds the store calls of a reload (applying the file's
+// workload, updating the member record).
+const reloadTimeout = 5 * time.Second
 
 // readyWait bounds how long the agent waits for a first assignment before
 // it reports ready (sd_notify READY=1, /healthz).
@@ -185,7 +193,11 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 	// readyWait if no assignment arrives (a store with no leader yet).
 	readyTimer := time.NewTimer(readyWait)
 	defer readyTimer.Stop()
-	markReady := func() { a.readyMu.Do(func() { close(a.ready) }) }
+	readyC := readyTimer.C
+	markReady := func() {
+		a.readyMu.Do(func() { close(a.ready) })
+		readyC = nil
+	}
 	settled := func() {
 		a.mu.RLock()
 		gen := a.desired.Generation
@@ -204,7 +216,7 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 			return nil
 		case err := <-serveErr:
 			return fmt.Errorf("http server: %w", err)
-		case <-readyTimer.C:
+		case <-readyC:
 			a.log.Warn("no assignment published yet; reporting ready anyway", "waited", readyWait)
 			markReady()
 		case <-a.source.Changed():
@@ -256,12 +268,16 @@ func (a *Agent) reload(ctx context.Context) error {
 		// The file's connectors and groups are applied (create or update);
 		// the change reaches every agent, this one included, through the
 		// store. A refusal leaves the store and the running jobs as they were.
-		if err := m.applyFile(ctx, cfg); err != nil {
+		// Bounded: with the store unreachable the reload is refused in
+		// reloadTimeout, and the agent (stop, watchdog) stays responsive.
+		sctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+		defer cancel()
+		if err := m.applyFile(sctx, cfg); err != nil {
 			a.log.Error("reload refused; running jobs left as they were", "config", a.path, "error", err)
 			return err
 		}
 		if nm := memberOf(cfg); changedMember(m.declared(), nm) {
-			if err := m.update(ctx, nm); err != nil {
+			if err := m.update(sctx, nm); err != nil {
 				a.log.Error("update the member record with the reloaded [static] table", "error", err)
 			} else {
 				a.log.Info("member record updated", "connectors", nm.Connectors, "tasks", nm.Tasks, "protocol", nm.Protocol)

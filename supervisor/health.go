@@ -49,9 +49,11 @@ func (a *Agent) Summary() string {
 	gen := a.desired.Generation
 	member := a.member
 	a.mu.RUnlock()
-	var running, failed, other int
+	var running, failed, waiting, other int
 	for _, j := range js {
 		switch {
+		case j.holder != "":
+			waiting++
 		case j.w == nil:
 			failed++
 		case j.w.Status().State == worker.Running:
@@ -66,5 +68,6 @@ func (a *Agent) Summary() string {
 	if member != nil {
 		state = member.Info().State
 	}
-	return fmt.Sprintf("%s; %d jobs running, %d failed, %d other; assignment generation %d", state, running, failed, other, gen)
+	return fmt.Sprintf("%s; %d jobs running, %d failed, %d waiting for a claim, %d other; assignment generation %d",
+		state, running, failed, waiting, other, gen)
 }

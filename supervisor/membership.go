@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berthd/berth/assign"
@@ -34,7 +35,13 @@ type memberSource struct {
 	embedded *cluster.Embedded // nil with external endpoints
 	member   assign.Member
 	addr     string
-	fence    func() // kills every worker now; set by the agent
+	fence    func() error // kills every worker now; set by the agent
+
+	// life outlives the agent's run context: fencing must keep watching the
+	// lease while the agent stops its jobs (stop grace can outlast a lease).
+	life     context.Context
+	endLife  context.CancelFunc
+	stopping atomic.Bool // the agent is stopping: fence, but do not rejoin
 
 	changed chan struct{}
 
@@ -72,6 +79,7 @@ func (a *Agent) startMembership(ctx context.Context, cfg *limits.Config, addr st
 		}),
 		fence: a.fenceAll,
 	}
+	m.life, m.endLife = context.WithCancel(context.Background())
 	endpoints := cfg.Cluster.Endpoints
 	if len(endpoints) == 0 {
 		dir := cfg.Agent.DataDir
@@ -112,10 +120,10 @@ func (a *Agent) startMembership(ctx context.Context, cfg *limits.Config, addr st
 		m.close()
 		return nil, err
 	}
-	go m.watchAssignment(ctx)
-	go m.watchWorkload(ctx)
-	go m.lead(ctx)
-	go m.keepMembership(ctx)
+	go m.watchAssignment(m.life)
+	go m.watchWorkload(m.life)
+	go m.lead(m.life)
+	go m.keepMembership(m.life)
 	return m, nil
 }
 
@@ -217,7 +225,9 @@ func (m *memberSource) update(ctx context.Context, nm assign.Member) error {
 	return s.Update(ctx, nm)
 }
 
-// keepMembership fences when the session ends and joins again.
+// keepMembership fences when the session ends and joins again. It runs for
+// the source's whole life, through the agent's stop: a lease lost while
+// jobs are being stopped with grace still kills them at once.
 func (m *memberSource) keepMembership(ctx context.Context) {
 	for {
 		s := m.currentSession()
@@ -231,15 +241,47 @@ func (m *memberSource) keepMembership(ctx context.Context) {
 		m.mu.Lock()
 		m.state, m.session = StateFenced, nil
 		m.mu.Unlock()
-		m.fence()
+		for {
+			err := m.fence()
+			if err == nil {
+				break
+			}
+			// A worker survived the kill: keep the lease (do not revoke it,
+			// which would free the claims at once); it expires on its own,
+			// and the kill is retried.
+			m.log.Error("fence: a job's processes survived the kill; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
 		m.fencings.Inc()
 		m.log.Error("session lost: every worker killed (fenced)", "member", m.member.ID, "error", s.Err())
 		m.signal()
 		_ = s.Close()
+		if m.stopping.Load() {
+			return
+		}
 		if err := m.join(ctx); err != nil {
 			return
 		}
 	}
+}
+
+// sessionCtx bounds a store call made under the session s: it ends when the
+// session ends or at its local deadline, whichever comes first, so no call
+// can hold up fencing or outlive the lease it relies on.
+func sessionCtx(parent context.Context, s *cluster.Session) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithDeadline(parent, s.Deadline())
+	go func() {
+		select {
+		case <-s.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 func (m *memberSource) currentSession() *cluster.Session {
@@ -339,7 +381,9 @@ func (m *memberSource) Claim(ctx context.Context, job string) (bool, string, err
 	if s == nil {
 		return false, "", errors.New("not a member of the cluster")
 	}
-	return s.Claim(ctx, job)
+	sctx, cancel := sessionCtx(ctx, s)
+	defer cancel()
+	return s.Claim(sctx, job)
 }
 
 // Release implements Claimer.
@@ -348,7 +392,9 @@ func (m *memberSource) Release(ctx context.Context, job string) error {
 	if s == nil {
 		return nil // the lease is gone, and the claim with it
 	}
-	return s.Release(ctx, job)
+	sctx, cancel := sessionCtx(ctx, s)
+	defer cancel()
+	return s.Release(sctx, job)
 }
 
 // Info implements Membership.
@@ -399,6 +445,10 @@ var (
 // close leaves the cluster: ends the session (its claims go with its
 // lease), closes the client and stops the embedded etcd.
 func (m *memberSource) close() {
+	m.stopping.Store(true)
+	if m.endLife != nil {
+		m.endLife()
+	}
 	if s := m.currentSession(); s != nil {
 		_ = s.Close()
 	}

@@ -119,8 +119,7 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed ...bool) {
 		case cur == nil:
 			a.startJob(ctx, cfg, nj)
 		case cur.err != "" || cur.holder != "":
-			a.removeJob(id)
-			a.startJob(ctx, cfg, nj)
+			a.startJob(ctx, cfg, nj) // replaces cur
 		default:
 			a.updateJob(cur, nj)
 		}
@@ -276,6 +275,9 @@ func (a *Agent) startJob(ctx context.Context, cfg *limits.Config, j limits.Job) 
 		default:
 			nj.claimed = true
 		}
+		if nj.claimed && a.fencing.Load() {
+			return // fencing: the claim goes with the lease
+		}
 		if !nj.claimed {
 			a.mu.Lock()
 			prev := a.jobs[j.ID]
@@ -313,17 +315,44 @@ func (a *Agent) startJob(ctx context.Context, cfg *limits.Config, j limits.Job) 
 
 // fenceAll kills every worker at once, without grace, and forgets every
 // job: the agent's membership can no longer be proven, so another member
-// may soon claim its jobs (DESIGN.md, "fencing"). No job starts while it
-// runs.
-func (a *Agent) fenceAll() {
+// may soon claim its jobs (DESIGN.md, "fencing"). It kills first, without
+// waiting for anything (a start in progress may hold fenceMu while its
+// claim call runs), then takes fenceMu, so that no start can slip in, and
+// kills again whatever started meanwhile. It returns an error when a job's
+// processes survived; the caller must then keep the lease (its claims) and
+// retry.
+func (a *Agent) fenceAll() error {
+	a.fencing.Store(true)
+	defer a.fencing.Store(false)
+	kill := func() []*job {
+		a.mu.RLock()
+		js := make([]*job, 0, len(a.jobs))
+		for _, j := range a.jobs {
+			js = append(js, j)
+		}
+		a.mu.RUnlock()
+		var wg sync.WaitGroup
+		for _, j := range js {
+			if j.group == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = j.group.Kill(ctx)
+			}()
+		}
+		wg.Wait()
+		return js
+	}
+	kill()
 	a.fenceMu.Lock()
 	defer a.fenceMu.Unlock()
-	a.mu.RLock()
-	js := make([]*job, 0, len(a.jobs))
-	for _, j := range a.jobs {
-		js = append(js, j)
-	}
-	a.mu.RUnlock()
+	js := kill()
+	var mu sync.Mutex
+	var errs []error
 	var wg sync.WaitGroup
 	for _, j := range js {
 		wg.Add(1)
@@ -331,27 +360,27 @@ func (a *Agent) fenceAll() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if j.group != nil {
-				if err := j.group.Kill(ctx); err != nil {
-					a.log.Error("fence: kill job", "job_id", j.spec.ID, "error", err)
-				}
-			}
 			if j.w != nil {
 				_ = j.w.Stop(ctx) // nothing left to stop; cancels any restart
 			}
 			if j.group != nil {
+				if err := j.group.Kill(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("kill job %s: %w", j.spec.ID, err))
+					mu.Unlock()
+					return // keep the job: it still has processes
+				}
 				_ = j.group.Delete(ctx)
 			}
+			a.mu.Lock()
+			if a.jobs[j.spec.ID] == j {
+				delete(a.jobs, j.spec.ID)
+			}
+			a.mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	a.mu.Lock()
-	for _, j := range js {
-		if a.jobs[j.spec.ID] == j {
-			delete(a.jobs, j.spec.ID)
-		}
-	}
-	a.mu.Unlock()
+	return errors.Join(errs...)
 }
 
 // cgroupPath is the job's cgroup as /proc/PID/cgroup names it.

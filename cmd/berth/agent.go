@@ -58,6 +58,8 @@ func runAgent(args []string) int {
 	status := time.NewTicker(10 * time.Second)
 	defer status.Stop()
 	ready := agent.Ready()
+	reloaded := make(chan struct{}, 1)
+	reloading, reloadAgain := false, false
 	for {
 		select {
 		case <-ready:
@@ -75,15 +77,36 @@ func runAgent(args []string) int {
 		case sig := <-sigs:
 			switch sig {
 			case syscall.SIGHUP:
+				// Reload off this loop, so that SIGTERM and the watchdog are
+				// served meanwhile; a SIGHUP during a reload runs another
+				// one after it.
+				if reloading {
+					reloadAgain = true
+					break
+				}
+				reloading = true
 				_, _ = daemon.SdNotify(false, daemon.SdNotifyReloading)
-				// A refused reload is logged by the agent and changes nothing.
-				_ = agent.Reload(ctx)
-				_, _ = daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS="+agent.Summary())
+				go func() {
+					// A refused reload is logged by the agent and changes nothing.
+					_ = agent.Reload(ctx)
+					reloaded <- struct{}{}
+				}()
 			default:
 				log.Info("stopping", "signal", sig.String())
 				_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
 				cancel()
 			}
+		case <-reloaded:
+			if reloadAgain {
+				reloadAgain = false
+				go func() {
+					_ = agent.Reload(ctx)
+					reloaded <- struct{}{}
+				}()
+				break
+			}
+			reloading = false
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS="+agent.Summary())
 		case err := <-done:
 			if err != nil {
 				log.Error("agent failed", "error", err)
