@@ -97,7 +97,7 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 	// A slow grant or write (a store that has just come back) can leave
 	// little of the TTL before the local deadline: renew once now, so the
 	// session does not begin already fenced.
-	if time.Until(sent.Add(ttl-fencingMargin(ttl))) < ttl/3 {
+	if time.Until(sent.Add(ttl-fencingMargin(ttl))) < renewInterval(ttl) {
 		again := time.Now()
 		if r, err := c.etcd.KeepAliveOnce(ctx, g.ID); err != nil || r.TTL <= 0 {
 			c.revoke(g.ID)
@@ -124,11 +124,19 @@ func (c *Client) revoke(id clientv3.LeaseID) {
 	_, _ = c.etcd.Revoke(ctx, id) // best effort: an unrevoked lease expires after TTL
 }
 
-// renewLoop renews the lease every TTL/3 with KeepAliveOnce, each attempt
+// renewInterval is the time between renewals: a third of the time from a
+// renewal's send to the local deadline it sets (TTL − margin), so that about
+// three renewals, and their retries, fit before the deadline even when the
+// TTL is short (2 s: every 333 ms; 10 s: every 2.7 s).
+func renewInterval(ttl time.Duration) time.Duration {
+	return (ttl - fencingMargin(ttl)) / 3
+}
+
+// renewLoop renews the lease every renewInterval with KeepAliveOnce, each attempt
 // bounded by the current Deadline, and ends the session when it cannot.
 func (s *Session) renewLoop() {
 	defer close(s.loop)
-	interval := s.ttl / 3
+	interval := renewInterval(s.ttl)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
