@@ -20,6 +20,7 @@ import (
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/limits"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Agent runs the jobs its Source assigns to it. Create it with New and run
@@ -50,6 +51,8 @@ type Agent struct {
 	desired Desired
 
 	metrics *metricsState
+
+	reg *prometheus.Registry // what /metrics exposes; the cluster source joins it once it exists
 
 	logsMu sync.Mutex
 	logs   map[string]io.WriteCloser // job ID -> its log file (see jobLog)
@@ -139,6 +142,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, jobsDir, err)
 	}
 
+	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
+	// until the agent is a member and has reconciled.
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	a.log.Info("serving", "listen", ln.Addr().String())
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+
 	if a.source == nil {
 		m, err := a.startMembership(ctx, cfg, ln.Addr().String())
 		if err != nil {
@@ -155,17 +170,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.mu.Lock()
 		a.source, a.member = m, m
 		a.mu.Unlock()
+		a.reg.MustRegister(m)
 	}
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	a.log.Info("serving", "listen", ln.Addr().String())
 
 	err = a.loop(ctx, serveErr)
 
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
 	if m, ok := a.source.(*memberSource); ok {
 		m.stopping.Store(true) // a lease lost from here on fences, and does not rejoin
 	}

@@ -124,7 +124,11 @@ func (a *Agent) jobInfo(j *job) JobInfo {
 func (a *Agent) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if c, ok := a.source.(prometheus.Collector); ok {
+	a.mu.Lock()
+	a.reg = reg
+	src := a.source
+	a.mu.Unlock()
+	if c, ok := src.(prometheus.Collector); ok {
 		reg.MustRegister(c)
 	}
 	if c, err := a.newCollector(); err == nil {
@@ -174,10 +178,20 @@ func (a *Agent) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, a.connectorStatus(r.Context(), c))
 	})
 	mux.HandleFunc("GET /v1/agent", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.member.Info())
+		m := a.membership()
+		if m == nil {
+			writeJSON(w, http.StatusOK, AgentInfo{ID: a.Config().Agent.ID, State: StateJoining})
+			return
+		}
+		writeJSON(w, http.StatusOK, m.Info())
 	})
 	mux.HandleFunc("GET /v1/members", func(w http.ResponseWriter, r *http.Request) {
-		ms, err := a.member.Members(r.Context())
+		m := a.membership()
+		if m == nil {
+			writeError(w, http.StatusServiceUnavailable, "not a member of the cluster yet")
+			return
+		}
+		ms, err := m.Members(r.Context())
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, "read members: "+err.Error())
 			return
@@ -185,7 +199,12 @@ func (a *Agent) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, ms)
 	})
 	mux.HandleFunc("GET /v1/assignment", func(w http.ResponseWriter, r *http.Request) {
-		p := a.member.Published()
+		m := a.membership()
+		if m == nil {
+			writeError(w, http.StatusServiceUnavailable, "not a member of the cluster yet")
+			return
+		}
+		p := m.Published()
 		conflicts := p.Assignment.Conflicts
 		if conflicts == nil {
 			conflicts = []assign.Conflict{}
@@ -207,6 +226,14 @@ func (a *Agent) Handler() http.Handler {
 		}
 	})
 	return mux
+}
+
+// membership is the source as a view of the cluster; nil until the agent
+// has joined.
+func (a *Agent) membership() Membership {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.member
 }
 
 // workload is every connector and group the agent knows: the cluster's
@@ -345,10 +372,11 @@ func (a *Agent) remoteStates(ctx context.Context, owners map[string]string, self
 			want[o] = true
 		}
 	}
-	if len(want) == 0 || a.member == nil {
+	member := a.membership()
+	if len(want) == 0 || member == nil {
 		return out
 	}
-	ms, err := a.member.Members(ctx)
+	ms, err := member.Members(ctx)
 	if err != nil {
 		return out
 	}

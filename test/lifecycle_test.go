@@ -1,6 +1,8 @@
 package test
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,4 +215,73 @@ name = "only"
 	if after["only"].PID != before["only"].PID || !alive(before["only"].PID) {
 		t.Errorf("the second agent disturbed the first one's job: pid %d -> %d", before["only"].PID, after["only"].PID)
 	}
+}
+
+// With its store unreachable at start the agent serves its API (not ready,
+// state "joining"), runs nothing, and a SIGTERM stops it cleanly with no
+// cgroup left.
+func TestStoreUnreachableAtStart(t *testing.T) {
+	e := newEnv(t)
+	dead := freePort(t) // nothing listens there
+	e.write(e.header("1s") + `
+[cluster]
+endpoints = ["http://` + dead + `"]
+
+[static]
+connectors = ["never"]
+
+[[connector]]
+name = "never"
+  [connector.run]
+  command = ["sleep", "infinity"]
+`)
+	e.cmd = exec.Command(berthBin, "agent", "--config", e.config)
+	e.out = &syncBuffer{}
+	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
+	if err := e.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.waited = make(chan error, 1)
+	go func() { e.waited <- e.cmd.Wait() }()
+	var state struct {
+		State string `json:"state"`
+	}
+	eventually(t, 20*time.Second, "/v1/agent says joining", func() bool {
+		return getJSONQuiet("http://"+e.addr+"/v1/agent", &state) == http.StatusOK && state.State == "joining"
+	})
+	if code := getJSONQuiet("http://"+e.addr+"/healthz", nil); code != http.StatusServiceUnavailable {
+		t.Errorf("/healthz while joining = %d, want 503", code)
+	}
+	if ps := procsUnderAll(e); len(ps) != 0 {
+		t.Errorf("jobs run while the agent is not a member: %v", ps)
+	}
+	if err := e.stop(syscall.SIGTERM); err != nil {
+		t.Errorf("SIGTERM while joining: %v\n%s", err, e.out)
+	}
+	if left := e.cgroupDirs(); len(left) != 0 {
+		t.Errorf("cgroups left: %v", left)
+	}
+}
+
+func procsUnderAll(e *env) []int {
+	var ps []int
+	for _, d := range e.cgroupDirs() {
+		ps = append(ps, procsUnder(d)...)
+	}
+	return ps
+}
+
+// getJSONQuiet is getJSON that reports a failed request as status 0.
+func getJSONQuiet(url string, v any) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	if v != nil && resp.StatusCode == http.StatusOK {
+		if json.NewDecoder(resp.Body).Decode(v) != nil {
+			return 0
+		}
+	}
+	return resp.StatusCode
 }
