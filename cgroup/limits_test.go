@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +211,70 @@ func TestIOWriteBpsEnforced(t *testing.T) {
 	}
 	if s.IOWriteBytes < size {
 		t.Errorf("IOWriteBytes = %d, want >= %d", s.IOWriteBytes, size)
+	}
+}
+
+// cpuset is enforced: a process in a group limited to CPU 0 may run on CPU
+// 0 only (/proc/PID/status Cpus_allowed_list; cpusets.rst, cgroup-v2.rst
+// "cpuset.cpus").
+func TestCpusetEnforced(t *testing.T) {
+	h := testHierarchy(t)
+	g, err := h.New("jobs/cpuset", &specs.LinuxResources{CPU: &specs.LinuxCPU{Cpus: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := startIn(t, g, "while :; do :; done")
+	status := fmt.Sprintf("/proc/%d/status", j.cmd.Process.Pid)
+	var allowed string
+	if !eventually(t, 5*time.Second, func() bool {
+		for _, line := range strings.Split(readFile(t, status), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				allowed = strings.TrimSpace(v)
+			}
+		}
+		return allowed == "0"
+	}) {
+		t.Errorf("Cpus_allowed_list = %q, want 0", allowed)
+	}
+}
+
+// cpu_weight is enforced: two busy loops on the same single CPU, with
+// weights 100 and 300, share it about 1:3 (v1 cpu.shares 2597 and 7840,
+// converted as runc does; v2 cpu.weight). Both groups are pinned to CPU 0,
+// so anything else running there slows both alike.
+func TestCPUWeightEnforced(t *testing.T) {
+	h := testHierarchy(t)
+	mk := func(name string, weight, shares uint64) *Group {
+		g, err := h.New("jobs/"+name, &specs.LinuxResources{
+			CPU:     &specs.LinuxCPU{Cpus: "0", Shares: ptr(shares)},
+			Unified: map[string]string{"cpu.weight": strconv.FormatUint(weight, 10)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startIn(t, g, "while :; do :; done")
+		return g
+	}
+	light, heavy := mk("light", 100, 2597), mk("heavy", 300, 7840)
+	usage := func(g *Group) float64 {
+		s, err := g.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CPUUsageSeconds
+	}
+	// Measure over a window in which the two together used 3 s of CPU 0.
+	l0, h0 := usage(light), usage(heavy)
+	var dl, dh float64
+	if !eventually(t, 30*time.Second, func() bool {
+		dl, dh = usage(light)-l0, usage(heavy)-h0
+		return dl+dh >= 3
+	}) {
+		t.Fatalf("the loops used only %.2f s of CPU in 30 s", dl+dh)
+	}
+	ratio := dh / dl
+	t.Logf("weight 300 used %.2f s, weight 100 used %.2f s: ratio %.2f", dh, dl, ratio)
+	if ratio < 2 || ratio > 4.5 {
+		t.Errorf("CPU ratio heavy/light = %.2f, want about 3 (weights 300:100)", ratio)
 	}
 }
