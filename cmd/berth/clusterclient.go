@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -67,4 +68,30 @@ func connectCluster(ctx context.Context, config string) (*cluster.Client, error)
 		return nil, fmt.Errorf("cluster %s (from %s): %w", cc.Name, config, err)
 	}
 	return c, nil
+}
+
+// withStore connects to the cluster store of the agent file config and runs
+// f with a context bounded by storeTimeout. An error from connecting or
+// from f is printed as "berth CMD: ..." and gives exit status 1.
+func withStore(cmd, config string, f func(ctx context.Context, c *cluster.Client) error) int {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	c, err := connectCluster(ctx, config)
+	if err == nil {
+		err = f(ctx, c)
+		c.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "berth %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+// printJSON writes v to standard output as indented JSON (the --json of
+// every command).
+func printJSON(v any) {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"text/tabwriter"
 	"time"
 
+	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/supervisor"
 )
 
@@ -36,23 +36,15 @@ func runConnectors(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	c, err := connectCluster(ctx, *config)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "berth connectors: %v\n", err)
-		return 1
-	}
-	defer c.Close()
-	conns, err := c.Connectors(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "berth connectors: %v\n", err)
-		return 1
-	}
-	groups, err := c.Groups(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "berth connectors: %v\n", err)
-		return 1
+	var conns, groups map[string][]byte
+	if code := withStore("connectors", *config, func(ctx context.Context, c *cluster.Client) (err error) {
+		if conns, err = c.Connectors(ctx); err != nil {
+			return err
+		}
+		groups, err = c.Groups(ctx)
+		return err
+	}); code != 0 {
+		return code
 	}
 	w, bad := supervisor.ParseWorkload(conns, groups)
 	jobs := map[string][]string{}
@@ -69,9 +61,7 @@ func runConnectors(args []string) int {
 			Jobs: ids, Definition: string(conns[k.Name])})
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
+		printJSON(out)
 	} else {
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tTASKS\tGROUP\tJOBS")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -57,32 +56,27 @@ func runMembers(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	c, err := connectCluster(ctx, *config)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "berth members: %v\n", err)
-		return 1
-	}
-	defer c.Close()
-	recs, err := c.Members(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "berth members: %v\n", err)
-		return 1
-	}
-	pub, err := c.Assignment(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "berth members: %v\n", err)
-		return 1
+	var (
+		recs []cluster.MemberRecord
+		pub  cluster.Published
+		name string
+	)
+	if code := withStore("members", *config, func(ctx context.Context, c *cluster.Client) (err error) {
+		name = c.Config().Name
+		if recs, err = c.Members(ctx); err != nil {
+			return err
+		}
+		pub, err = c.Assignment(ctx)
+		return err
+	}); code != 0 {
+		return code
 	}
 	out := membersFrom(recs, pub)
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
+		printJSON(out)
 		return 0
 	}
-	printMembers(out, c.Config().Name)
+	printMembers(out, name)
 	return 0
 }
 

@@ -50,9 +50,7 @@ func runStatus(args []string) int {
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(jobs)
+		printJSON(jobs)
 		return 0
 	}
 	printJobs(jobs)
