@@ -1,9 +1,9 @@
-package limits
+package config
 
 import "testing"
 
 // FuzzParse checks that no input makes the parser, the key locator or the
-// validator panic, and that every rejection is an *Errors with entries.
+// validator panic, and that every rejection is an *Problems with entries.
 // Run: go test -run '^$' -fuzz FuzzParse -fuzztime 30s ./limits/
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(fullExample))
@@ -11,7 +11,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("[static]\ntasks = [\"c-1\"]\n[[group]]\nname = \"g\"\n"))
 	f.Add([]byte("a.b.\"c\" = '''x'''\n[[x.y]]\n[x.y.z]\nd = 1979-05-27 07:32:00Z\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse("fuzz.toml", data)
+		c, err := Parse("fuzz.toml", data, LocalHost())
 		if err == nil {
 			if c == nil {
 				t.Fatal("nil Config without error")
@@ -19,9 +19,9 @@ func FuzzParse(f *testing.F) {
 			_ = c.Jobs()
 			return
 		}
-		errs, ok := err.(*Errors)
+		errs, ok := err.(*Problems)
 		if !ok || len(errs.List) == 0 {
-			t.Fatalf("error %v (%T) is not a non-empty *Errors", err, err)
+			t.Fatalf("error %v (%T) is not a non-empty *Problems", err, err)
 		}
 		_ = errs.Error()
 	})

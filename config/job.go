@@ -1,19 +1,10 @@
-package limits
+package config
 
 import (
 	"slices"
 	"sort"
 	"strconv"
 	"time"
-)
-
-// Kind says whether a job is a connector's own job or one of its tasks.
-type Kind string
-
-// Job kinds, as used in metric labels.
-const (
-	KindConnector Kind = "connector"
-	KindTask      Kind = "task"
 )
 
 // Job is one unit that is assigned, run and measured: a connector's own
@@ -33,12 +24,6 @@ type Job struct {
 	// StopTimeout set to the effective value (the process's own, else the
 	// default passed to Jobs).
 	Process Process
-}
-
-// TaskID is the job ID of task n of connector: "<connector>-<n>", as Kafka
-// Connect names tasks.
-func TaskID(connector string, n int) string {
-	return connector + "-" + strconv.Itoa(n)
 }
 
 // Jobs returns every job of every connector of the agent file, sorted by

@@ -1,4 +1,4 @@
-package limits
+package config
 
 import (
 	"bytes"
@@ -22,7 +22,8 @@ type Defs struct {
 	Workload Workload
 }
 
-// Definitions validates the file data (named file in messages) and splits
+// Definitions validates the file data (named file in messages) against host
+// and splits
 // its [[connector]] and [[group]] blocks into standalone definitions.
 //
 // data is either an agent file (it has any top-level key besides "group"
@@ -37,11 +38,11 @@ type Defs struct {
 // same input always gives the same bytes, so a store can compare bodies to
 // tell an update from no change.
 //
-// It returns *Errors, every entry as "FILE:LINE:COL: key: message" with
+// It returns *Problems, every entry as "FILE:LINE:COL: key: message" with
 // positions in the whole file, when the file does not validate; and a plain
 // error, naming the definition, when an encoded definition does not parse
 // back (a bug, never expected).
-func Definitions(file string, data []byte) (*Defs, error) {
+func Definitions(file string, data []byte, host *Host) (*Defs, error) {
 	root, _, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, err
@@ -54,13 +55,13 @@ func Definitions(file string, data []byte) (*Defs, error) {
 	}
 	defs := &Defs{Connectors: map[string][]byte{}, Groups: map[string][]byte{}}
 	if agentFile {
-		cfg, err := Parse(file, data)
+		cfg, err := Parse(file, data, host)
 		if err != nil {
 			return nil, err
 		}
 		defs.Workload = cfg.Workload
 	} else {
-		w, err := ParseConnectors(file, data)
+		w, err := ParseConnectors(file, data, host)
 		if err != nil {
 			return nil, err
 		}
@@ -77,7 +78,7 @@ func Definitions(file string, data []byte) (*Defs, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: group %s: %w", file, name, err)
 		}
-		g, err := ParseGroup(file+": group "+name, body)
+		g, err := ParseGroup(file+": group "+name, body, nil)
 		if err != nil || g.Name != name {
 			return nil, fmt.Errorf("%s: group %s: encoded definition does not parse back: %v", file, name, err)
 		}
@@ -89,7 +90,7 @@ func Definitions(file string, data []byte) (*Defs, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: connector %s: %w", file, name, err)
 		}
-		c, err := ParseConnector(file+": connector "+name, body)
+		c, err := ParseConnector(file+": connector "+name, body, nil)
 		if err != nil || c.Name != name {
 			return nil, fmt.Errorf("%s: connector %s: encoded definition does not parse back: %v", file, name, err)
 		}

@@ -1,4 +1,4 @@
-package limits
+package config
 
 import (
 	"errors"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/limits"
 )
 
 // fullExample is the file shape of the brief, verbatim.
@@ -64,23 +67,12 @@ group = "sinks"               # optional; must name a [[group]]
   io = [{ device = "/dev/vda", read_bps = "50MiB", write_bps = "20MiB", read_iops = 1000, write_iops = 500 }]
 `
 
-// rootDisk is a block device node of this host for io tests: the
-// example's /dev/vda when present, else the disk behind "/".
-func rootDisk(t *testing.T) string {
-	t.Helper()
-	if fi, err := os.Stat("/dev/vda"); err == nil && fi.Mode()&os.ModeDevice != 0 {
-		return "/dev/vda"
-	}
-	t.Skip("skip: /dev/vda (the example's device) does not exist on this host")
-	return ""
-}
-
 func TestParseFullExample(t *testing.T) {
-	rootDisk(t)
+	testutil.RootDisk(t)
 	if runtime.NumCPU() < 2 {
 		t.Skip("skip: the example needs 2 CPUs (cpu = 2, cpuset = \"0-1\")")
 	}
-	c, err := Parse("berth.toml", []byte(fullExample))
+	c, err := Parse("berth.toml", []byte(fullExample), LocalHost())
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -94,8 +86,8 @@ func TestParseFullExample(t *testing.T) {
 		t.Errorf("groups = %+v", c.Groups)
 	}
 	l := c.Connectors[0].Task.Limits
-	want := Limits{CPU: 1.5, CPUWeight: 100, Cpuset: "0-1", Memory: 512 << 20, MemoryHigh: 448 << 20, Pids: 128, IOWeight: 100,
-		IO: []IOLimit{{Device: "/dev/vda", ReadBPS: 50 << 20, WriteBPS: 20 << 20, ReadIOPS: 1000, WriteIOPS: 500}}}
+	want := limits.Limits{CPU: 1.5, CPUWeight: 100, Cpuset: "0-1", Memory: 512 << 20, MemoryHigh: 448 << 20, Pids: 128, IOWeight: 100,
+		IO: []limits.IOLimit{{Device: "/dev/vda", ReadBPS: 50 << 20, WriteBPS: 20 << 20, ReadIOPS: 1000, WriteIOPS: 500}}}
 	if fmt.Sprint(l) != fmt.Sprint(want) {
 		t.Errorf("task limits = %+v\nwant %+v", l, want)
 	}
@@ -116,9 +108,9 @@ func TestParseFullExample(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	c, err := Parse("min.toml", nil)
+	c, err := Parse("min.toml", nil, LocalHost())
 	if err != nil {
-		t.Fatalf("Parse(empty): %v", err)
+		t.Fatalf("Parse(empty, LocalHost()): %v", err)
 	}
 	host, _ := os.Hostname()
 	a := c.Agent
@@ -131,7 +123,7 @@ func TestDefaults(t *testing.T) {
 	if cl.Name != "berth" || len(cl.Endpoints) != 0 || cl.SessionTTL != 10*time.Second || cl.RebalanceDelay != 0 || cl.Protocol != ProtocolStatic {
 		t.Errorf("cluster defaults = %+v", cl)
 	}
-	c, err = Parse("d.toml", []byte("[agent]\ncgroup_root = \"\"\nstop_timeout = \"3s\"\n[[connector]]\nname = \"c\"\ntasks = 1\n[connector.task]\ncommand = [\"x\"]\n"))
+	c, err = Parse("d.toml", []byte("[agent]\ncgroup_root = \"\"\nstop_timeout = \"3s\"\n[[connector]]\nname = \"c\"\ntasks = 1\n[connector.task]\ncommand = [\"x\"]\n"), LocalHost())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +143,7 @@ func conn(body string) string {
 }
 
 func TestValidationErrors(t *testing.T) {
-	ncpu := thisHost().numCPU()
+	ncpu := LocalHost().numCPU()
 	cases := []struct {
 		name, toml string
 		want       string // exact "FILE:LINE:COL: key: message"; or a prefix ending in ": " + "…" + message part
@@ -171,7 +163,7 @@ func TestValidationErrors(t *testing.T) {
 		{"duplicate connector", "[[connector]]\nname = \"a\"\n[[connector]]\nname = \"a\"\n", "t.toml:4:1: connector[1].name: connector \"a\" is already defined by connector[0]"},
 		{"duplicate group", "[[group]]\nname = \"g\"\n[[group]]\nname = \"g\"\n", "t.toml:4:1: group[1].name: group \"g\" is already defined by group[0]"},
 		{"job ID clash", "[[connector]]\nname = \"a-0\"\n[[connector]]\nname = \"a\"\ntasks = 1\n[connector.task]\ncommand = [\"x\"]\n",
-			"t.toml:5:1: connector[1].tasks: task 0 has job ID \"a-0\", which connector[0] (connector \"a-0\") already uses"},
+			"t.toml:5:1: connector[1].tasks: task 0 has job ID \"a-0\", which connector \"a-0\" already uses"},
 		{"static task out of range", "[static]\ntasks = [\"zz-0\", \"c-1\"]\n" + conn("command = [\"x\"]\n"),
 			"t.toml:2:18: static.tasks[1]: task 1 of connector \"c\" is out of range (tasks = 1)"},
 		{"unknown group", "[[connector]]\nname = \"a\"\ngroup = \"nope\"\n", "t.toml:3:1: connector[0].group: group \"nope\" is not defined by any [[group]]"},
@@ -185,7 +177,8 @@ func TestValidationErrors(t *testing.T) {
 		{"io_weight out of range", conn("command = [\"x\"]\nlimits = { io_weight = 10001 }\n"), "t.toml:6:12: connector[0].task.limits.io_weight: must be between 1 and 10000 (cgroup v2 weight), not 10001"},
 		{"memory below 1MiB", conn("command = [\"x\"]\nlimits = { memory = \"1023KiB\" }\n"), "t.toml:6:12: connector[0].task.limits.memory: 1047552 bytes is below the minimum of 1MiB"},
 		{"memory_high above memory", conn("command = [\"x\"]\nlimits = { memory = \"64MiB\", memory_high = \"65MiB\" }\n"), "t.toml:6:30: connector[0].task.limits.memory_high: 68157440 bytes is above memory (67108864 bytes)"},
-		{"pids zero", conn("command = [\"x\"]\nlimits = { pids = 0 }\n"), "t.toml:6:12: connector[0].task.limits.pids: must be >= 1, not 0"},
+		{"pids above the kernel's maximum", conn("command = [\"x\"]\nlimits = { pids = 5000000 }\n"), "t.toml:6:12: connector[0].task.limits.pids: must be between 1 and 4194304 (the kernel's PID_MAX_LIMIT), not 5000000"},
+		{"pids zero", conn("command = [\"x\"]\nlimits = { pids = 0 }\n"), "t.toml:6:12: connector[0].task.limits.pids: must be between 1 and 4194304 (the kernel's PID_MAX_LIMIT), not 0"},
 		{"empty command", conn("command = []\n"), "t.toml:5:1: connector[0].task.command: must not be empty"},
 		{"empty program", conn("command = [\"\", \"x\"]\n"), "t.toml:5:12: connector[0].task.command[0]: program must not be an empty string"},
 		{"command as string", conn("command = \"x\"\n"), "t.toml:5:1: connector[0].task.command: must be an array of strings (argv), not a string: write [\"x\"]"},
@@ -213,10 +206,10 @@ func TestValidationErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse("t.toml", []byte(c.toml))
-			var errs *Errors
+			_, err := Parse("t.toml", []byte(c.toml), LocalHost())
+			var errs *Problems
 			if !errors.As(err, &errs) {
-				t.Fatalf("Parse error = %v (%T), want *Errors", err, err)
+				t.Fatalf("Parse error = %v (%T), want *Problems", err, err)
 			}
 			for _, e := range errs.List {
 				if strings.HasPrefix(e.Error(), c.want) {
@@ -251,15 +244,15 @@ group = "missing"
   pids = 0
   io = [{ device = "/dev/null", read_iops = 1 }, { device = "/", read_bps = "-1" }]
 `
-	_, err := Parse("many.toml", []byte(src))
+	_, err := Parse("many.toml", []byte(src), LocalHost())
 	want := []string{
 		"many.toml:2:1: agent.idd: unknown key",
 		"many.toml:3:1: agent.listen: \"nope\" is not host:port",
 		"many.toml:7:1: group[1].name: group \"g\" is already defined by group[0]",
-		"many.toml:10:1: connector[0].tasks: task 0 has job ID \"a-0\", which connector[1] (connector \"a-0\") already uses",
+		"many.toml:10:1: connector[0].tasks: task 0 has job ID \"a-0\", which connector \"a-0\" already uses",
 		"many.toml:15:1: connector[1].group: group \"missing\" is not defined by any [[group]]",
 		"many.toml:19:3: connector[1].task.limits.memory: byte size \"1.5.2MiB\" has more than one decimal point",
-		"many.toml:20:3: connector[1].task.limits.pids: must be >= 1, not 0",
+		"many.toml:20:3: connector[1].task.limits.pids: must be between 1 and 4194304 (the kernel's PID_MAX_LIMIT), not 0",
 		"many.toml:21:11: connector[1].task.limits.io[0].device: resolve device /dev/null: not a block device nor a path on a file system",
 		"many.toml:21:66: connector[1].task.limits.io[1].read_bps: byte size \"-1\" must start with a digit",
 	}
@@ -270,7 +263,7 @@ group = "missing"
 
 func TestStaticTasks(t *testing.T) {
 	src := "[static]\nconnectors = [\"elsewhere\"]\ntasks = [\"elsewhere-7\", \"c-0\", \"c-00\", \"c-x\"]\n" + conn("command = [\"x\"]\n")
-	c, err := Parse("s.toml", []byte(src))
+	c, err := Parse("s.toml", []byte(src), LocalHost())
 	if err != nil {
 		t.Fatalf("unknown connectors and non-task IDs must be allowed: %v", err)
 	}
@@ -280,32 +273,32 @@ func TestStaticTasks(t *testing.T) {
 }
 
 func TestParseConnectorsAndSingles(t *testing.T) {
-	w, err := ParseConnectors("apply.toml", []byte("[[group]]\nname = \"g\"\n[[connector]]\nname = \"c\"\ngroup = \"g\"\ntasks = 3\n[connector.task]\ncommand = [\"x\"]\n"))
+	w, err := ParseConnectors("apply.toml", []byte("[[group]]\nname = \"g\"\n[[connector]]\nname = \"c\"\ngroup = \"g\"\ntasks = 3\n[connector.task]\ncommand = [\"x\"]\n"), LocalHost())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(w.Jobs(time.Second)) != 3 {
 		t.Errorf("jobs = %v", w.Jobs(time.Second))
 	}
-	_, err = ParseConnectors("apply.toml", []byte("[agent]\nid = \"x\"\n"))
+	_, err = ParseConnectors("apply.toml", []byte("[agent]\nid = \"x\"\n"), LocalHost())
 	if err == nil || err.Error() != "apply.toml:1:1: agent: unknown key" {
 		t.Errorf("ParseConnectors with [agent] = %v", err)
 	}
-	c, err := ParseConnector("etcd:/c", []byte("name = \"c\"\ntasks = 1\n[task]\ncommand = [\"x\"]\n[task.limits]\nmemory = \"64MiB\"\n"))
+	c, err := ParseConnector("etcd:/c", []byte("name = \"c\"\ntasks = 1\n[task]\ncommand = [\"x\"]\n[task.limits]\nmemory = \"64MiB\"\n"), LocalHost())
 	if err != nil || c.Task.Limits.Memory != 64<<20 {
 		t.Fatalf("ParseConnector = %+v, %v", c, err)
 	}
-	_, err = ParseConnector("etcd:/c", []byte("name = \"c\"\ntasks = 1\n[task]\ncommand = [\"x\"]\n[task.limits]\nmemory = \"64Mb\"\n"))
+	_, err = ParseConnector("etcd:/c", []byte("name = \"c\"\ntasks = 1\n[task]\ncommand = [\"x\"]\n[task.limits]\nmemory = \"64Mb\"\n"), LocalHost())
 	if err == nil || !strings.HasPrefix(err.Error(), "etcd:/c:6:1: task.limits.memory: ") {
 		t.Errorf("ParseConnector bad = %v", err)
 	}
-	g, err := ParseGroup("etcd:/g", []byte("name = \"g\"\nlimits = { pids = 10 }\n"))
+	g, err := ParseGroup("etcd:/g", []byte("name = \"g\"\nlimits = { pids = 10 }\n"), LocalHost())
 	if err != nil || g.Limits.Pids != 10 {
 		t.Fatalf("ParseGroup = %+v, %v", g, err)
 	}
 	ws := Workload{Groups: []Group{*g}, Connectors: []Connector{*c, {Name: "c-0"}, {Name: "d", Group: "h"}}}
 	err = ws.Validate()
-	want := "connector[0].tasks: task 0 has job ID \"c-0\", which connector[1] (connector \"c-0\") already uses\n" +
+	want := "connector[0].tasks: task 0 has job ID \"c-0\", which connector \"c-0\" already uses\n" +
 		"connector[2].group: group \"h\" is not defined by any [[group]]"
 	if err == nil || err.Error() != want {
 		t.Errorf("Validate = %v\nwant %s", err, want)
@@ -317,17 +310,17 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(p, []byte("[agent]\nstop_timeout = \"-1s\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(p)
+	_, err := Load(p, LocalHost())
 	if err == nil || err.Error() != p+":2:1: agent.stop_timeout: duration \"-1s\" is negative" {
 		t.Errorf("Load = %v", err)
 	}
-	if _, err := Load(p + ".missing"); err == nil || !strings.Contains(err.Error(), "load config "+p+".missing") {
-		t.Errorf("Load(missing) = %v", err)
+	if _, err := Load(p+".missing", LocalHost()); err == nil || !strings.Contains(err.Error(), "load config "+p+".missing") {
+		t.Errorf("Load(missing, LocalHost()) = %v", err)
 	}
 }
 
 func TestStaticDuplicatesRejected(t *testing.T) {
-	_, err := Parse("dup.toml", []byte("[static]\nconnectors = [\"a\", \"a\"]\ntasks = [\"b-0\", \"c-1\", \"b-0\"]\n"))
+	_, err := Parse("dup.toml", []byte("[static]\nconnectors = [\"a\", \"a\"]\ntasks = [\"b-0\", \"c-1\", \"b-0\"]\n"), LocalHost())
 	if err == nil {
 		t.Fatal("duplicate static entries accepted")
 	}
@@ -335,5 +328,45 @@ func TestStaticDuplicatesRejected(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
+	}
+}
+
+// TestProblemsNameTheirDefinition: every problem inside a [[connector]] or
+// [[group]] block carries that definition's kind and name, and the key
+// relative to it, so that callers act on data, not on message text.
+func TestProblemsNameTheirDefinition(t *testing.T) {
+	src := `[[group]]
+name = "g"
+limits = { pids = 0 }
+
+[[connector]]
+name = "a-0"
+[connector.run]
+command = ["x"]
+
+[[connector]]
+name = "a"
+tasks = 1
+group = "missing"
+[connector.task]
+command = ["x"]
+`
+	_, err := ParseConnectors("d.toml", []byte(src), nil)
+	var ps *Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("err = %v, want *Problems", err)
+	}
+	got := map[string]bool{}
+	for _, p := range ps.List {
+		got[fmt.Sprintf("%s/%s:%s", p.Def.Kind, p.Def.Name, p.Def.Key)] = true
+	}
+	for _, want := range []string{"group/g:limits.pids", "connector/a:tasks", "connector/a:group"} {
+		if !got[want] {
+			t.Errorf("no problem for %s; got %v", want, got)
+		}
+	}
+	_, err = ParseConnector("connectors/x", []byte("name = \"x\"\ntasks = -1\n"), nil)
+	if !errors.As(err, &ps) || ps.List[0].Def != (DefRef{Kind: DefConnector, Name: "x", Key: "tasks"}) {
+		t.Errorf("single definition: %v, Def %+v", err, ps.List[0].Def)
 	}
 }

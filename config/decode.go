@@ -1,4 +1,4 @@
-package limits
+package config
 
 import (
 	"fmt"
@@ -7,14 +7,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berthd/berth/limits"
 )
 
 // decoder turns the generic TOML tree (map[string]any from
 // BurntSushi/toml) into the model, recording every problem with its key
 // path instead of stopping at the first.
 type decoder struct {
-	errs errorList
-	host *host
+	errs problemList
+	host *Host
 }
 
 // tomlType names the TOML type of a decoded value for messages.
@@ -150,7 +152,7 @@ func (t *table) bytes(k string) (int64, bool) {
 	}
 	switch n := v.(type) {
 	case string:
-		b, err := ParseBytes(n)
+		b, err := limits.ParseBytes(n)
 		if err != nil {
 			t.d.errs.add(t.key(k), "%v", err)
 			return 0, false
@@ -253,22 +255,22 @@ func validName(s string) error {
 	if s == "" {
 		return fmt.Errorf("must not be empty")
 	}
-	if len(s) > maxNameLen {
-		return fmt.Errorf("%q is longer than %d bytes", s, maxNameLen)
+	if len(s) > MaxNameLen {
+		return fmt.Errorf("%q is longer than %d bytes", s, MaxNameLen)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
-			return fmt.Errorf("%q is not a valid name (allowed: [A-Za-z0-9][A-Za-z0-9._-]*, at most %d bytes)", s, maxNameLen)
+			return fmt.Errorf("%q is not a valid name (allowed: [A-Za-z0-9][A-Za-z0-9._-]*, at most %d bytes)", s, MaxNameLen)
 		}
 	}
 	return nil
 }
 
 // limits reads a limits table (a job's or a group's).
-func (d *decoder) limits(t *table) Limits {
-	var l Limits
+func (d *decoder) limitsTable(t *table) limits.Limits {
+	var l limits.Limits
 	if t == nil {
 		return l
 	}
@@ -277,14 +279,14 @@ func (d *decoder) limits(t *table) Limits {
 		switch n := d.host.numCPU(); {
 		case cpu <= 0:
 			d.errs.add(t.key("cpu"), "must be > 0 cores, not %v", cpu)
-		case cpu > float64(n):
+		case n > 0 && cpu > float64(n):
 			d.errs.add(t.key("cpu"), "%v cores is more than the %d CPUs of this host", cpu, n)
 		default:
 			l.CPU = cpu
 		}
 	}
 	if p := t.duration("cpu_period", 0); p != 0 {
-		if p < minCPUPeriod || p > maxCPUPeriod {
+		if p < limits.MinCPUPeriod || p > limits.MaxCPUPeriod {
 			d.errs.add(t.key("cpu_period"), "must be between 1ms and 1s (Documentation/scheduler/sched-bwc.rst), not %v", p)
 		} else if p%time.Microsecond != 0 {
 			d.errs.add(t.key("cpu_period"), "must be a whole number of microseconds, not %v", p)
@@ -293,8 +295,8 @@ func (d *decoder) limits(t *table) Limits {
 		}
 	}
 	if l.CPU > 0 {
-		if q := quotaMicros(l.CPU, l.period()); q < minCPUQuotaMicros {
-			d.errs.add(t.key("cpu"), "%v cores gives a quota of %d µs per %v period, below the kernel's minimum of 1000 µs (Documentation/scheduler/sched-bwc.rst)", l.CPU, q, l.period())
+		if q := l.QuotaMicros(); q < limits.MinCPUQuotaMicros {
+			d.errs.add(t.key("cpu"), "%v cores gives a quota of %d µs per %v period, below the kernel's minimum of 1000 µs (Documentation/scheduler/sched-bwc.rst)", l.CPU, q, l.Period())
 			l.CPU = 0
 		}
 	} else if _, cpuSet := t.m["cpu"]; !cpuSet && l.CPUPeriod != 0 {
@@ -312,7 +314,7 @@ func (d *decoder) limits(t *table) Limits {
 		}
 	}
 	if m, ok := t.bytes("memory"); ok {
-		if m < MinMemory {
+		if m < limits.MinMemory {
 			d.errs.add(t.key("memory"), "%d bytes is below the minimum of 1MiB", m)
 		} else {
 			l.Memory = m
@@ -341,9 +343,9 @@ func (d *decoder) limits(t *table) Limits {
 		}
 	}
 	if v, ok := t.m["pids"]; ok {
-		if n := t.integer("pids", 0); n < 1 {
+		if n := t.integer("pids", 0); n < 1 || n > limits.MaxPids {
 			if _, isInt := v.(int64); isInt {
-				d.errs.add(t.key("pids"), "must be >= 1, not %d", n)
+				d.errs.add(t.key("pids"), "must be between 1 and %d (the kernel's PID_MAX_LIMIT), not %d", limits.MaxPids, n)
 			}
 		} else {
 			l.Pids = n
@@ -352,13 +354,13 @@ func (d *decoder) limits(t *table) Limits {
 	l.IOWeight = d.weight(t, "io_weight")
 	for i, e := range t.tables("io") {
 		key := fmt.Sprintf("%s[%d]", t.key("io"), i)
-		var io IOLimit
+		var io limits.IOLimit
 		io.Device = e.str("device", "")
 		if _, ok := e.m["device"]; !ok {
 			d.errs.add(key, "device is required")
 		} else if io.Device == "" {
 			d.errs.add(e.key("device"), "must not be empty")
-		} else if _, err := d.host.resolve(io.Device); err != nil {
+		} else if err := d.host.checkDevice(io.Device); err != nil {
 			d.errs.add(e.key("device"), "%v", err)
 		}
 		rate := func(k string, bytes bool) int64 {
@@ -406,7 +408,7 @@ func (d *decoder) weight(t *table, k string) uint64 {
 	if _, isInt := v.(int64); !isInt {
 		return 0
 	}
-	if n < minWeight || n > maxWeight {
+	if n < limits.MinWeight || n > limits.MaxWeight {
 		d.errs.add(t.key(k), "must be between 1 and 10000 (cgroup v2 weight), not %d", n)
 		return 0
 	}
@@ -419,7 +421,7 @@ func (d *decoder) process(t *table) *Process {
 		return nil
 	}
 	defer t.done()
-	p := &Process{Restart: defaultRestartSetting}
+	p := &Process{Restart: DefaultRestart}
 	if v, ok := t.m["command"]; !ok {
 		d.errs.add(t.path, "command is required")
 	} else if _, isArr := v.([]any); !isArr {
@@ -487,7 +489,7 @@ func (d *decoder) process(t *table) *Process {
 		}
 	}
 	p.StopTimeout = t.duration("stop_timeout", 0)
-	p.Limits = d.limits(t.sub("limits"))
+	p.Limits = d.limitsTable(t.sub("limits"))
 	return p
 }
 
@@ -514,7 +516,7 @@ func (d *decoder) group(t *table) Group {
 	} else {
 		d.checkName(t.key("name"), "group name", g.Name)
 	}
-	g.Limits = d.limits(t.sub("limits"))
+	g.Limits = d.limitsTable(t.sub("limits"))
 	return g
 }
 
@@ -551,8 +553,8 @@ func (d *decoder) connector(t *table) Connector {
 		}
 	}
 	if c.Tasks > 0 && c.Name != "" && validName(c.Name) == nil {
-		if last := TaskID(c.Name, c.Tasks-1); len(last) > maxNameLen {
-			d.errs.add(t.key("name"), "task job ID %q is longer than %d bytes", last, maxNameLen)
+		if last := TaskID(c.Name, c.Tasks-1); len(last) > MaxNameLen {
+			d.errs.add(t.key("name"), "task job ID %q is longer than %d bytes", last, MaxNameLen)
 		}
 	}
 	return c

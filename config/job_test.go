@@ -1,4 +1,4 @@
-package limits
+package config
 
 import (
 	"strings"
@@ -44,7 +44,7 @@ restart = "always"
 name = "a"
 tasks = 0
 `
-	c, err := Parse("j.toml", []byte(src))
+	c, err := Parse("j.toml", []byte(src), LocalHost())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,9 +97,9 @@ task.limits = { memory = "1MiB", io = [
   { device = "/", read_iops = 0 },
 ] }
 `
-	_, err := Parse("f.toml", []byte(src))
+	_, err := Parse("f.toml", []byte(src), LocalHost())
 	want := []string{
-		"f.toml:9:1: connector[0].task.limits.pids: must be >= 1, not 0",
+		"f.toml:9:1: connector[0].task.limits.pids: must be between 1 and 4194304 (the kernel's PID_MAX_LIMIT), not 0",
 		"f.toml:15:5: connector[1].task.limits.io[0].device: resolve device /dev/null: not a block device nor a path on a file system",
 		"f.toml:16:19: connector[1].task.limits.io[1].read_iops: must be >= 1, not 0",
 	}

@@ -1,4 +1,4 @@
-package limits
+package config
 
 import (
 	"errors"
@@ -10,27 +10,28 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// Load reads the agent file at path and parses it with Parse. An error
-// reading the file is returned wrapped with the path (not as *Errors).
-func Load(path string) (*Config, error) {
+// Load reads the agent file at path and parses it with Parse against host.
+// An error reading the file is returned wrapped with the path (not as
+// *Problems).
+func Load(path string, host *Host) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load config %s: %w", path, err)
 	}
-	return Parse(path, data)
+	return Parse(path, data, host)
 }
 
 // Parse decodes an agent file (data, named file in messages), applies the
-// defaults and validates every key against this host (CPU count, online
-// CPUs, io devices). On any problem it returns a nil *Config and *Errors
+// defaults and validates every key, the limits against host's facts (CPU
+// count, online CPUs, io devices; nil host: those checks are skipped). On any problem it returns a nil *Config and *Problems
 // holding every problem found, each "FILE:LINE:COL: key: message"; a TOML
 // syntax error is a single entry with the parser's line and column.
-func Parse(file string, data []byte) (*Config, error) {
+func Parse(file string, data []byte, host *Host) (*Config, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{host: thisHost()}
+	d := &decoder{host: host}
 	t := d.open("", root)
 	c := &Config{File: file}
 	c.Agent = d.agent(t.sub("agent"))
@@ -43,6 +44,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	c.Workload = d.workload(t)
 	t.done()
 	c.checkStatic(&d.errs)
+	d.errs.attachDefs(&c.Workload)
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
 	}
@@ -52,15 +54,16 @@ func Parse(file string, data []byte) (*Config, error) {
 // ParseConnectors parses a file that holds only [[group]] and [[connector]]
 // blocks (the input of "berth apply"), validated by the same rules as the
 // agent file. Errors are as for Parse.
-func ParseConnectors(file string, data []byte) (*Workload, error) {
+func ParseConnectors(file string, data []byte, host *Host) (*Workload, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{host: thisHost()}
+	d := &decoder{host: host}
 	t := d.open("", root)
 	w := d.workload(t)
 	t.done()
+	d.errs.attachDefs(&w)
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
 	}
@@ -72,13 +75,14 @@ func ParseConnectors(file string, data []byte) (*Workload, error) {
 // store. Whether its group exists and whether its job IDs clash with other
 // connectors is checked by Workload.Validate, not here. Errors are as for
 // Parse, with keys relative to the definition ("task.limits.memory").
-func ParseConnector(file string, data []byte) (*Connector, error) {
+func ParseConnector(file string, data []byte, host *Host) (*Connector, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{host: thisHost()}
+	d := &decoder{host: host}
 	c := d.connector(d.open("", root))
+	d.errs.attachDef(DefConnector, c.Name)
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
 	}
@@ -87,13 +91,14 @@ func ParseConnector(file string, data []byte) (*Connector, error) {
 
 // ParseGroup parses one sharing-group definition whose keys are at the top
 // level (name, limits). Errors are as for ParseConnector.
-func ParseGroup(file string, data []byte) (*Group, error) {
+func ParseGroup(file string, data []byte, host *Host) (*Group, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{host: thisHost()}
+	d := &decoder{host: host}
 	g := d.group(d.open("", root))
+	d.errs.attachDef(DefGroup, g.Name)
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
 	}
@@ -107,9 +112,9 @@ func decodeTOML(file string, data []byte) (map[string]any, *positions, error) {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, nil, &Errors{List: []*Error{{File: file, Line: pe.Position.Line, Col: pe.Position.Col, Key: pe.LastKey, Msg: pe.Message}}}
+			return nil, nil, &Problems{List: []*Problem{{File: file, Line: pe.Position.Line, Col: pe.Position.Col, Key: pe.LastKey, Msg: pe.Message}}}
 		}
-		return nil, nil, &Errors{List: []*Error{{File: file, Msg: err.Error()}}}
+		return nil, nil, &Problems{List: []*Problem{{File: file, Msg: err.Error()}}}
 	}
 	return root, locate(string(data), md.Keys()), nil
 }

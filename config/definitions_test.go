@@ -1,7 +1,8 @@
-package limits
+package config
 
 import (
 	"errors"
+	"github.com/berthd/berth/internal/testutil"
 	"reflect"
 	"runtime"
 	"strings"
@@ -59,7 +60,7 @@ func checkRoundTrip(t *testing.T, defs *Defs, w Workload) {
 		if !ok {
 			t.Fatalf("connector %s missing from defs", want.Name)
 		}
-		got, err := ParseConnector("connectors/"+want.Name, body)
+		got, err := ParseConnector("connectors/"+want.Name, body, LocalHost())
 		if err != nil {
 			t.Fatalf("connector %s body does not parse:\n%s\n%v", want.Name, body, err)
 		}
@@ -72,7 +73,7 @@ func checkRoundTrip(t *testing.T, defs *Defs, w Workload) {
 		if !ok {
 			t.Fatalf("group %s missing from defs", want.Name)
 		}
-		got, err := ParseGroup("groups/"+want.Name, body)
+		got, err := ParseGroup("groups/"+want.Name, body, LocalHost())
 		if err != nil {
 			t.Fatalf("group %s body does not parse:\n%s\n%v", want.Name, body, err)
 		}
@@ -83,11 +84,11 @@ func checkRoundTrip(t *testing.T, defs *Defs, w Workload) {
 }
 
 func TestDefinitionsConnectorsFile(t *testing.T) {
-	defs, err := Definitions("connectors.toml", []byte(connectorsFile))
+	defs, err := Definitions("connectors.toml", []byte(connectorsFile), LocalHost())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ParseConnectors("connectors.toml", []byte(connectorsFile))
+	w, err := ParseConnectors("connectors.toml", []byte(connectorsFile), LocalHost())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,15 +112,15 @@ func TestDefinitionsConnectorsFile(t *testing.T) {
 }
 
 func TestDefinitionsAgentFile(t *testing.T) {
-	rootDisk(t)
+	testutil.RootDisk(t)
 	if runtime.NumCPU() < 2 {
 		t.Skip("skip: the example needs 2 CPUs (cpu = 2, cpuset = \"0-1\")")
 	}
-	defs, err := Definitions("berth.toml", []byte(fullExample))
+	defs, err := Definitions("berth.toml", []byte(fullExample), LocalHost())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Parse("berth.toml", []byte(fullExample))
+	cfg, err := Parse("berth.toml", []byte(fullExample), LocalHost())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,18 +143,18 @@ func TestDefinitionsAgentFile(t *testing.T) {
 func TestDefinitionsDeterministic(t *testing.T) {
 	a := "[[connector]]\nname = \"x\"\ntasks = 1\n[connector.task]\ncommand = [\"/bin/true\"]\nlimits = { memory = \"8MiB\", pids = 4 }\n"
 	b := "[[connector]]\ntasks = 1\nname = \"x\" # same\n\n[connector.task.limits]\npids = 4\nmemory = \"8MiB\"\n[connector.task]\ncommand = [ \"/bin/true\" ]\n"
-	da, err := Definitions("a.toml", []byte(a))
+	da, err := Definitions("a.toml", []byte(a), LocalHost())
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := Definitions("b.toml", []byte(b))
+	db, err := Definitions("b.toml", []byte(b), LocalHost())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(da.Connectors["x"]) != string(db.Connectors["x"]) {
 		t.Errorf("bodies differ:\n%s\n--\n%s", da.Connectors["x"], db.Connectors["x"])
 	}
-	again, _ := Definitions("a.toml", []byte(a))
+	again, _ := Definitions("a.toml", []byte(a), LocalHost())
 	if string(again.Connectors["x"]) != string(da.Connectors["x"]) {
 		t.Error("two calls give different bytes")
 	}
@@ -180,13 +181,13 @@ func TestDefinitionsErrors(t *testing.T) {
 		{"duplicate connector", "[[connector]]\nname = \"c\"\n[[connector]]\nname = \"c\"\n", []string{"f.toml:4:1: connector[1].name: "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defs, err := Definitions("f.toml", []byte(tc.data))
+			defs, err := Definitions("f.toml", []byte(tc.data), LocalHost())
 			if err == nil {
 				t.Fatalf("accepted: %+v", defs)
 			}
-			var errs *Errors
+			var errs *Problems
 			if !errors.As(err, &errs) {
-				t.Fatalf("error %T %v, want *Errors", err, err)
+				t.Fatalf("error %T %v, want *Problems", err, err)
 			}
 			if defs != nil {
 				t.Errorf("defs = %+v with an error", defs)
@@ -205,7 +206,7 @@ func TestDefinitionsErrors(t *testing.T) {
 
 func TestDefinitionsEmpty(t *testing.T) {
 	for _, data := range []string{"", "# nothing\n", "[agent]\nid = \"a\"\n"} {
-		defs, err := Definitions("f.toml", []byte(data))
+		defs, err := Definitions("f.toml", []byte(data), LocalHost())
 		if err != nil {
 			t.Fatalf("%q: %v", data, err)
 		}

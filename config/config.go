@@ -1,0 +1,70 @@
+package config
+
+import "time"
+
+// Config is a parsed and validated agent file.
+type Config struct {
+	// File is the name the configuration was read from.
+	File    string
+	Agent   Agent
+	Static  Static
+	Cluster Cluster
+	// Workload holds the [[group]] and [[connector]] blocks of the file.
+	Workload
+}
+
+// Agent is the [agent] table.
+type Agent struct {
+	// ID names this agent in the cluster; default os.Hostname().
+	ID string
+	// DataDir holds the agent's state (embedded etcd); absolute path.
+	DataDir string
+	// LogDir holds per-job logs <LogDir>/<job_id>.log; absolute path.
+	LogDir string
+	// LogMaxSize is the size in bytes at which a job log is rotated.
+	LogMaxSize int64
+	// LogMaxFiles is how many rotated job logs are kept (>= 1).
+	LogMaxFiles int
+	// LogSink is where job output goes: "file" or "journal".
+	LogSink string
+	// Listen is the host:port of the metrics and JSON API listener.
+	Listen string
+	// CgroupRoot is the agent's cgroup relative to each hierarchy root;
+	// "" means the cgroup systemd delegated to the agent.
+	CgroupRoot string
+	// StopTimeout is the grace between SIGTERM and killing a job's cgroup,
+	// used when the job's process does not set its own.
+	StopTimeout time.Duration
+}
+
+// Static is the [static] table: the jobs this agent declares it will run
+// (KIP-987 static.connectors / static.tasks). Names of connectors that do
+// not exist are allowed (docs/design.md, assignment rule 3).
+type Static struct {
+	Connectors []string
+	Tasks      []string
+}
+
+// Cluster is the [cluster] table.
+type Cluster struct {
+	// Name of the cluster: every key lives under "/berth/<Name>/";
+	// default DefaultClusterName.
+	Name string
+	// Endpoints of the etcd cluster; empty runs an embedded etcd.
+	Endpoints []string
+	// SessionTTL is the etcd lease TTL, whole seconds, >= MinSessionTTL;
+	// default DefaultSessionTTL.
+	SessionTTL time.Duration
+	// RebalanceDelay is how long a departed member's jobs stay unassigned
+	// (Connect's scheduled.rebalance.max.delay.ms); default 0.
+	RebalanceDelay time.Duration
+	// Protocol is ProtocolStatic (default) or ProtocolBalanced.
+	Protocol Protocol
+	// TLS for the etcd client; zero when not configured.
+	TLS TLS
+}
+
+// TLS names the PEM files of the etcd client's TLS configuration.
+type TLS struct {
+	CA, Cert, Key string
+}
