@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/berthd/berth/config"
 	"sort"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // to its session lease: it disappears when the lease ends.
 type MemberRecord struct {
 	ID         string          `json:"id"`         // agent ID, unique in the cluster
-	Protocol   assign.Protocol `json:"protocol"`   // static or balanced (KIP-987)
+	Protocol   config.Protocol `json:"protocol"`   // static or balanced (KIP-987)
 	Connectors []string        `json:"connectors"` // declared static.connectors
 	Tasks      []string        `json:"tasks"`      // declared static.tasks
 	Addr       string          `json:"addr"`       // the agent's HTTP listen address, host:port

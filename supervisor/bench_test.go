@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/worker"
 )
 
@@ -36,7 +36,7 @@ func startAgent(tb testing.TB, body string) *Agent {
 	if err := os.WriteFile(path, []byte(cfgText), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	cfg, err := limits.Load(path)
+	cfg, err := config.Load(path, config.LocalHost())
 	if err != nil {
 		tb.Fatal(err)
 	}

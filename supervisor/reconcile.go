@@ -4,42 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"reflect"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/worker"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// jobsDir is where job cgroups live under the agent's root (DESIGN.md,
-// "cgroup layout").
-const jobsDir = "jobs"
-
 // job is one assigned job as the agent runs it.
 type job struct {
-	spec  limits.Job
+	spec  config.Job
 	res   *specs.LinuxResources
 	group *cgroup.Group
 	w     *worker.Worker
 	// err is why the job could not be started (its cgroup could not be
-	// made, its limits could not be resolved); the job is then retried.
-	err string
+	// made, its limits could not be resolved, its claim could not be
+	// taken); permanent says the error cannot heal by waiting (the kernel
+	// refused a value): the job is then retried only on reload or when its
+	// definition changes, else with backoff.
+	err       string
+	permanent bool
 	// holder is the member that holds the job's claim while this agent
-	// waits for it; the job is retried until the claim is free.
+	// waits for it; the job is retried with backoff until the claim is free.
 	holder string
 	// claimed is true once this agent holds the job's claim.
 	claimed bool
 }
-
-// Waiting is the state of a job whose claim another member still holds.
-const Waiting worker.State = "waiting"
 
 // groupNode is a sharing group's parent cgroup, holding the group's limits.
 type groupNode struct {
@@ -50,11 +48,11 @@ type groupNode struct {
 }
 
 // cgroupRel is the job's cgroup path relative to the agent's root.
-func cgroupRel(j limits.Job) string {
+func cgroupRel(j config.Job) string {
 	if j.Group != "" {
-		return path.Join(jobsDir, groupDir(j.Group), j.ID)
+		return path.Join(cgroup.JobsDir, groupDir(j.Group), j.ID)
 	}
-	return path.Join(jobsDir, j.ID)
+	return path.Join(cgroup.JobsDir, j.ID)
 }
 
 func groupDir(name string) string { return "g-" + name }
@@ -62,28 +60,25 @@ func groupDir(name string) string { return "g-" + name }
 // reconcile makes the running jobs match the source's assignment and the
 // configuration in force: stop what is no longer assigned, restart what
 // changed in a way that needs a new process, update limits in place, start
-// what is missing.
+// what is missing, and try again the jobs whose start failed for a reason
+// that may have passed (when their backoff is due).
 //
-// With retryFailed (a reload), jobs whose command could not be started are
-// tried again: the operator may have fixed what was missing.
-func (a *Agent) reconcile(ctx context.Context, retryFailed ...bool) {
-	retry := len(retryFailed) > 0 && retryFailed[0]
-	desired, err := a.source.Desired(ctx)
-	if err != nil {
-		a.log.Error("read assignment", "error", err)
-		return
-	}
+// With retryFailed (a reload), every job whose start failed is tried again,
+// permanent failures included: the operator may have fixed what was
+// missing.
+func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
+	desired := a.source.Desired()
 	a.mu.RLock()
 	cfg := a.cfg
 	a.mu.RUnlock()
 
-	defs := map[string]limits.Job{}
+	defs := map[string]config.Job{}
 	if desired.Workload != nil {
 		for _, j := range desired.Workload.Jobs(cfg.Agent.StopTimeout) {
 			defs[j.ID] = j
 		}
 	}
-	want := map[string]limits.Job{}
+	want := map[string]config.Job{}
 	for _, id := range desired.Jobs {
 		if j, ok := defs[id]; ok {
 			want[id] = j
@@ -95,12 +90,12 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed ...bool) {
 	a.mu.RLock()
 	for id, j := range a.jobs {
 		nj, ok := want[id]
-		if !ok || needsRestart(j.spec, nj) || (retry && j.w != nil && j.w.Status().State == worker.Failed) {
+		if !ok || needsRestart(j.spec, nj) || (retryFailed && j.w != nil && j.w.Status().State == worker.Failed) {
 			stop = append(stop, j)
 		}
 	}
 	a.mu.RUnlock()
-	a.stopJobs(stop, cfg.Agent.StopTimeout)
+	_ = a.stopJobs(stop, cfg.Agent.StopTimeout)
 
 	// Group nodes first: a job's cgroup lives inside its group's.
 	a.reconcileGroups(desired.Workload, want)
@@ -110,31 +105,42 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed ...bool) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	now := a.clock.Now()
 	for _, id := range ids {
 		nj := want[id]
 		a.mu.RLock()
 		cur := a.jobs[id]
+		due := a.retryDue(id, now)
 		a.mu.RUnlock()
 		switch {
 		case cur == nil:
 			a.startJob(ctx, cfg, nj)
 		case cur.err != "" || cur.holder != "":
-			a.startJob(ctx, cfg, nj) // replaces cur
+			if retryFailed || (!cur.permanent && due) || !sameDefinition(cur.spec, nj) {
+				a.startJob(ctx, cfg, nj) // replaces cur
+			}
 		default:
 			a.updateJob(cur, nj)
 		}
 	}
 
 	a.removeUnusedGroups(want)
-	keep := map[string]bool{}
+	keep := make(map[string]bool, len(want))
 	for id := range want {
 		keep[id] = true
 	}
-	a.metrics.retain(keep)
 	a.mu.Lock()
-	a.desired = desired
+	for id := range a.retries {
+		if !keep[id] {
+			delete(a.retries, id)
+		}
+	}
+	a.desired, a.assigned = desired, keep
 	a.mu.Unlock()
 }
+
+// sameDefinition reports whether a job's definition is unchanged.
+func sameDefinition(old, new config.Job) bool { return reflect.DeepEqual(old, new) }
 
 // needsRestart reports whether going from old to new needs a new process
 // (and a new cgroup): anything but the limits changed, or a limit was
@@ -142,41 +148,13 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed ...bool) {
 // one has no value to write that means "as if never set" in every
 // controller (v1 pids.max, blkio throttles, cpuset), so the job's cgroup is
 // made anew.
-func needsRestart(old, new limits.Job) bool {
+func needsRestart(old, new config.Job) bool {
 	o, n := old.Process, new.Process
 	o.Limits, n.Limits = limits.Limits{}, limits.Limits{}
-	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limitsRemoved(old.Process.Limits, new.Process.Limits)
+	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limits.Removed(old.Process.Limits, new.Process.Limits)
 }
 
-// limitsRemoved reports whether a limit set in old is unset in new.
-func limitsRemoved(old, new limits.Limits) bool {
-	gone := func(o, n bool) bool { return o && !n }
-	if gone(old.CPU > 0, new.CPU > 0) || gone(old.CPUWeight > 0, new.CPUWeight > 0) ||
-		gone(old.Cpuset != "", new.Cpuset != "") || gone(old.Memory > 0, new.Memory > 0) ||
-		gone(old.MemoryHigh > 0, new.MemoryHigh > 0) || gone(old.MemorySwap > 0, new.MemorySwap > 0) ||
-		gone(old.Pids > 0, new.Pids > 0) || gone(old.IOWeight > 0, new.IOWeight > 0) {
-		return true
-	}
-	rates := func(l limits.Limits) map[string][4]bool {
-		m := map[string][4]bool{}
-		for _, io := range l.IO {
-			m[io.Device] = [4]bool{io.ReadBPS > 0, io.WriteBPS > 0, io.ReadIOPS > 0, io.WriteIOPS > 0}
-		}
-		return m
-	}
-	nr := rates(new)
-	for dev, o := range rates(old) {
-		n := nr[dev]
-		for i := range o {
-			if gone(o[i], n[i]) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (a *Agent) reconcileGroups(wl *limits.Workload, want map[string]limits.Job) {
+func (a *Agent) reconcileGroups(wl *config.Workload, want map[string]config.Job) {
 	used := map[string]bool{}
 	for _, j := range want {
 		if j.Group != "" {
@@ -202,7 +180,7 @@ func (a *Agent) reconcileGroups(wl *limits.Workload, want map[string]limits.Job)
 		cur := a.groups[g.Name]
 		a.mu.RUnlock()
 		if cur != nil {
-			if limitsRemoved(cur.limits, g.Limits) {
+			if limits.Removed(cur.limits, g.Limits) {
 				a.log.Warn("a limit was removed from a sharing group: it stays in force until the group's jobs are all stopped and its cgroup is made anew", "group", g.Name)
 			}
 			cur.limits = g.Limits
@@ -216,7 +194,7 @@ func (a *Agent) reconcileGroups(wl *limits.Workload, want map[string]limits.Job)
 			}
 			continue
 		}
-		cg, err := a.hier.New(path.Join(jobsDir, groupDir(g.Name)), res)
+		cg, err := a.hier.New(path.Join(cgroup.JobsDir, groupDir(g.Name)), res)
 		if err != nil {
 			a.log.Error("create group cgroup", "group", g.Name, "error", err)
 			continue
@@ -227,7 +205,7 @@ func (a *Agent) reconcileGroups(wl *limits.Workload, want map[string]limits.Job)
 	}
 }
 
-func (a *Agent) removeUnusedGroups(want map[string]limits.Job) {
+func (a *Agent) removeUnusedGroups(want map[string]config.Job) {
 	used := map[string]bool{}
 	for _, j := range want {
 		used[j.Group] = true
@@ -254,68 +232,95 @@ func (a *Agent) removeUnusedGroups(want map[string]limits.Job) {
 	}
 }
 
-// startJob takes the job's claim (in a cluster), makes its cgroup with its
-// limits and starts its worker in it. A claim held by another member leaves
-// the job waiting; a failure is recorded on the job (state "failed"). Both
-// are retried later; neither stops the agent.
-func (a *Agent) startJob(ctx context.Context, cfg *limits.Config, j limits.Job) {
+// startJob takes the job's claim, makes its cgroup with its limits and
+// starts its worker in it. A claim held by another member leaves the job
+// waiting; a failure is recorded on the job (state "failed"). A transient
+// failure (the store, a busy kernel) is retried with backoff; a permanent
+// one (the kernel refuses a limit, a device is gone) only on reload or when
+// the definition changes. Neither stops the agent.
+func (a *Agent) startJob(ctx context.Context, cfg *config.Config, j config.Job) {
 	a.fenceMu.RLock()
 	defer a.fenceMu.RUnlock()
 	nj := &job{spec: j}
-	if c, ok := a.source.(Claimer); ok {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		got, holder, err := c.Claim(cctx, j.ID)
-		cancel()
-		switch {
-		case err != nil:
-			nj.holder = "?"
-			nj.err = fmt.Sprintf("claim: %v", err)
-		case !got:
-			nj.holder = holder
-		default:
-			nj.claimed = true
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	got, holder, err := a.source.Claim(cctx, j.ID)
+	cancel()
+	switch {
+	case err != nil:
+		nj.holder = "?"
+		nj.err = fmt.Sprintf("claim: %v", err)
+	case !got:
+		nj.holder = holder
+	default:
+		nj.claimed = true
+	}
+	if nj.claimed && a.fencing.Load() {
+		return // fencing: the claim goes with the lease
+	}
+	if !nj.claimed {
+		a.mu.Lock()
+		prev := a.jobs[j.ID]
+		a.jobs[j.ID] = nj
+		a.failedTransiently(j.ID, retry.Claim())
+		a.mu.Unlock()
+		if prev == nil || prev.holder != nj.holder {
+			a.log.Info("job waits for its claim", "job_id", j.ID, "holder", nj.holder, "error", nj.err)
 		}
-		if nj.claimed && a.fencing.Load() {
-			return // fencing: the claim goes with the lease
-		}
-		if !nj.claimed {
-			a.mu.Lock()
-			prev := a.jobs[j.ID]
-			a.jobs[j.ID] = nj
-			a.mu.Unlock()
-			if prev == nil || prev.holder != nj.holder {
-				a.log.Info("job waits for its claim", "job_id", j.ID, "holder", nj.holder, "error", nj.err)
-			}
-			return
-		}
+		return
 	}
 	res, notes, err := j.Process.Limits.Resources(nil)
 	for _, n := range notes {
 		a.log.Info("job limits", "job_id", j.ID, "note", n)
 	}
-	if err == nil {
+	if err != nil {
+		nj.permanent = true // the device of an io limit does not resolve
+	} else {
 		nj.res = res
 		nj.group, err = a.hier.New(cgroupRel(j), res)
+		if err != nil {
+			nj.permanent = permanent(err)
+			// Leave no half-made cgroup behind (failure case C16).
+			if g, lerr := a.hier.Load(cgroupRel(j)); lerr == nil {
+				dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+				_ = g.Delete(dctx)
+				dcancel()
+			}
+			nj.group = nil
+		}
 	}
 	if err != nil {
 		nj.err = fmt.Sprintf("create cgroup: %v", err)
-		a.log.Error("start job", "job_id", j.ID, "error", err)
 		a.mu.Lock()
 		a.jobs[j.ID] = nj
+		if !nj.permanent {
+			a.failedTransiently(j.ID, retry.Store())
+		}
 		a.mu.Unlock()
+		if nj.permanent {
+			a.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", j.ID, "error", err)
+		} else {
+			a.log.Error("job failed to start; retrying with backoff", "job_id", j.ID, "error", err)
+		}
 		return
 	}
 	nj.w = worker.New(a.workerSpec(cfg, j, nj.group, a.cgroupPath(j)))
 	a.mu.Lock()
 	a.jobs[j.ID] = nj
+	delete(a.retries, j.ID)
 	a.mu.Unlock()
 	nj.w.Start()
 	a.log.Info("job starting", "job_id", j.ID, "cgroup", a.cgroupPath(j))
 }
 
+// permanent reports whether a cgroup error cannot heal by waiting: the
+// kernel refused a value (EINVAL, ERANGE) or a device does not exist.
+func permanent(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ERANGE) || errors.Is(err, syscall.ENODEV)
+}
+
 // fenceAll kills every worker at once, without grace, and forgets every
 // job: the agent's membership can no longer be proven, so another member
-// may soon claim its jobs (DESIGN.md, "fencing"). It kills first, without
+// may soon claim its jobs (docs/design.md, "Fencing"). It kills first, without
 // waiting for anything (a start in progress may hold fenceMu while its
 // claim call runs), then takes fenceMu, so that no start can slip in, and
 // kills again whatever started meanwhile. It returns an error when a job's
@@ -384,19 +389,16 @@ func (a *Agent) fenceAll() error {
 }
 
 // cgroupPath is the job's cgroup as /proc/PID/cgroup names it.
-func (a *Agent) cgroupPath(j limits.Job) string {
+func (a *Agent) cgroupPath(j config.Job) string {
 	return path.Join("/", a.hier.Root(), cgroupRel(j))
 }
 
-func (a *Agent) workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cgPath string) worker.Spec {
+func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cgPath string) worker.Spec {
 	stop := cfg.Agent.StopTimeout
 	if j.Process.StopTimeout > 0 {
 		stop = j.Process.StopTimeout
 	}
-	var out io.Writer = a.jobLog(cfg, j.ID)
-	if js := journalSink(cfg, j.ID); js != nil {
-		out = io.MultiWriter(out, js)
-	}
+	out := a.logs.writer(cfg, j.ID)
 	return worker.Spec{
 		JobID:       j.ID,
 		Path:        j.Process.Command[0],
@@ -409,38 +411,6 @@ func (a *Agent) workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cg
 		Group:       g,
 		Log:         out,
 		OnChange:    a.logTransitions(j.ID),
-	}
-}
-
-// jobLog is the job's rotating log file, <log_dir>/<job_id>.log. One writer
-// per job ID serves every worker the job ever has in this agent's life: the
-// rotation library keeps a goroutine per writer even after Close, so making
-// a new one per worker would leak one each time a job is restarted anew.
-func (a *Agent) jobLog(cfg *limits.Config, id string) io.Writer {
-	a.logsMu.Lock()
-	defer a.logsMu.Unlock()
-	if a.logs == nil {
-		a.logs = map[string]io.WriteCloser{}
-	}
-	w, ok := a.logs[id]
-	if !ok {
-		w = worker.LogConfig{
-			Path:     path.Join(cfg.Agent.LogDir, id+".log"),
-			MaxBytes: cfg.Agent.LogMaxSize,
-			MaxFiles: cfg.Agent.LogMaxFiles,
-		}.Open()
-		a.logs[id] = w
-	}
-	return w
-}
-
-// closeLogs closes every job log file (at agent stop).
-func (a *Agent) closeLogs() {
-	a.logsMu.Lock()
-	defer a.logsMu.Unlock()
-	for id, w := range a.logs {
-		_ = w.Close()
-		delete(a.logs, id)
 	}
 }
 
@@ -463,17 +433,8 @@ func (a *Agent) logTransitions(id string) func(worker.Status) {
 	}
 }
 
-// journalSink is where a job's output goes besides its file: the systemd
-// journal when log_sink = "journal", else nowhere.
-func journalSink(cfg *limits.Config, id string) io.Writer {
-	if cfg.Agent.LogSink == "journal" {
-		return &worker.JournalWriter{JobID: id}
-	}
-	return nil
-}
-
 // updateJob applies changed limits in place: the process keeps running.
-func (a *Agent) updateJob(cur *job, nj limits.Job) {
+func (a *Agent) updateJob(cur *job, nj config.Job) {
 	res, notes, err := nj.Process.Limits.Resources(nil)
 	if err != nil {
 		a.log.Error("job limits", "job_id", nj.ID, "error", err)
@@ -534,10 +495,10 @@ func (a *Agent) stopJob(j *job, grace time.Duration) error {
 		a.log.Info("job stopped", "job_id", j.spec.ID)
 	}
 	// Only once no process of the job is left may another member claim it
-	// (DESIGN.md rule 7). A failed stop keeps the claim until the lease
+	// (assignment rule 7). A failed stop keeps the claim until the lease
 	// ends: never two workers for one job.
-	if c, ok := a.source.(Claimer); ok && j.claimed && err == nil {
-		if rerr := c.Release(ctx, j.spec.ID); rerr != nil {
+	if j.claimed && err == nil {
+		if rerr := a.source.Release(ctx, j.spec.ID); rerr != nil {
 			a.log.Warn("release claim", "job_id", j.spec.ID, "error", rerr)
 		}
 	}
@@ -549,17 +510,6 @@ func (a *Agent) removeJob(id string) {
 	a.mu.Lock()
 	delete(a.jobs, id)
 	a.mu.Unlock()
-}
-
-func (a *Agent) needsRetry() bool {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	for _, j := range a.jobs {
-		if j.err != "" || j.holder != "" {
-			return true
-		}
-	}
-	return false
 }
 
 // stopAll stops every job and removes every cgroup the agent made,
@@ -576,8 +526,8 @@ func (a *Agent) stopAll() error {
 	a.removeUnusedGroups(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if cerr := a.hier.Cleanup(ctx, jobsDir); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("remove %s: %w", jobsDir, cerr))
+	if cerr := a.hier.Cleanup(ctx, cgroup.JobsDir); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("remove %s: %w", cgroup.JobsDir, cerr))
 	}
 	// Leave no cgroup behind: the root too, unless it is the cgroup systemd
 	// delegated to the agent (which systemd owns).
@@ -585,35 +535,4 @@ func (a *Agent) stopAll() error {
 		err = errors.Join(err, rerr)
 	}
 	return err
-}
-
-// memberOf is the agent's own member record: its [static] declarations.
-func memberOf(cfg *limits.Config) assign.Member {
-	return assign.Member{
-		ID:         cfg.Agent.ID,
-		Protocol:   assign.Protocol(cfg.Cluster.Protocol),
-		Connectors: cfg.Static.Connectors,
-		Tasks:      cfg.Static.Tasks,
-	}
-}
-
-// connectorsOf is the workload as assignment sees it.
-func connectorsOf(wl *limits.Workload) []assign.Connector {
-	out := make([]assign.Connector, 0, len(wl.Connectors))
-	for _, c := range wl.Connectors {
-		out = append(out, assign.Connector{Name: c.Name, Run: c.Run != nil, Tasks: c.Tasks, Group: c.Group})
-	}
-	return out
-}
-
-func modeName(m cgroup.Mode) string {
-	switch m {
-	case cgroup.Legacy:
-		return "legacy"
-	case cgroup.Hybrid:
-		return "hybrid"
-	case cgroup.Unified:
-		return "unified"
-	}
-	return "unavailable"
 }

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/api"
 )
 
 var berthBin string
@@ -277,11 +277,11 @@ func getJSON(t testing.TB, url string, v any) int {
 	return resp.StatusCode
 }
 
-func (e *env) jobs() map[string]supervisor.JobInfo {
+func (e *env) jobs() map[string]api.Job {
 	e.t.Helper()
-	var js []supervisor.JobInfo
+	var js []api.Job
 	getJSON(e.t, "http://"+e.addr+"/v1/jobs", &js)
-	out := map[string]supervisor.JobInfo{}
+	out := map[string]api.Job{}
 	for _, j := range js {
 		out[j.ID] = j
 	}
@@ -289,9 +289,9 @@ func (e *env) jobs() map[string]supervisor.JobInfo {
 }
 
 // waitRunning waits until every named job is running and returns the jobs.
-func (e *env) waitRunning(ids ...string) map[string]supervisor.JobInfo {
+func (e *env) waitRunning(ids ...string) map[string]api.Job {
 	e.t.Helper()
-	var js map[string]supervisor.JobInfo
+	var js map[string]api.Job
 	eventually(e.t, 20*time.Second, fmt.Sprintf("jobs %v running", ids), func() bool {
 		js = e.jobs()
 		for _, id := range ids {

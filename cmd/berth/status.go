@@ -1,64 +1,63 @@
 package main
 
 import (
-	"encoding/json"
-	"flag"
+	"context"
 	"fmt"
-	"net/http"
-	"os"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"github.com/berthd/berth/limits"
-	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/config"
+	"github.com/spf13/cobra"
 )
 
-// runStatus prints the jobs of a running agent as a table, read from its
-// GET /v1/jobs. The address is --addr, else agent.listen of --config.
-func runStatus(args []string) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	config := fs.String("config", defaultConfig, "configuration file (for agent.listen)")
-	addr := fs.String("addr", "", "agent address HOST:PORT (default: agent.listen of --config)")
-	asJSON := fs.Bool("json", false, "print the raw JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func statusCmd(configPath *string) *cobra.Command {
+	var addr string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Print the jobs of a running agent",
+		Long: `Print the jobs of a running agent (its GET /v1/jobs): state, pid, restarts,
+CPU time, memory against its limit, OOM kills, last exit and cgroup.
+
+The agent is found at --addr, else at agent.listen of --config; a file that
+does not validate (a refused reload is when status is most needed) is still
+read for that one key, with a warning.`,
+		Example: `  berth status
+  berth status --addr 10.0.0.7:9750 --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if addr == "" {
+				listen, err := listenOf(cmd.ErrOrStderr(), *configPath)
+				if err != nil {
+					return usageError("no --addr, and %v", err)
+				}
+				addr = listen
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			defer cancel()
+			jobs, err := api.NewClient(addr).Jobs(ctx)
+			if err != nil {
+				return fmt.Errorf("is the agent running? %w", err)
+			}
+			if asJSON {
+				printJSON(cmd.OutOrStdout(), jobs)
+				return nil
+			}
+			printJobs(cmd.OutOrStdout(), jobs)
+			return nil
+		},
 	}
-	if *addr == "" {
-		listen, err := listenOf(*config)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "berth status: no --addr, and %v\n", err)
-			return 2
-		}
-		*addr = listen
-	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + *addr + "/v1/jobs")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "berth status: is the agent running? %v\n", err)
-		return 1
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(os.Stderr, "berth status: GET /v1/jobs: %s\n", resp.Status)
-		return 1
-	}
-	var jobs []supervisor.JobInfo
-	if err := json.NewDecoder(resp.Body).Decode(&jobs); err != nil {
-		fmt.Fprintf(os.Stderr, "berth status: decode /v1/jobs: %v\n", err)
-		return 1
-	}
-	if *asJSON {
-		printJSON(jobs)
-		return 0
-	}
-	printJobs(jobs)
-	return 0
+	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT (default: agent.listen of --config)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the agent's JSON")
+	return c
 }
 
-func printJobs(jobs []supervisor.JobInfo) {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+func printJobs(w io.Writer, jobs []api.Job) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tKIND\tGROUP\tSTATE\tPID\tRESTARTS\tCPU\tMEMORY\tLIMIT\tOOM\tLAST EXIT\tCGROUP")
 	for _, j := range jobs {
 		cpu, mem, limit, oom := "-", "-", "-", "-"
@@ -92,25 +91,10 @@ func printJobs(jobs []supervisor.JobInfo) {
 	tw.Flush()
 }
 
-// bytesHuman prints n in binary units (KiB, MiB, GiB), as limits are written.
-func bytesHuman(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%dB", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTP"[exp])
-}
-
 // listenOf returns agent.listen of the configuration file. A file that does
-// not validate (a refused reload is when status is most needed) is still
-// read for that one key, with a warning.
-func listenOf(path string) (string, error) {
-	cfg, err := limits.Load(path)
+// not validate is still read for that one key, with a warning on warn.
+func listenOf(warn io.Writer, path string) (string, error) {
+	cfg, err := config.Load(path, nil)
 	if err == nil {
 		return cfg.Agent.Listen, nil
 	}
@@ -122,9 +106,9 @@ func listenOf(path string) (string, error) {
 	if _, derr := toml.DecodeFile(path, &raw); derr != nil {
 		return "", err
 	}
-	fmt.Fprintf(os.Stderr, "berth status: warning: %s does not validate (the agent keeps its last good configuration):\n%v\n", path, err)
+	fmt.Fprintf(warn, "warning: %s does not validate (the agent keeps its last good configuration):\n%v\n", path, err)
 	if raw.Agent.Listen == "" {
-		return limits.DefaultListen, nil
+		return config.DefaultListen, nil
 	}
 	return raw.Agent.Listen, nil
 }

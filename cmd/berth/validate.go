@@ -1,26 +1,30 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"os"
 
-	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/config"
+	"github.com/spf13/cobra"
 )
 
-// runValidate checks a configuration file: exit 0 and a summary when it is
-// valid, exit 1 and every error as FILE:LINE:COL: key: message when not.
-func runValidate(args []string) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	config := fs.String("config", defaultConfig, "configuration file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func validateCmd(configPath *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate",
+		Short: "Check a configuration file against this host",
+		Long: `Check the agent file: every key, type, unit and limit, and the limits
+against this host (CPUs online, block devices). Every problem is printed as
+FILE:LINE:COL: key: message.
+
+Exit status: 0 when valid, 2 when not.`,
+		Example: `  berth validate --config /etc/berth/berth.toml`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(*configPath, config.LocalHost())
+			if err != nil {
+				return configError(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid: %d connectors, %d groups, %d jobs\n", *configPath, len(cfg.Connectors), len(cfg.Groups), len(cfg.Jobs()))
+			return nil
+		},
 	}
-	cfg, err := limits.Load(*config)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Printf("%s: valid: %d connectors, %d groups, %d jobs\n", *config, len(cfg.Connectors), len(cfg.Groups), len(cfg.Jobs()))
-	return 0
 }

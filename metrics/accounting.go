@@ -1,4 +1,4 @@
-package supervisor
+package metrics
 
 import (
 	"sync"
@@ -47,7 +47,7 @@ type procReading struct {
 }
 
 // jobAccount is the usage history of one job that keeps its counters
-// monotonic and free of double counting when processes exit (CASES C12;
+// monotonic and free of double counting when processes exit (failure case C12;
 // node_exporter#1042):
 //
 //   - /proc/PID/io of a process includes the I/O of every child it has
@@ -108,34 +108,34 @@ func maxTotals(a, b procTotals) procTotals {
 	}
 }
 
-// metricsState holds every job's account between scrapes.
-type metricsState struct {
-	mu       sync.Mutex // one scrape at a time updates accounts
-	accounts map[string]*jobAccount
+// accounts holds every job's history between scrapes, for one collector:
+// one scrape at a time updates it, so its counters stay monotonic.
+type accounts struct {
+	mu   sync.Mutex
+	jobs map[string]*jobAccount
 }
 
-func newMetricsState() *metricsState {
-	return &metricsState{accounts: map[string]*jobAccount{}}
-}
-
-func (m *metricsState) account(id string) *jobAccount {
-	a, ok := m.accounts[id]
-	if !ok {
-		a = newJobAccount()
-		m.accounts[id] = a
+// get returns the account of job id, made on first use. Callers hold mu.
+func (a *accounts) get(id string) *jobAccount {
+	if a.jobs == nil {
+		a.jobs = map[string]*jobAccount{}
 	}
-	return a
+	j, ok := a.jobs[id]
+	if !ok {
+		j = newJobAccount()
+		a.jobs[id] = j
+	}
+	return j
 }
 
 // retain drops the history of every job not in keep: a job that is no
-// longer assigned here. A job restarted with a new definition keeps its
-// history, so its counters do not go down.
-func (m *metricsState) retain(keep map[string]bool) {
-	m.mu.Lock()
-	for id := range m.accounts {
+// longer assigned here. A job restarted with a new definition stays
+// assigned, so it keeps its history and its counters do not go down.
+// Callers hold mu.
+func (a *accounts) retain(keep map[string]bool) {
+	for id := range a.jobs {
 		if !keep[id] {
-			delete(m.accounts, id)
+			delete(a.jobs, id)
 		}
 	}
-	m.mu.Unlock()
 }

@@ -1,4 +1,4 @@
-package supervisor
+package workload
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/config"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -34,9 +34,9 @@ name = "clicks"
 command = ["/bin/sleep", "1000"]
 `
 
-func wlDefs(t *testing.T, data string) *limits.Defs {
+func wlDefs(t *testing.T, data string) *config.Defs {
 	t.Helper()
-	d, err := limits.Definitions("connectors.toml", []byte(data))
+	d, err := config.Definitions("connectors.toml", []byte(data), config.LocalHost())
 	if err != nil {
 		t.Fatalf("Definitions: %v", err)
 	}
@@ -104,7 +104,7 @@ func TestWorkloadStore(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		t.Cleanup(cancel)
 		name := strings.NewReplacer("/", "-").Replace(t.Name())
-		c, err := cluster.Connect(ctx, cluster.Config{Name: name, Endpoints: emb.Endpoints(), Validate: Validator()})
+		c, err := cluster.Connect(ctx, cluster.Config{Name: name, Endpoints: emb.Endpoints(), Validate: Validator(config.LocalHost())})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,15 +139,15 @@ func TestWorkloadStore(t *testing.T) {
 			t.Fatalf("refused definitions were stored: %v", revs)
 		}
 		// The validator's connector summary is what assignment needs.
-		got, err := Validator()(cluster.KindConnector, "orders", wlDefs(t, wlFile).Connectors["orders"])
+		got, err := Validator(config.LocalHost())(cluster.KindConnector, "orders", wlDefs(t, wlFile).Connectors["orders"])
 		if want := (assign.Connector{Name: "orders", Tasks: 2, Group: "etl"}); err != nil || got != want {
 			t.Errorf("Validator(orders) = %+v, %v; want %+v", got, err, want)
 		}
-		got, err = Validator()(cluster.KindConnector, "clicks", wlDefs(t, wlFile).Connectors["clicks"])
+		got, err = Validator(config.LocalHost())(cluster.KindConnector, "clicks", wlDefs(t, wlFile).Connectors["clicks"])
 		if want := (assign.Connector{Name: "clicks", Run: true}); err != nil || got != want {
 			t.Errorf("Validator(clicks) = %+v, %v; want %+v", got, err, want)
 		}
-		if _, err := Validator()("secret", "x", nil); err == nil {
+		if _, err := Validator(config.LocalHost())("secret", "x", nil); err == nil {
 			t.Error("unknown kind accepted")
 		}
 	})
@@ -156,16 +156,16 @@ func TestWorkloadStore(t *testing.T) {
 		s, ctx := open(t)
 		defs := wlDefs(t, wlFile)
 		// Dry run stores nothing.
-		p, err := PlanWorkload(ctx, s.c, defs, true)
+		p, err := NewPlan(ctx, s.c, defs, true, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
 		samePlan(t, "dry run", p, wlPlan([]string{"group/etl", "connector/clicks", "connector/orders"}, nil, nil, nil))
 		if revs := s.revisions(t); len(revs) != 0 {
-			t.Fatalf("PlanWorkload stored %v", revs)
+			t.Fatalf("NewPlan stored %v", revs)
 		}
 
-		p, err = ApplyWorkload(ctx, s.c, defs, true)
+		p, err = Apply(ctx, s.c, defs, true, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func TestWorkloadStore(t *testing.T) {
 		}
 
 		// The same file again writes nothing.
-		p, err = ApplyWorkload(ctx, s.c, wlDefs(t, wlFile), true)
+		p, err = Apply(ctx, s.c, wlDefs(t, wlFile), true, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestWorkloadStore(t *testing.T) {
 
 		// One connector changed: only it is written.
 		changed := strings.Replace(wlFile, "tasks = 2", "tasks = 3", 1)
-		p, err = ApplyWorkload(ctx, s.c, wlDefs(t, changed), true)
+		p, err = Apply(ctx, s.c, wlDefs(t, changed), true, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestWorkloadStore(t *testing.T) {
 
 		// Without prune nothing is deleted.
 		onlyClicks := "[[connector]]\nname = \"clicks\"\n[connector.run]\ncommand = [\"/bin/sleep\", \"1000\"]\n"
-		p, err = ApplyWorkload(ctx, s.c, wlDefs(t, onlyClicks), false)
+		p, err = Apply(ctx, s.c, wlDefs(t, onlyClicks), false, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +209,7 @@ func TestWorkloadStore(t *testing.T) {
 		}
 
 		// With prune, orders (first) and its group (after) are deleted.
-		p, err = ApplyWorkload(ctx, s.c, wlDefs(t, onlyClicks), true)
+		p, err = Apply(ctx, s.c, wlDefs(t, onlyClicks), true, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,13 +222,13 @@ func TestWorkloadStore(t *testing.T) {
 
 	t.Run("apply refuses a clash with the stored workload", func(t *testing.T) {
 		s, ctx := open(t)
-		if _, err := ApplyWorkload(ctx, s.c, wlDefs(t, wlFile), true); err != nil {
+		if _, err := Apply(ctx, s.c, wlDefs(t, wlFile), true, config.LocalHost()); err != nil {
 			t.Fatal(err)
 		}
 		before := s.revisions(t)
 		// "orders-1" is the job ID of task 1 of the stored "orders".
 		clash := "[[connector]]\nname = \"orders-1\"\n[connector.run]\ncommand = [\"/bin/true\"]\n"
-		p, err := ApplyWorkload(ctx, s.c, wlDefs(t, clash), false)
+		p, err := Apply(ctx, s.c, wlDefs(t, clash), false, config.LocalHost())
 		if err == nil || !strings.Contains(err.Error(), `job ID "orders-1"`) {
 			t.Fatalf("clash: plan %+v, err %v; want a refusal naming the job ID", p, err)
 		}
@@ -237,7 +237,7 @@ func TestWorkloadStore(t *testing.T) {
 			t.Errorf("refused apply changed the store: %v -> %v", before, after)
 		}
 		// With prune the file replaces the workload: no clash.
-		if _, err := ApplyWorkload(ctx, s.c, wlDefs(t, clash), true); err != nil {
+		if _, err := Apply(ctx, s.c, wlDefs(t, clash), true, config.LocalHost()); err != nil {
 			t.Fatalf("prune apply: %v", err)
 		}
 	})
@@ -245,7 +245,7 @@ func TestWorkloadStore(t *testing.T) {
 	t.Run("stored workload round trip", func(t *testing.T) {
 		s, ctx := open(t)
 		defs := wlDefs(t, wlFile)
-		if _, err := ApplyWorkload(ctx, s.c, defs, true); err != nil {
+		if _, err := Apply(ctx, s.c, defs, true, config.LocalHost()); err != nil {
 			t.Fatal(err)
 		}
 		conns, err := s.c.Connectors(ctx)
@@ -256,14 +256,14 @@ func TestWorkloadStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := ParseWorkload(conns, groups)
+		w, err := Parse(conns, groups, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := defs.Workload
 		sort.Slice(want.Connectors, func(i, j int) bool { return want.Connectors[i].Name < want.Connectors[j].Name })
 		if !reflect.DeepEqual(*w, want) {
-			t.Errorf("ParseWorkload = %+v\nwant %+v", *w, want)
+			t.Errorf("Parse = %+v\nwant %+v", *w, want)
 		}
 		if a, b := w.Jobs(time.Second), defs.Workload.Jobs(time.Second); !reflect.DeepEqual(a, b) {
 			t.Errorf("jobs differ:\n%+v\n%+v", a, b)
@@ -271,9 +271,9 @@ func TestWorkloadStore(t *testing.T) {
 	})
 }
 
-// One bad stored definition leaves the rest running: ParseWorkload returns
+// One bad stored definition leaves the rest running: Parse returns
 // the valid ones and names each one left out.
-func TestParseWorkloadSkipsBadDefinitions(t *testing.T) {
+func TestParseSkipsBadDefinitions(t *testing.T) {
 	defs := wlDefs(t, wlFile)
 	conns := map[string][]byte{
 		"orders":    defs.Connectors["orders"],
@@ -289,7 +289,7 @@ func TestParseWorkloadSkipsBadDefinitions(t *testing.T) {
 		"etl":      defs.Groups["etl"],
 		"badgroup": []byte("name = \"badgroup\"\nlimits = { memory = \"lots\" }\n"),
 	}
-	w, err := ParseWorkload(conns, groups)
+	w, err := Parse(conns, groups, config.LocalHost())
 	if w == nil {
 		t.Fatal("nil workload")
 	}
@@ -331,7 +331,7 @@ func TestParseWorkloadSkipsBadDefinitions(t *testing.T) {
 	}
 
 	// Nothing stored: an empty, valid workload.
-	if w, err := ParseWorkload(nil, nil); err != nil || len(w.Connectors)+len(w.Groups) != 0 {
+	if w, err := Parse(nil, nil, config.LocalHost()); err != nil || len(w.Connectors)+len(w.Groups) != 0 {
 		t.Errorf("empty: %+v, %v", w, err)
 	}
 }

@@ -1,0 +1,7 @@
+// Package api is the agent's HTTP API: every response shape, defined once
+// (the /v1 views and the Kafka Connect-shaped views of Connect's REST
+// reference), the handler that serves them over a Backend, JSON error
+// bodies ({"error_code": N, "message": "..."}, as Connect answers), and a
+// small Client that the CLI, the Connect status view (which asks the other
+// agents of the cluster) and the end-to-end tests use.
+package api
