@@ -11,6 +11,14 @@ type Config struct {
 	Cluster Cluster
 	// Workload holds the [[group]] and [[connector]] blocks of the file.
 	Workload
+	// Warnings are values that validate but may not mean what was meant,
+	// each "FILE:LINE:COL: key: message": a byte size whose one-letter
+	// unit systemd reads otherwise ("1G"), and [static] entries that name
+	// no job of the file (CheckDeclarations). `berth validate --strict`
+	// treats them as errors; the agent logs them.
+	Warnings []*Problem
+
+	pos *positions // where each key of the file is, for CheckDeclarations
 }
 
 // Agent is the [agent] table.
