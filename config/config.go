@@ -5,7 +5,10 @@ import "time"
 // Config is a parsed and validated agent file.
 type Config struct {
 	// File is the name the configuration was read from.
-	File    string
+	File string
+	// SHA256 is the hex SHA-256 of the file's bytes as parsed: which
+	// version of the file is in force (GET /v1/agent).
+	SHA256  string
 	Agent   Agent
 	Static  Static
 	Cluster Cluster

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -33,7 +35,8 @@ func Parse(file string, data []byte, host *Host) (*Config, error) {
 	}
 	d := &decoder{host: host}
 	t := d.open("", root)
-	c := &Config{File: file}
+	sum := sha256.Sum256(data)
+	c := &Config{File: file, SHA256: hex.EncodeToString(sum[:])}
 	c.Agent = d.agent(t.sub("agent"))
 	if s := t.sub("static"); s != nil {
 		c.Static.Connectors = s.strings("connectors")

@@ -78,7 +78,7 @@ type Registry struct {
 }
 
 // NewRegistry builds the registry of an agent: collectors agent, cgroup,
-// procfs and cluster (state read from cs) over lister. It returns an
+// group (sharing groups), procfs and cluster (state read from cs) over lister. It returns an
 // error when procfs cannot be opened.
 func NewRegistry(log *slog.Logger, lister Lister, cs ClusterState) (*Registry, error) {
 	proc, err := newProcfs(log)
@@ -89,6 +89,7 @@ func NewRegistry(log *slog.Logger, lister Lister, cs ClusterState) (*Registry, e
 	exp := NewExporter(log, lister, map[string]Collector{
 		"agent":   agentCollector{},
 		"cgroup":  newCgroup(log),
+		"group":   newGroupCollector(log),
 		"procfs":  proc,
 		"cluster": cm,
 	})

@@ -68,7 +68,7 @@ agent.data_dir) says which store to use.`,
 				}
 				return err
 			})
-			wrote := len(plan.Created)+len(plan.Updated)+len(plan.Deleted) > 0
+			wrote := len(plan.Created)+len(plan.Updated)+len(plan.Adopted)+len(plan.Deleted) > 0
 			var ee *exitError
 			if errors.As(err, &ee) {
 				return err // the agent file does not validate
@@ -91,18 +91,24 @@ agent.data_dir) says which store to use.`,
 // printPlan prints one line per definition, then a summary; a dry run
 // says what would be done.
 func printPlan(w io.Writer, p workload.Plan, dryRun bool) {
-	verbs := [4]string{"created", "updated", "deleted", "unchanged"}
+	verbs := [5]string{"created", "updated", "adopted", "deleted", "unchanged"}
 	if dryRun {
-		verbs = [4]string{"would create", "would update", "would delete", "unchanged"}
+		verbs = [5]string{"would create", "would update", "would adopt", "would delete", "unchanged"}
 	}
-	for i, names := range [4][]string{p.Created, p.Updated, p.Deleted, p.Unchanged} {
+	for i, names := range [5][]string{p.Created, p.Updated, p.Adopted, p.Deleted, p.Unchanged} {
 		for _, n := range names {
 			fmt.Fprintf(w, "%s %s\n", verbs[i], n)
 		}
 	}
+	adopted := ""
+	if len(p.Adopted) > 0 {
+		adopted = fmt.Sprintf(" (%d stored by an agent's file become yours: no agent deletes them)", len(p.Adopted))
+	}
 	if dryRun {
-		fmt.Fprintf(w, "dry run, nothing stored: %d to create, %d to update, %d to delete, %d unchanged\n", len(p.Created), len(p.Updated), len(p.Deleted), len(p.Unchanged))
+		fmt.Fprintf(w, "dry run, nothing stored: %d to create, %d to update, %d to adopt, %d to delete, %d unchanged%s\n",
+			len(p.Created), len(p.Updated), len(p.Adopted), len(p.Deleted), len(p.Unchanged), adopted)
 		return
 	}
-	fmt.Fprintf(w, "%d created, %d updated, %d deleted, %d unchanged\n", len(p.Created), len(p.Updated), len(p.Deleted), len(p.Unchanged))
+	fmt.Fprintf(w, "%d created, %d updated, %d adopted, %d deleted, %d unchanged%s\n",
+		len(p.Created), len(p.Updated), len(p.Adopted), len(p.Deleted), len(p.Unchanged), adopted)
 }
