@@ -15,7 +15,6 @@ import (
 	"github.com/berthd/berth/worker"
 )
 
-
 // startAgent runs an agent in this process on the given connectors and
 // waits until it is ready. The agent is stopped in cleanup.
 func startAgent(tb testing.TB, body string) *Agent {
