@@ -15,8 +15,8 @@ import (
 // ErrNoPressure is returned (wrapped, with the reason) by Group.Pressure
 // when the kernel keeps no pressure stall information (PSI) for the group:
 // the host has no cgroup2 hierarchy (legacy v1), the kernel was built
-// without CONFIG_PSI or booted without it (CONFIG_PSI_DEFAULT_DISABLED, as
-// in Debian's kernels, needs psi=1 on the kernel command line), or PSI was
+// without CONFIG_PSI or booted with psi=0 (a kernel built with
+// CONFIG_PSI_DEFAULT_DISABLED needs psi=1 on its command line), or PSI was
 // switched off for the group by writing 0 to its cgroup.pressure. It is a
 // property of the host, not a transient failure: a caller reports no
 // pressure at all (never zeros) and logs the reason once.
@@ -84,7 +84,7 @@ func (g *Group) Pressure() (Pressure, error) {
 			if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
 				return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w", dir, ErrNotExist)
 			}
-			return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w: %s is missing (kernel without CONFIG_PSI, booted without psi=1, or cgroup.pressure is 0)", dir, ErrNoPressure, pressureFiles[i])
+			return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w: %s is missing (kernel without CONFIG_PSI, PSI off at boot: psi=0 or CONFIG_PSI_DEFAULT_DISABLED without psi=1, or cgroup.pressure is 0)", dir, ErrNoPressure, pressureFiles[i])
 		case errors.Is(err, unix.EOPNOTSUPP):
 			return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w: reading %s: %v (PSI disabled in the kernel: boot with psi=1)", dir, ErrNoPressure, pressureFiles[i], err)
 		case err != nil:
