@@ -488,7 +488,8 @@ group = "g1"
 			}
 		}
 	}
-	// The list is deleted once the agent exports these series.
+	// A listed series the agent exports fails the test, so that the list
+	// is deleted when the agent exports them.
 	m := e.metrics()
 	for _, n := range pressureNotYetExported {
 		if _, ok := metric(m, n, ""); ok {
