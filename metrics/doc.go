@@ -1,8 +1,8 @@
 // Package metrics is berth's Prometheus exposition, built as node_exporter
 // builds its own: small collectors, one per source of numbers (agent: job
 // states, reloads; cgroup: kernel accounting per job; group: kernel
-// accounting per sharing group; procfs: per-process counters; cluster:
-// membership), each read at scrape time by one method,
+// accounting per sharing group; procfs: per-process counters; pressure:
+// per-job PSI; cluster: membership), each read at scrape time by one method,
 //
 //	Update(ch chan<- prometheus.Metric, s Snapshot) error
 //
