@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,16 +70,64 @@ func (r *reaper) reapAll() {
 	}
 }
 
-// forkRegistered runs fork with the reaper locked and, when it returns a
-// pid, registers ch as that pid's owner before any reaping can happen. ch
+// pfForkNoExec is the kernel's PF_FORKNOEXEC task flag ("forked but didn't
+// exec", include/linux/sched.h), field 9 of /proc/PID/stat (proc(5)): set
+// at fork, cleared when execve(2) has replaced the image.
+const pfForkNoExec = 0x40
+
+// forkExec runs syscall.ForkExec with the reaper locked and, when the child
+// has exec'd, registers ch as its owner before any reaping can happen. ch
 // must be buffered (capacity ≥ 1).
-func (r *reaper) forkRegistered(fork func() (int, error), ch chan<- unix.WaitStatus) (int, error) {
+//
+// syscall.ForkExec reports exec errors (and failures of the child's set-up:
+// credentials, working directory) itself, but a child killed before exec —
+// by a signal the kernel sends at birth, say — looks to it like a
+// successful exec (its status pipe just closes). So the child's
+// PF_FORKNOEXEC flag is checked while its zombie cannot yet be reaped: set
+// means it never ran the job's image; it is then reaped here and the error
+// names how it died.
+func (r *reaper) forkExec(path string, argv []string, attr *syscall.ProcAttr, ch chan<- unix.WaitStatus) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pid, err := fork()
+	pid, err := syscall.ForkExec(path, argv, attr)
 	if err != nil {
 		return 0, err
 	}
+	if !execed(pid) {
+		var ws unix.WaitStatus
+		for {
+			_, err := unix.Wait4(pid, &ws, 0, nil)
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		return 0, fmt.Errorf("process %d died before exec: %s", pid, describeWait(ws))
+	}
 	r.waiters[pid] = ch
 	return pid, nil
+}
+
+// execed reports whether pid, a child that syscall.ForkExec has just
+// returned, went through execve(2). When /proc cannot tell, it says yes:
+// the run's exit status then tells the rest.
+func execed(pid int) bool {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return true
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return true
+	}
+	return st.Flags&pfForkNoExec == 0
+}
+
+func describeWait(ws unix.WaitStatus) string {
+	switch {
+	case ws.Signaled():
+		return "killed by " + unix.SignalName(ws.Signal())
+	case ws.Exited():
+		return fmt.Sprintf("exited %d", ws.ExitStatus())
+	}
+	return fmt.Sprintf("wait status %#x", uint32(ws))
 }
