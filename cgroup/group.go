@@ -158,7 +158,7 @@ func (g *Group) Placement() Placement {
 
 // Update applies res in place: no process is moved or restarted. Nil fields
 // are left as they are, so an update that changes only memory leaves the CPU
-// quota exactly as the kernel holds it (CASES C6, runc#4622). Rules as New.
+// quota exactly as the kernel holds it. Rules as New.
 //
 // Errors: the group was deleted; the kernel refuses a value.
 func (g *Group) Update(res *specs.LinuxResources) error {

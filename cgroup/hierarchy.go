@@ -100,8 +100,8 @@ func Open(root string) (*Hierarchy, error) {
 // Delegate=yes, e.g. "/system.slice/berth.service"), or, when root is "",
 // the cgroup this process is in. Prepare then never writes above root, and on
 // cgroup v2 moves the agent out of root into <root>/agent first (the
-// no-internal-processes rule, cgroup-v2.rst "No Internal Process Constraint";
-// CASES C13, systemd#26311).
+// no-internal-processes rule, cgroup-v2.rst "No Internal Process
+// Constraint").
 //
 // Errors: as Open.
 func OpenDelegated(root string) (*Hierarchy, error) {

@@ -32,7 +32,7 @@ const (
 // only into v1 cgroup.procs files) are killed by freeze, SIGKILL, thaw, in
 // rounds until none is left: while FROZEN (freezer.state,
 // Documentation/admin-guide/cgroup-v1/freezer-subsystem.rst) no process can
-// fork, so a forking loop cannot escape (CASES C3, C4).
+// fork, so a forking loop cannot escape.
 //
 // An exited process leaves cgroup.procs when it exits, before it is reaped
 // (checked on kernel 6.18), so Kill does not wait for reaping; the caller

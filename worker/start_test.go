@@ -59,7 +59,7 @@ func groupFile(g *testGroup, ctrl, file string) string {
 	return ""
 }
 
-// C14: single-process jobs with pids = 1, 2, 3 and 4, ten of each started
+// Single-process jobs with pids = 1, 2, 3 and 4, ten of each started
 // together. Every one runs, inside its cgroup, with pids.current = 1:
 // nothing of the agent's (launcher threads, helper) counts against a job.
 func TestPidsLimitedJobsAllStart(t *testing.T) {

@@ -214,7 +214,7 @@ func (w *Worker) run() {
 			ws = w.terminate(p, logs)
 		}
 		exitAt := time.Now()
-		w.killGroup(logs) // a job's descendants never outlive it (CASES C3)
+		w.killGroup(logs) // a job's descendants never outlive it
 		oom := false
 		if ws.Signaled() && ws.Signal() == unix.SIGKILL && oomErr == nil {
 			if n, err := w.spec.Group.OOMKills(); err == nil && n > oomBefore {

@@ -201,7 +201,7 @@ func checkInGroup(t testing.TB, pid int, g *testGroup) {
 	}
 }
 
-// C11: a job whose first act is to fork 20 children: the job and every
+// A job whose first act is to fork 20 children: the job and every
 // descendant are in the job's cgroup in every v1 controller.
 func TestStartsInsideCgroup(t *testing.T) {
 	g := newTestGroup(t, 0)
@@ -395,7 +395,7 @@ func TestSignalExit(t *testing.T) {
 	}
 }
 
-// C9: 200 short-lived background children, then exit 3: the job's status
+// 200 short-lived background children, then exit 3: the job's status
 // is still reported, and no zombie is left.
 func TestNoZombiesAndExitStatus(t *testing.T) {
 	g := newTestGroup(t, 0)
@@ -412,7 +412,7 @@ func TestNoZombiesAndExitStatus(t *testing.T) {
 	eventually(t, 10*time.Second, "no zombie children", func() bool { return len(zombieChildren()) == 0 })
 }
 
-// C10: 50 workers started at once from concurrent goroutines are all alive
+// 50 workers started at once from concurrent goroutines are all alive
 // 5 s later (Pdeathsig is tied to the launcher thread, which never exits).
 func TestConcurrentStartsStayAlive(t *testing.T) {
 	const n = 50
@@ -447,7 +447,7 @@ func TestConcurrentStartsStayAlive(t *testing.T) {
 	}
 }
 
-// C3: grandchildren do not survive Stop.
+// Grandchildren do not survive Stop.
 func TestStopKillsDescendants(t *testing.T) {
 	g := newTestGroup(t, 0)
 	spec := sh(g, `sh -c "sleep 1000 & sleep 1000" & wait`)
@@ -491,7 +491,7 @@ func TestExitKillsDescendants(t *testing.T) {
 	}
 }
 
-// C4: a TERM-ignoring job is killed after StopTimeout and no goroutine of
+// A TERM-ignoring job is killed after StopTimeout and no goroutine of
 // the worker is left.
 func TestStopTimeoutKills(t *testing.T) {
 	g := newTestGroup(t, 0)
@@ -562,7 +562,7 @@ func TestStopBeforeStart(t *testing.T) {
 	}
 }
 
-// C5: a job over its 32 MiB memory limit is OOM-killed; every exit says so
+// A job over its 32 MiB memory limit is OOM-killed; every exit says so
 // and the restarts go on.
 func TestOOMKillReported(t *testing.T) {
 	g := newTestGroup(t, 32<<20)
