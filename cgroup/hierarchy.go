@@ -60,8 +60,8 @@ type Hierarchy struct {
 	log       *slog.Logger
 
 	// threadCtrls are the v1 controllers a launcher thread crosses into,
-	// one per mounted hierarchy (comounted controllers such as cpu,cpuacct
-	// appear once); empty on a unified host.
+	// in order, one per mounted hierarchy (comounted controllers such as
+	// cpu,cpuacct appear once), cpu last; empty on a unified host.
 	threadCtrls []cgroup1.Name
 	// cloneInto is true when a cgroup2 hierarchy is mounted and the kernel
 	// has clone3 CLONE_INTO_CGROUP (Linux 5.7); kernel is its release.
@@ -166,8 +166,21 @@ func open(root string, delegated bool) (*Hierarchy, error) {
 		if len(h.subsystems) == 0 {
 			return nil, fmt.Errorf("open cgroup root %q: none of the v1 controllers %v is mounted under %s", root, v1Controllers, mountRoot)
 		}
+		// The thread enters cpu last and leaves it first: a job whose CPU
+		// quota is spent throttles every task of its cpu cgroup, the
+		// launcher thread included, until the next period.
+		order := slices.Clone(h.subsystems)
+		slices.SortStableFunc(order, func(a, b cgroup1.Subsystem) int {
+			isCPU := func(s cgroup1.Subsystem) int {
+				if s.Name() == cgroup1.Cpu {
+					return 1
+				}
+				return 0
+			}
+			return isCPU(a) - isCPU(b)
+		})
 		seen := map[string]bool{}
-		for _, s := range h.subsystems {
+		for _, s := range order {
 			real, err := filepath.EvalSymlinks(filepath.Join(mountRoot, string(s.Name())))
 			if err != nil {
 				real = filepath.Join(mountRoot, string(s.Name()))

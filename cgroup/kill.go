@@ -191,12 +191,16 @@ func isNoProcess(err error) bool {
 }
 
 // removeRunLeaves removes the group's empty run leaves in cgroup2. A leaf
-// that cannot be removed stays for the next ForkInside or for Delete.
+// that cannot be removed stays for the next ForkInside or for Delete. It
+// waits for a ForkInside of this Group in progress, whose new leaf is still
+// empty until its fork.
 func (g *Group) removeRunLeaves() {
 	ud := g.h.unifiedDir(g.rel)
 	if ud == "" {
 		return
 	}
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
 	ents, err := os.ReadDir(ud)
 	if err != nil {
 		return

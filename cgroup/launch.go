@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -397,7 +398,7 @@ func (t *threadTasks) enter() error {
 // hierarchy's root where home refuses it (its cgroup was removed).
 func (t *threadTasks) leave() error {
 	var errs []error
-	for _, name := range t.ctrls {
+	for _, name := range slices.Backward(t.ctrls) {
 		if _, err := unix.Write(t.home.fds[name], thisThread); err == nil {
 			continue
 		}

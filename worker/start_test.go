@@ -339,3 +339,47 @@ func BenchmarkForkExecFloor(b *testing.B) {
 		return d
 	})
 }
+
+// BenchmarkStart100 measures 100 limited jobs started at once from 100
+// goroutines, as an agent starting its jobs does: per op, the wall time
+// from the first spawn to the last one's return, divided by 100 (reported
+// as µs-per-start). The launcher threads cross into the cgroups in
+// parallel; forks themselves are serialised by the Go runtime.
+func BenchmarkStart100(b *testing.B) {
+	const n = 100
+	pids := int64(1)
+	groups := make([]*testGroup, n)
+	for i := range groups {
+		groups[i] = newTestGroupRes(b, &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: &pids}})
+	}
+	logs, err := newLogPipe(&syncBuffer{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { logs.closeWriter(); <-logs.done }()
+	if err := startLauncher(); err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	for b.Loop() {
+		procs := make([]*proc, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for i, g := range groups {
+			spec := Spec{JobID: "bench", Path: "/bin/true", Group: g}
+			wg.Go(func() { procs[i], errs[i] = spawn(&spec, g, logs.w) })
+		}
+		wg.Wait()
+		total += time.Since(t0)
+		b.StopTimer()
+		for i, p := range procs {
+			if errs[i] != nil {
+				b.Fatal(errs[i])
+			}
+			<-p.exits
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*n)/1e3, "µs-per-start")
+}
