@@ -30,9 +30,10 @@
 // The fork is syscall.ForkExec: the child sets its session, parent-death
 // signal and credentials and execs the job, and an exec error (missing
 // program, not executable, bad working directory) comes back from the
-// fork. A child that dies before exec — killed at birth, say — looks like a
-// success to ForkExec, so its PF_FORKNOEXEC flag (/proc/PID/stat) is
-// checked before it can be reaped. Any of these failures, and a cgroup that
+// fork. A child that dies before its new image runs — killed at birth,
+// say — looks like a success to ForkExec, so its PF_FORKNOEXEC flag
+// (/proc/PID/stat) is checked before it can be reaped, and a child still
+// inside execve is watched until the exec completes or the child dies. Any of these failures, and a cgroup that
 // refuses the thread or the fork (a v1 cpuset without CPUs, pids.max
 // reached), is a start that never ran the job: the worker goes to Failed
 // with the reason, never Running then Exited.

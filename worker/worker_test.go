@@ -76,8 +76,17 @@ func startWorker(t testing.TB, spec Spec) *Worker {
 
 func waitRunning(t testing.TB, w *Worker) int {
 	t.Helper()
-	eventually(t, 10*time.Second, "worker running", func() bool { return w.Status().State == Running })
-	return w.Status().PID
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := w.Status()
+		if st.State == Running {
+			return st.PID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s: worker %s, want running (status %+v)", st.State, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func waitState(t testing.TB, w *Worker, want State) Status {
@@ -432,10 +441,12 @@ func TestConcurrentStartsStayAlive(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	t0 := time.Now()
 	pids := make([]int, n)
 	for i, w := range ws {
 		pids[i] = waitRunning(t, w)
 	}
+	t.Logf("%d workers running %s after the last Start", n, time.Since(t0))
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		for i, pid := range pids {
