@@ -11,8 +11,7 @@ import (
 
 // jobLogs holds one rotating log file per job, <log_dir>/<job_id>.log, for
 // the agent's life: every worker the job ever has writes to the same one,
-// since the rotation library keeps a goroutine per writer even after Close
-// and making a new one per worker would leak one at each restart.
+// so that its size (when to rotate) is known without a stat per write.
 type jobLogs struct {
 	mu    sync.Mutex
 	files map[string]io.WriteCloser

@@ -58,6 +58,9 @@ func startLauncher() error {
 	if _, err := startReaper(); err != nil {
 		return err
 	}
+	if err := startLogMuxes(); err != nil {
+		return err
+	}
 	launcherOnce.Do(func() {
 		n := launcherCount()
 		ready := make(chan error, n)

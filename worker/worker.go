@@ -302,10 +302,5 @@ func (w *Worker) openLog() (*logPipe, error) {
 	case w.spec.Log != nil:
 		sink = w.spec.Log
 	}
-	p, err := newLogPipe(sink, closer)
-	if err != nil {
-		return nil, err
-	}
-	p.w.Fd() // put the write end in blocking mode: jobs expect a blocking stdout
-	return p, nil
+	return newLogPipe(sink, closer)
 }
