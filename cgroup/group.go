@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
@@ -37,6 +38,12 @@ type Group struct {
 	// latest run ("" before the first), removed when the next run starts.
 	runMu   sync.Mutex
 	runLeaf string
+	// leaf is runLeaf for readers that must not wait for a start in
+	// progress (Processes at scrape time); nil before the first run.
+	leaf atomic.Pointer[string]
+	// applied is what New and Update wrote (see Applied); nil for a
+	// loaded group until Applied reads it.
+	applied atomic.Pointer[Applied]
 }
 
 // Placement says where a new process must be put to run inside a Group.
@@ -90,6 +97,7 @@ func (h *Hierarchy) New(rel string, res *specs.LinuxResources) (*Group, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create cgroup %s: %w", h.unifiedDir(rel), err)
 		}
+		g.setApplied(res)
 		return g, nil
 	}
 	g.v1, err = h.newV1(rel, res)
@@ -101,6 +109,7 @@ func (h *Hierarchy) New(rel string, res *specs.LinuxResources) (*Group, error) {
 			return nil, fmt.Errorf("create cgroup %s: %w", d, err)
 		}
 	}
+	g.setApplied(res)
 	return g, nil
 }
 
@@ -169,6 +178,7 @@ func (g *Group) Update(res *specs.LinuxResources) error {
 		if err := g.h.updateV2(g.v2, g.rel, res); err != nil {
 			return fmt.Errorf("update cgroup %s: %w", g.h.unifiedDir(g.rel), err)
 		}
+		g.setApplied(res)
 		return nil
 	}
 	if g.v1 == nil {
@@ -177,6 +187,7 @@ func (g *Group) Update(res *specs.LinuxResources) error {
 	if err := g.h.updateV1(g.v1, g.rel, res); err != nil {
 		return fmt.Errorf("update cgroup %s in v1 controllers %v: %w", g.rel, g.h.Controllers(), err)
 	}
+	g.setApplied(res)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -87,8 +88,19 @@ func readKeys(path string, want map[string]*uint64) error {
 //
 // Errors: cgroup.procs cannot be read for a reason other than the group
 // disappearing.
+//
+// A group started with ForkInside on a host with cgroup2 has its processes
+// in the leaf of its latest run: only that leaf's cgroup.procs is read (and
+// the cgroups below it, if the job made any), without listing the group's
+// directory.
 func (g *Group) Processes() ([]int, error) {
 	dir := g.h.unifiedDir(g.rel)
+	if leaf := g.leaf.Load(); leaf != nil && dir != "" {
+		if pids, ok := g.leafProcesses(*leaf); ok {
+			return pids, nil
+		}
+		dir = *leaf
+	}
 	if dir == "" {
 		for _, name := range []cgroup1.Name{cgroup1.Pids, cgroup1.Freezer} {
 			if d := g.h.v1Dir(name, g.rel); d != "" {
@@ -252,4 +264,42 @@ func (g *Group) statsV1() (*Stats, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// leafProcesses reads the processes of a run leaf with one read of its
+// cgroup.procs; ok is false when the leaf has child cgroups, or holds more
+// processes than fit one read buffer: the caller then walks it.
+func (g *Group) leafProcesses(leaf string) (pids []int, ok bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(leaf, &st); err != nil {
+		return nil, errors.Is(err, unix.ENOENT) // the run ended and its leaf is gone
+	}
+	if st.Nlink > 2 { // child cgroups (kernfs counts subdirectories in nlink)
+		return nil, false
+	}
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	b, err := readUnder(g.h.unifiedMount, filepath.Join(leaf, "cgroup.procs"), *bp)
+	if err != nil {
+		return nil, errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
+	}
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		v, err := parseUint(line)
+		if err != nil {
+			return nil, false
+		}
+		if pid := int(v); pid != self {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, true
 }

@@ -130,6 +130,20 @@ func (a *accounts) get(id string) *jobAccount {
 	return j
 }
 
+// forJobs returns the account of each job with a cgroup, in the order of
+// jobs (nil for a job without one), made on first use: the parallel reads
+// of a scrape then each touch only their own job's account. Callers hold
+// mu.
+func (a *accounts) forJobs(jobs []Job) []*jobAccount {
+	out := make([]*jobAccount, len(jobs))
+	for i := range jobs {
+		if jobs[i].Cgroup != nil {
+			out[i] = a.get(jobs[i].ID)
+		}
+	}
+	return out
+}
+
 // retain drops the history of every job not in keep: a job that is no
 // longer assigned here. A job restarted with a new definition stays
 // assigned, so it keeps its history and its counters do not go down.

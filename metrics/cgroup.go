@@ -30,36 +30,41 @@ func newCgroup(log *slog.Logger) *cgroupCollector { return &cgroupCollector{log:
 
 // Update implements Collector. A job whose cgroup cannot be read is left
 // out of this scrape and fails the collector; the others are reported.
+// Only what changes is read (cgroup.Group.Usage: a handful of files per
+// job); the limits are those berth applied (cgroup.Group.Applied). Jobs
+// are read in parallel across the cores.
 func (c *cgroupCollector) Update(ch chan<- prometheus.Metric, s Snapshot) error {
 	c.acc.mu.Lock()
 	defer c.acc.mu.Unlock()
 	c.acc.retain(s.Assigned)
-	var errs []error
-	for i := range s.Jobs {
+	accs := c.acc.forJobs(s.Jobs)
+	errs := make([]error, len(s.Jobs))
+	parallel(len(s.Jobs), func(i int) {
 		j := &s.Jobs[i]
 		if j.Cgroup == nil {
-			continue
+			return
 		}
-		st, err := j.Cgroup.Stats()
+		u, err := j.Cgroup.Usage()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("job %s: %w", j.ID, err))
-			continue
+			errs[i] = fmt.Errorf("job %s: %w", j.ID, err)
+			return
 		}
-		acc := c.acc.get(j.ID)
+		lim := j.Cgroup.Applied()
+		acc := accs[i]
 		l := j.labels()
-		ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, acc.cpuUser.observe(st.CPUUserSeconds), with(l, "user")...)
-		ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, acc.cpuSystem.observe(st.CPUSystemSeconds), with(l, "system")...)
-		ch <- prometheus.MustNewConstMetric(descThrottled, prometheus.CounterValue, acc.throttledSeconds.observe(st.ThrottledSeconds), l...)
-		ch <- prometheus.MustNewConstMetric(descThrottledN, prometheus.CounterValue, acc.throttledPeriods.observe(float64(st.ThrottledPeriods)), l...)
-		ch <- prometheus.MustNewConstMetric(descOOM, prometheus.CounterValue, acc.oomKills.observe(float64(st.OOMKills)), l...)
-		ch <- prometheus.MustNewConstMetric(descMem, prometheus.GaugeValue, float64(st.MemoryBytes), l...)
-		if st.MemoryLimitBytes > 0 {
-			ch <- prometheus.MustNewConstMetric(descMemLimit, prometheus.GaugeValue, float64(st.MemoryLimitBytes), l...)
+		ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, acc.cpuUser.observe(u.CPUUserSeconds), with(l, "user")...)
+		ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, acc.cpuSystem.observe(u.CPUSystemSeconds), with(l, "system")...)
+		ch <- prometheus.MustNewConstMetric(descThrottled, prometheus.CounterValue, acc.throttledSeconds.observe(u.ThrottledSeconds), l...)
+		ch <- prometheus.MustNewConstMetric(descThrottledN, prometheus.CounterValue, acc.throttledPeriods.observe(float64(u.ThrottledPeriods)), l...)
+		ch <- prometheus.MustNewConstMetric(descOOM, prometheus.CounterValue, acc.oomKills.observe(float64(u.OOMKills)), l...)
+		ch <- prometheus.MustNewConstMetric(descMem, prometheus.GaugeValue, float64(u.MemoryBytes), l...)
+		if lim.MemoryLimitBytes > 0 {
+			ch <- prometheus.MustNewConstMetric(descMemLimit, prometheus.GaugeValue, float64(lim.MemoryLimitBytes), l...)
 		}
-		if st.CPUQuotaCores > 0 {
-			ch <- prometheus.MustNewConstMetric(descCPULimit, prometheus.GaugeValue, st.CPUQuotaCores, l...)
+		if lim.CPUQuotaCores > 0 {
+			ch <- prometheus.MustNewConstMetric(descCPULimit, prometheus.GaugeValue, lim.CPUQuotaCores, l...)
 		}
-		ch <- prometheus.MustNewConstMetric(descPids, prometheus.GaugeValue, float64(st.Pids), l...)
-	}
+		ch <- prometheus.MustNewConstMetric(descPids, prometheus.GaugeValue, float64(u.Pids), l...)
+	})
 	return errors.Join(errs...)
 }

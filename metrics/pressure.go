@@ -35,30 +35,32 @@ type pressureCollector struct {
 
 func newPressure(log *slog.Logger) *pressureCollector { return &pressureCollector{log: log} }
 
-// Update implements Collector.
+// Update implements Collector. Jobs are read in parallel across the
+// cores.
 func (c *pressureCollector) Update(ch chan<- prometheus.Metric, s Snapshot) error {
 	c.acc.mu.Lock()
 	defer c.acc.mu.Unlock()
 	c.acc.retain(s.Assigned)
-	var errs []error
-	for i := range s.Jobs {
+	accs := c.acc.forJobs(s.Jobs)
+	errs := make([]error, len(s.Jobs))
+	parallel(len(s.Jobs), func(i int) {
 		j := &s.Jobs[i]
 		if j.Cgroup == nil {
-			continue
+			return
 		}
 		p, err := j.Cgroup.Pressure()
 		switch {
 		case errors.Is(err, cgroup.ErrNoPressure):
 			c.logged.Do(func() { c.log.Warn("no per-job pressure metrics", "job_id", j.ID, "reason", err) })
-			continue
+			return
 		case errors.Is(err, cgroup.ErrNotExist):
-			continue // stopped meanwhile
+			return // stopped meanwhile
 		case err != nil:
-			errs = append(errs, fmt.Errorf("job %s: %w", j.ID, err))
-			continue
+			errs[i] = fmt.Errorf("job %s: %w", j.ID, err)
+			return
 		}
-		acc, l := c.acc.get(j.ID), j.labels()
-		for k, r := range []struct {
+		acc, l := accs[i], j.labels()
+		for k, r := range [...]struct {
 			st               cgroup.StallTime
 			waiting, stalled *prometheus.Desc
 		}{{p.CPU, descCPUWaiting, descCPUStalled}, {p.Memory, descMemWaiting, descMemStalled}, {p.IO, descIOWaiting, descIOStalled}} {
@@ -67,6 +69,6 @@ func (c *pressureCollector) Update(ch chan<- prometheus.Metric, s Snapshot) erro
 				ch <- prometheus.MustNewConstMetric(r.stalled, prometheus.CounterValue, acc.pressure[2*k+1].observe(r.st.FullSeconds), l...)
 			}
 		}
-	}
+	})
 	return errors.Join(errs...)
 }

@@ -55,6 +55,7 @@ func main() {
 	scrapes := flag.Int("scrapes", 20, "scrapes per exporter and N")
 	idle := flag.Duration("idle", 10*time.Second, "how long idle CPU is measured")
 	csvPath := flag.String("csv", "", "append one CSV line per N to this file")
+	profDir := flag.String("profile", "", "after measuring each N, save the agent's CPU profile over 10 s of back-to-back scrapes and its heap profile in this directory (cpu-N.pprof, heap-N.pprof)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fail(errors.New("run as root: the agent makes cgroups"))
@@ -68,7 +69,7 @@ func main() {
 		if err != nil || n < 1 {
 			fail(fmt.Errorf("-n: %q is not a job count", s))
 		}
-		r, err := measure(*bin, n, *scrapes, *idle)
+		r, err := measure(*bin, n, *scrapes, *idle, *profDir)
 		if err != nil {
 			fail(fmt.Errorf("N=%d: %w", n, err))
 		}
@@ -101,7 +102,7 @@ type result struct {
 	BerthHeap, BerthGoroutines float64
 }
 
-func measure(bin string, n, scrapes int, idle time.Duration) (result, error) {
+func measure(bin string, n, scrapes int, idle time.Duration, profDir string) (result, error) {
 	r := result{N: n}
 	dir, err := os.MkdirTemp("", "berth-scale-")
 	if err != nil {
@@ -116,7 +117,15 @@ func measure(bin string, n, scrapes int, idle time.Duration) (result, error) {
 	if err := os.WriteFile(cfg, []byte(config(dir, addr, n)), 0o644); err != nil {
 		return r, err
 	}
-	agent := exec.Command(bin, "agent", "--config", cfg)
+	args := []string{"agent", "--config", cfg}
+	var pprofAddr string
+	if profDir != "" {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return r, err
+		}
+		args = append(args, "--pprof", pprofAddr)
+	}
+	agent := exec.Command(bin, args...)
 	var out bytes.Buffer
 	agent.Stdout, agent.Stderr = &out, &out
 	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -191,6 +200,11 @@ func measure(bin string, n, scrapes int, idle time.Duration) (result, error) {
 	if m, err := scrapeValues("http://"+addr+"/metrics", "go_memstats_heap_inuse_bytes", "go_goroutines"); err == nil {
 		r.BerthHeap, r.BerthGoroutines = m[0], m[1]
 	}
+	if profDir != "" {
+		if err := profile(profDir, n, "http://"+addr+"/metrics", "http://"+pprofAddr+"/debug/pprof/"); err != nil {
+			return r, err
+		}
+	}
 
 	// The anchor, on the same processes: one group per job, by the unique
 	// sleep duration in its command line.
@@ -230,6 +244,58 @@ func measure(bin string, n, scrapes int, idle time.Duration) (result, error) {
 	}
 	r.ExporterRSS, _ = rss(pe.Process.Pid)
 	return r, nil
+}
+
+// profile saves the agent's CPU profile over 10 s of back-to-back scrapes
+// of metricsURL, then its heap profile (after a GC: the live heap).
+func profile(dir string, n int, metricsURL, pprofURL string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	save := func(url, file string) error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	stop := make(chan struct{})
+	scraped := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				scraped <- nil
+				return
+			default:
+			}
+			if _, err := scrapeCount(metricsURL); err != nil {
+				scraped <- err
+				return
+			}
+		}
+	}()
+	err := save(pprofURL+"profile?seconds=10", fmt.Sprintf("cpu-%d.pprof", n))
+	close(stop)
+	if serr := <-scraped; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	return save(pprofURL+"heap?gc=1", fmt.Sprintf("heap-%d.pprof", n))
 }
 
 // config is the agent file for n jobs.
