@@ -44,6 +44,9 @@ type Group struct {
 	// applied is what New and Update wrote (see Applied); nil for a
 	// loaded group until Applied reads it.
 	applied atomic.Pointer[Applied]
+	// usage holds the directories Usage reads, found once (usageOnce).
+	usageOnce sync.Once
+	usage     *usageDirs
 }
 
 // Placement says where a new process must be put to run inside a Group.

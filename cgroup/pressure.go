@@ -74,12 +74,15 @@ func (g *Group) Pressure() (Pressure, error) {
 	if dir == "" {
 		return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w: the host (%s) has no cgroup2 hierarchy", g.rel, ErrNoPressure, g.h.mode)
 	}
+	d := g.dirsForUsage()
+	if d.err != nil {
+		return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w", dir, d.err)
+	}
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	var p Pressure
 	for i, out := range []*StallTime{&p.CPU, &p.Memory, &p.IO} {
-		file := filepath.Join(dir, pressureFiles[i])
-		b, err := readUnder(g.h.unifiedMount, file, *bp)
+		b, err := d.unified.read(pressureFiles[i], *bp)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
@@ -93,7 +96,7 @@ func (g *Group) Pressure() (Pressure, error) {
 		}
 		st, err := parsePressure(b)
 		if err != nil {
-			return Pressure{}, fmt.Errorf("read pressure of cgroup %s: parse %s: %w", dir, file, err)
+			return Pressure{}, fmt.Errorf("read pressure of cgroup %s: parse %s: %w", dir, filepath.Join(dir, pressureFiles[i]), err)
 		}
 		*out = st
 	}

@@ -90,9 +90,8 @@ func readKeys(path string, want map[string]*uint64) error {
 // disappearing.
 //
 // A group started with ForkInside on a host with cgroup2 has its processes
-// in the leaf of its latest run: only that leaf's cgroup.procs is read (and
-// the cgroups below it, if the job made any), without listing the group's
-// directory.
+// in the leaf of its latest run: only that leaf's cgroup.procs is read,
+// without listing any directory (see leafProcesses).
 func (g *Group) Processes() ([]int, error) {
 	dir := g.h.unifiedDir(g.rel)
 	if leaf := g.leaf.Load(); leaf != nil && dir != "" {
@@ -267,20 +266,17 @@ func (g *Group) statsV1() (*Stats, error) {
 }
 
 // leafProcesses reads the processes of a run leaf with one read of its
-// cgroup.procs; ok is false when the leaf has child cgroups, or holds more
-// processes than fit one read buffer: the caller then walks it.
+// cgroup.procs, without listing the leaf's directory: processes a job
+// moved into cgroup2 cgroups it made below its leaf are not listed (the
+// cgroup accounting covers them all the same). ok is false when the leaf
+// holds more processes than fit one read buffer: the caller then reads it
+// in full.
 func (g *Group) leafProcesses(leaf string) (pids []int, ok bool) {
-	var st unix.Stat_t
-	if err := unix.Stat(leaf, &st); err != nil {
-		return nil, errors.Is(err, unix.ENOENT) // the run ended and its leaf is gone
-	}
-	if st.Nlink > 2 { // child cgroups (kernfs counts subdirectories in nlink)
-		return nil, false
-	}
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
-	b, err := readUnder(g.h.unifiedMount, filepath.Join(leaf, "cgroup.procs"), *bp)
+	b, err := readUnder(g.h.unifiedMount, leaf+"/cgroup.procs", *bp)
 	if err != nil {
+		// The run ended and Kill removed its leaf: no process.
 		return nil, errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
 	}
 	for len(b) > 0 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 
@@ -179,6 +178,54 @@ func readUnder(mount, file string, buf []byte) ([]byte, error) {
 	return readInto(dirFD, rel, buf)
 }
 
+// mountDir is one directory of a group, as Usage reads files in it: the
+// cached fd of the mount it lies under (underMount) and the directory's
+// path relative to it, with a trailing slash; fd < 0 when the group has
+// no such directory (controller not in use).
+type mountDir struct {
+	fd  int
+	rel string
+}
+
+func (d mountDir) ok() bool { return d.fd >= 0 }
+
+// read reads the file name in d into buf.
+func (d mountDir) read(name string, buf []byte) ([]byte, error) {
+	return readInto(d.fd, d.rel+name, buf)
+}
+
+// usageDirs are the directories Usage and Pressure read, found once per
+// group: no path joining or cleaning per read.
+type usageDirs struct {
+	unified, cpu, cpuacct, memory, pids mountDir
+	err                                 error
+}
+
+// dirsForUsage returns the group's usageDirs, computed on first use.
+func (g *Group) dirsForUsage() *usageDirs {
+	g.usageOnce.Do(func() {
+		d := &usageDirs{}
+		at := func(mount, dir string) mountDir {
+			if dir == "" || d.err != nil {
+				return mountDir{fd: -1}
+			}
+			fd, rel, err := underMount(mount, dir)
+			if err != nil {
+				d.err = err
+				return mountDir{fd: -1}
+			}
+			return mountDir{fd: fd, rel: rel + "/"}
+		}
+		d.unified = at(g.h.unifiedMount, g.h.unifiedDir(g.rel))
+		d.cpu = at(mountRoot, g.h.v1Dir(cgroup1.Cpu, g.rel))
+		d.cpuacct = at(mountRoot, g.h.v1Dir(cgroup1.Cpuacct, g.rel))
+		d.memory = at(mountRoot, g.h.v1Dir(cgroup1.Memory, g.rel))
+		d.pids = at(mountRoot, g.h.v1Dir(cgroup1.Pids, g.rel))
+		g.usage = d
+	})
+	return g.usage
+}
+
 // keyedValue returns the value of key in a flat keyed file's content
 // ("key value" lines: cpu.stat, memory.oom_control, memory.events); found
 // is false when the key is absent.
@@ -226,9 +273,11 @@ func parseUint(b []byte) (uint64, error) {
 // of files, each read once (see Usage for which), limits and I/O left out.
 // A controller that is not in use leaves its fields zero. On a hybrid host
 // CPU time comes from the cgroup2 tracking tree's cpu.stat, throttling
-// from v1 cpu.stat; OOM kills from the job's memory.oom_control alone
-// unless the group has child cgroups in the memory hierarchy (then summed
-// over them, as OOMKills does).
+// from v1 cpu.stat. It reads the group's own files only, which suits a
+// job's cgroup (berth makes nothing below it in the v1 hierarchies): on v1
+// OOM kills are counted in the cgroup of the killed process and not
+// propagated to its parents, so kills inside v1 memory cgroups that a job
+// made below its own are not in Usage; OOMKills and Stats walk them.
 //
 // Errors: the group is gone (wrapping ErrNotExist); a control file cannot
 // be read or parsed.
@@ -253,8 +302,11 @@ func (g *Group) Usage() (Usage, error) {
 }
 
 func (g *Group) usageV2(u *Usage, buf []byte) error {
-	h, dir := g.h, g.h.unifiedDir(g.rel)
-	b, err := readUnder(h.unifiedMount, filepath.Join(dir, "cpu.stat"), buf)
+	d := g.dirsForUsage()
+	if d.err != nil {
+		return d.err
+	}
+	b, err := d.unified.read("cpu.stat", buf)
 	if err != nil {
 		return err
 	}
@@ -267,19 +319,19 @@ func (g *Group) usageV2(u *Usage, buf []byte) error {
 	}
 	u.CPUUserSeconds, u.CPUSystemSeconds = float64(user)/1e6, float64(sys)/1e6
 	u.ThrottledPeriods, u.ThrottledSeconds = thr, float64(thrUs)/1e6
-	if b, err = readUnder(h.unifiedMount, filepath.Join(dir, "memory.current"), buf); err == nil {
+	if b, err = d.unified.read("memory.current", buf); err == nil {
 		u.MemoryBytes, err = parseUint(b)
 	}
 	if optional(err) != nil {
 		return err
 	}
-	if b, err = readUnder(h.unifiedMount, filepath.Join(dir, "memory.events"), buf); err == nil {
+	if b, err = d.unified.read("memory.events", buf); err == nil {
 		u.OOMKills, _, err = keyedValue(b, "oom_kill")
 	}
 	if optional(err) != nil {
 		return err
 	}
-	if b, err = readUnder(h.unifiedMount, filepath.Join(dir, "pids.current"), buf); err == nil {
+	if b, err = d.unified.read("pids.current", buf); err == nil {
 		u.Pids, err = parseUint(b)
 	}
 	return optional(err)
@@ -295,9 +347,12 @@ func optional(err error) error {
 }
 
 func (g *Group) usageV1(u *Usage, buf []byte) error {
-	h, rel := g.h, g.rel
-	if ud := h.unifiedDir(rel); ud != "" {
-		b, err := readUnder(h.unifiedMount, filepath.Join(ud, "cpu.stat"), buf)
+	d := g.dirsForUsage()
+	if d.err != nil {
+		return d.err
+	}
+	if d.unified.ok() {
+		b, err := d.unified.read("cpu.stat", buf)
 		if err != nil {
 			return err
 		}
@@ -307,16 +362,16 @@ func (g *Group) usageV1(u *Usage, buf []byte) error {
 			return err
 		}
 		u.CPUUserSeconds, u.CPUSystemSeconds = float64(user)/1e6, float64(sys)/1e6
-	} else if d := h.v1Dir(cgroup1.Cpuacct, rel); d != "" {
-		us, err1 := readV1(d, "cpuacct.usage_user", buf)
-		sy, err2 := readV1(d, "cpuacct.usage_sys", buf)
+	} else if d.cpuacct.ok() {
+		us, err1 := readNumber(d.cpuacct, "cpuacct.usage_user", buf)
+		sy, err2 := readNumber(d.cpuacct, "cpuacct.usage_sys", buf)
 		if err := errors.Join(optional(err1), optional(err2)); err != nil {
 			return err
 		}
 		u.CPUUserSeconds, u.CPUSystemSeconds = float64(us)/1e9, float64(sy)/1e9
 	}
-	if d := h.v1Dir(cgroup1.Cpu, rel); d != "" {
-		b, err := readUnder(mountRoot, filepath.Join(d, "cpu.stat"), buf)
+	if d.cpu.ok() {
+		b, err := d.cpu.read("cpu.stat", buf)
 		if err == nil {
 			var ns uint64
 			var err1, err2 error
@@ -325,45 +380,35 @@ func (g *Group) usageV1(u *Usage, buf []byte) error {
 			u.ThrottledSeconds = float64(ns) / 1e9
 			err = errors.Join(err1, err2)
 		}
-		if optional(err) != nil {
+		if err != nil {
 			return err
 		}
 	}
-	if d := h.v1Dir(cgroup1.Memory, rel); d != "" {
+	if d.memory.ok() {
 		var err error
-		if u.MemoryBytes, err = readV1(d, "memory.usage_in_bytes", buf); optional(err) != nil {
+		if u.MemoryBytes, err = readNumber(d.memory, "memory.usage_in_bytes", buf); err != nil {
 			return err
 		}
-		var st unix.Stat_t
-		switch serr := unix.Stat(d, &st); {
-		case serr != nil:
-			// gone: the reads above said so already, or will
-		case st.Nlink > 2: // child cgroups (kernfs counts subdirectories in nlink)
-			if u.OOMKills, err = g.OOMKills(); err != nil && !errors.Is(err, ErrNotExist) {
-				return err
-			}
-		default:
-			b, err := readUnder(mountRoot, filepath.Join(d, "memory.oom_control"), buf)
-			if err == nil {
-				u.OOMKills, _, err = keyedValue(b, "oom_kill")
-			}
-			if optional(err) != nil {
-				return err
-			}
+		b, err := d.memory.read("memory.oom_control", buf)
+		if err == nil {
+			u.OOMKills, _, err = keyedValue(b, "oom_kill")
+		}
+		if err != nil {
+			return err
 		}
 	}
-	if d := h.v1Dir(cgroup1.Pids, rel); d != "" {
+	if d.pids.ok() {
 		var err error
-		if u.Pids, err = readV1(d, "pids.current", buf); optional(err) != nil {
+		if u.Pids, err = readNumber(d.pids, "pids.current", buf); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// readV1 reads a one-number file of a v1 controller directory.
-func readV1(dir, file string, buf []byte) (uint64, error) {
-	b, err := readUnder(mountRoot, filepath.Join(dir, file), buf)
+// readNumber reads a one-number file of d.
+func readNumber(d mountDir, name string, buf []byte) (uint64, error) {
+	b, err := d.read(name, buf)
 	if err != nil {
 		return 0, err
 	}

@@ -52,14 +52,14 @@ func (m *ClusterMetrics) ObserveRenew(d time.Duration) { m.renew.Observe(d.Secon
 func (m *ClusterMetrics) Fenced() { m.fencings.Inc() }
 
 // Update implements Collector.
-func (m *ClusterMetrics) Update(ch chan<- prometheus.Metric, _ Snapshot) error {
-	m.renew.Collect(ch)
-	m.fencings.Collect(ch)
+func (m *ClusterMetrics) Update(out Output, _ Snapshot) error {
+	m.renew.Collect(out.ch)
+	m.fencings.Collect(out.ch)
 	up := 0.0
 	if m.state.MemberUp() {
 		up = 1
 	}
-	ch <- prometheus.MustNewConstMetric(descMemberUp, prometheus.GaugeValue, up)
-	ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.GaugeValue, float64(m.state.Conflicts()))
+	out.Send(prometheus.MustNewConstMetric(descMemberUp, prometheus.GaugeValue, up))
+	out.Send(prometheus.MustNewConstMetric(descConflicts, prometheus.GaugeValue, float64(m.state.Conflicts())))
 	return nil
 }

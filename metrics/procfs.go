@@ -7,18 +7,17 @@ import (
 	"log/slog"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 )
 
 var (
-	descProcs       = jobDesc("berth_job_processes", "Processes of the job, from procfs.")
-	descRSS         = jobDesc("berth_job_resident_memory_bytes", "Sum of the resident set size of every process of the job, bytes.")
-	descThreads     = jobDesc("berth_job_threads", "Sum of the threads of every process of the job.")
-	descFDs         = jobDesc("berth_job_open_fds", "Sum of the open file descriptors of every process of the job.")
-	descReadBytes   = jobDesc("berth_job_read_bytes_total", "Bytes the job's processes caused to be read from storage (/proc/PID/io read_bytes), including processes that have exited.")
-	descWriteBytes  = jobDesc("berth_job_write_bytes_total", "Bytes the job's processes caused to be written to storage (/proc/PID/io write_bytes), including processes that have exited.")
-	descCtxSwitches = jobDesc("berth_job_context_switches_total", "Context switches of the job's processes (/proc/PID/status), including processes that have exited.", "type")
+	famProcs       = jobGauge("berth_job_processes", "Processes of the job, from procfs.")
+	famRSS         = jobGauge("berth_job_resident_memory_bytes", "Sum of the resident set size of every process of the job, bytes.")
+	famThreads     = jobGauge("berth_job_threads", "Sum of the threads of every process of the job.")
+	famFDs         = jobGauge("berth_job_open_fds", "Sum of the open file descriptors of every process of the job.")
+	famReadBytes   = jobCounter("berth_job_read_bytes_total", "Bytes the job's processes caused to be read from storage (/proc/PID/io read_bytes), including processes that have exited.")
+	famWriteBytes  = jobCounter("berth_job_write_bytes_total", "Bytes the job's processes caused to be written to storage (/proc/PID/io write_bytes), including processes that have exited.")
+	famCtxSwitches = newJobFamily("berth_job_context_switches_total", "Context switches of the job's processes (/proc/PID/status), including processes that have exited.", "counter", "type", "voluntary", "involuntary")
 )
 
 // procfsCollector sums every process of each job from procfs: processes,
@@ -45,7 +44,7 @@ func gone(err error) bool {
 // run's cgroup (cgroup.Group.Processes: one cgroup.procs read); each is
 // read from /proc/PID/stat, io and status and its fds counted. Jobs are
 // read in parallel across the cores.
-func (c *procfsCollector) Update(ch chan<- prometheus.Metric, s Snapshot) error {
+func (c *procfsCollector) Update(out Output, s Snapshot) error {
 	c.acc.mu.Lock()
 	defer c.acc.mu.Unlock()
 	c.acc.retain(s.Assigned)
@@ -56,13 +55,13 @@ func (c *procfsCollector) Update(ch chan<- prometheus.Metric, s Snapshot) error 
 		if j.Cgroup == nil {
 			return
 		}
-		errs[i] = c.job(ch, j, accs[i])
+		errs[i] = c.job(out, i, j, accs[i])
 	})
 	return errors.Join(errs...)
 }
 
 // job reads and sends one job's processes.
-func (c *procfsCollector) job(ch chan<- prometheus.Metric, j *Job, acc *jobAccount) error {
+func (c *procfsCollector) job(out Output, i int, j *Job, acc *jobAccount) error {
 	pids, err := j.Cgroup.Processes()
 	if err != nil {
 		return fmt.Errorf("list processes of job %s: %w", j.ID, err)
@@ -110,14 +109,13 @@ func (c *procfsCollector) job(ch chan<- prometheus.Metric, j *Job, acc *jobAccou
 		seen[key] = procReading{totals: t, ppid: st.ppid}
 	}
 	total := acc.update(seen)
-	l := j.labels()
-	ch <- prometheus.MustNewConstMetric(descProcs, prometheus.GaugeValue, procs, l...)
-	ch <- prometheus.MustNewConstMetric(descRSS, prometheus.GaugeValue, rss, l...)
-	ch <- prometheus.MustNewConstMetric(descThreads, prometheus.GaugeValue, threads, l...)
-	ch <- prometheus.MustNewConstMetric(descFDs, prometheus.GaugeValue, fds, l...)
-	ch <- prometheus.MustNewConstMetric(descReadBytes, prometheus.CounterValue, total.readBytes, l...)
-	ch <- prometheus.MustNewConstMetric(descWriteBytes, prometheus.CounterValue, total.writeBytes, l...)
-	ch <- prometheus.MustNewConstMetric(descCtxSwitches, prometheus.CounterValue, total.volCtx, with(l, "voluntary")...)
-	ch <- prometheus.MustNewConstMetric(descCtxSwitches, prometheus.CounterValue, total.involCtx, with(l, "involuntary")...)
+	out.job(famProcs, i, procs)
+	out.job(famRSS, i, rss)
+	out.job(famThreads, i, threads)
+	out.job(famFDs, i, fds)
+	out.job(famReadBytes, i, total.readBytes)
+	out.job(famWriteBytes, i, total.writeBytes)
+	out.jobWith(famCtxSwitches, i, "voluntary", total.volCtx)
+	out.jobWith(famCtxSwitches, i, "involuntary", total.involCtx)
 	return errors.Join(errs...)
 }

@@ -29,13 +29,24 @@ var procBufs = sync.Pool{New: func() any { b := make([]byte, 8192); return &b }}
 
 var errProcTooLong = errors.New("longer than the read buffer")
 
+// procDir is an fd of /proc, opened once: a file is opened relative to it
+// ("PID/stat"), which skips resolving "/proc" on every open (about half
+// the cost of the open, measured).
+var procDir = sync.OnceValues(func() (int, error) {
+	return unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+})
+
 // readProc reads /proc/<pid>/<name> into buf. Files of procfs are
 // seq_files: a read with room to spare returns the whole content.
 func readProc(pid int, name string, buf []byte) ([]byte, error) {
-	path := "/proc/" + strconv.Itoa(pid) + "/" + name
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	dir, err := procDir()
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, &fs.PathError{Op: "open", Path: "/proc", Err: err}
+	}
+	rel := strconv.Itoa(pid) + "/" + name
+	fd, err := unix.Openat(dir, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: "/proc/" + rel, Err: err}
 	}
 	defer unix.Close(fd)
 	for {
@@ -44,10 +55,10 @@ func readProc(pid int, name string, buf []byte) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+			return nil, &fs.PathError{Op: "read", Path: "/proc/" + rel, Err: err}
 		}
 		if n == len(buf) {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: errProcTooLong}
+			return nil, &fs.PathError{Op: "read", Path: "/proc/" + rel, Err: errProcTooLong}
 		}
 		return buf[:n], nil
 	}
