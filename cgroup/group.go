@@ -143,7 +143,7 @@ func (h *Hierarchy) Load(rel string) (*Group, error) {
 		}
 		return g, nil
 	}
-	g.v1, err = cgroup1.Load(h.v1Path(rel), cgroup1.WithHierarchy(h.v1Hierarchy), allowAnyController)
+	g.v1, err = cgroup1.Load(h.v1Path(rel), cgroup1.WithHierarchy(h.v1HierarchyNoCpuset), allowAnyController)
 	if err != nil && !errors.Is(err, cgroup1.ErrCgroupDeleted) {
 		return nil, fmt.Errorf("load cgroup %s: %w", rel, err)
 	}

@@ -41,6 +41,76 @@ func (s *Session) Claim(ctx context.Context, job string) (ok bool, holder string
 	return holder == s.record.ID && clientv3.LeaseID(kvs[0].Lease) == s.lease, holder, nil
 }
 
+// claimsPerTxn is how many claims ClaimMany puts in one transaction:
+// etcd refuses a transaction of more than --max-txn-ops operations (128 by
+// default; etcd's embed.Config MaxTxnOps), and each claim is one nested
+// transaction.
+const claimsPerTxn = 127
+
+// ClaimMany takes the claims of jobs for this member, each exactly as Claim
+// does (create-if-absent, bound to the session's lease), claimsPerTxn per
+// transaction: every claim is a nested transaction, so one claim held by
+// another member does not fail the others. won lists the jobs whose claims
+// are now ours (also those that already were), in the order given; held
+// maps every other job to the member that holds it (another member, or an
+// earlier session of ours whose lease has not yet expired). Duplicate
+// jobs count once.
+//
+// It returns an error, with the results of the transactions that did
+// commit, when a job is not a valid key segment (before any write), the
+// session has ended, or the store fails; a job in neither result may then
+// be claimed or not: claim it again.
+func (s *Session) ClaimMany(ctx context.Context, jobs []string) (won []string, held map[string]string, err error) {
+	seen := make(map[string]bool, len(jobs))
+	uniq := make([]string, 0, len(jobs))
+	for _, j := range jobs {
+		if err := checkName("job", j); err != nil {
+			return nil, nil, err
+		}
+		if !seen[j] {
+			seen[j] = true
+			uniq = append(uniq, j)
+		}
+	}
+	held = map[string]string{}
+	for start := 0; start < len(uniq); start += claimsPerTxn {
+		if err := s.Err(); err != nil {
+			return won, held, fmt.Errorf("claim %d jobs: %w", len(uniq)-start, err)
+		}
+		part := uniq[start:min(start+claimsPerTxn, len(uniq))]
+		ops := make([]clientv3.Op, len(part))
+		for i, j := range part {
+			key := s.c.key("claims", j)
+			ops[i] = clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+				[]clientv3.Op{clientv3.OpPut(key, s.record.ID, clientv3.WithLease(s.lease))},
+				[]clientv3.Op{clientv3.OpGet(key)})
+		}
+		resp, err := s.c.etcd.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return won, held, fmt.Errorf("claim %d jobs (%s …): %w", len(part), part[0], err)
+		}
+		for i, r := range resp.Responses {
+			job := part[i]
+			tr := r.GetResponseTxn()
+			if tr.Succeeded {
+				won = append(won, job)
+				continue
+			}
+			kvs := tr.Responses[0].GetResponseRange().Kvs
+			if len(kvs) == 0 {
+				return won, held, fmt.Errorf("claim %s: claim vanished inside a transaction", job)
+			}
+			if string(kvs[0].Value) == s.record.ID && clientv3.LeaseID(kvs[0].Lease) == s.lease {
+				won = append(won, job)
+			} else {
+				held[job] = string(kvs[0].Value)
+			}
+		}
+	}
+	return won, held, nil
+}
+
 // Release gives up job's claim if this session holds it: the key is deleted
 // only when its value is our member ID and it is bound to our lease, so a
 // late Release never removes a claim another member (or a later session of

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -95,5 +96,49 @@ func TestClaimFreedWhenHolderLeaseEnds(t *testing.T) {
 	}
 	if ok, _, err := sb.Claim(ctx, "orders-0"); !ok || err != nil {
 		t.Fatalf("b claims after a's lease ended: ok=%v err=%v", ok, err)
+	}
+}
+
+// ClaimMany claims what is free and reports who holds the rest, over more
+// jobs than one transaction may carry.
+func TestClaimMany(t *testing.T) {
+	name := uniqueName(t)
+	ca := connect(t, shared.Endpoints(), name, nil)
+	cb := connect(t, shared.Endpoints(), name, nil)
+	sa := join(t, ca, assign.Member{ID: "a"})
+	sb := join(t, cb, assign.Member{ID: "b"})
+	ctx := ctxT(t)
+	jobs := make([]string, 300)
+	for i := range jobs {
+		jobs[i] = fmt.Sprintf("j%03d", i)
+	}
+	if won, held, err := sa.ClaimMany(ctx, jobs[:10]); len(won) != 10 || len(held) != 0 || err != nil {
+		t.Fatalf("a claims 10: won %d, held %v, err %v", len(won), held, err)
+	}
+	won, held, err := sb.ClaimMany(ctx, append(jobs, jobs[20])) // a duplicate counts once
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(won) != 290 || won[0] != "j010" || len(held) != 10 || held["j000"] != "a" {
+		t.Fatalf("b claims 300 with 10 held by a: won %d (first %s), held %v", len(won), won[0], held)
+	}
+	if again, held, err := sb.ClaimMany(ctx, won[:5]); len(again) != 5 || len(held) != 0 || err != nil {
+		t.Fatalf("b claims its own again: won %v, held %v, err %v", again, held, err)
+	}
+	claims, err := ca.Claims(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range jobs {
+		want := "b"
+		if i < 10 {
+			want = "a"
+		}
+		if claims[j] != want {
+			t.Fatalf("claim of %s held by %q, want %q", j, claims[j], want)
+		}
+	}
+	if _, _, err := sa.ClaimMany(ctx, []string{"ok", "a/b"}); err == nil {
+		t.Fatal("ClaimMany accepted a job ID with '/'")
 	}
 }

@@ -376,6 +376,18 @@ func (c *Cluster) Claim(ctx context.Context, job string) (bool, string, error) {
 	return s.Claim(sctx, job)
 }
 
+// ClaimMany implements Source: Claim for many jobs, 127 per transaction,
+// bounded by the session.
+func (c *Cluster) ClaimMany(ctx context.Context, jobs []string) ([]string, map[string]string, error) {
+	s := c.currentSession()
+	if s == nil {
+		return nil, nil, errors.New("not a member of the cluster")
+	}
+	sctx, cancel := sessionCtx(ctx, s)
+	defer cancel()
+	return s.ClaimMany(sctx, jobs)
+}
+
 // Release implements Source.
 func (c *Cluster) Release(ctx context.Context, job string) error {
 	s := c.currentSession()

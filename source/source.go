@@ -80,6 +80,11 @@ type Source interface {
 	// Claim takes a job's claim before it is started. ok is false, with
 	// the holder's ID, when another member holds it.
 	Claim(ctx context.Context, job string) (ok bool, holder string, err error)
+	// ClaimMany takes the claims of many jobs at once, as few store
+	// transactions as the store allows: won lists the jobs whose claims
+	// are now this member's, held maps every other to its holder. On an
+	// error, a job in neither may or may not be claimed: claim it again.
+	ClaimMany(ctx context.Context, jobs []string) (won []string, held map[string]string, err error)
 	// Release gives a claim up; called only once no process of the job is
 	// left.
 	Release(ctx context.Context, job string) error

@@ -85,6 +85,23 @@ func (f *fakeSource) Claim(_ context.Context, job string) (bool, string, error) 
 	return true, "sv", nil
 }
 
+func (f *fakeSource) ClaimMany(ctx context.Context, jobs []string) ([]string, map[string]string, error) {
+	var won []string
+	held := map[string]string{}
+	for _, j := range jobs {
+		ok, holder, err := f.Claim(ctx, j)
+		if err != nil {
+			return won, held, err
+		}
+		if ok {
+			won = append(won, j)
+		} else {
+			held[j] = holder
+		}
+	}
+	return won, held, nil
+}
+
 func (f *fakeSource) Release(_ context.Context, job string) error {
 	f.set(func(f *fakeSource) { f.releases[job]++ })
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -133,6 +134,7 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 	}
 	sort.Strings(ids)
 	now := a.clock.Now()
+	var start []config.Job
 	for _, id := range ids {
 		if held[id] {
 			continue // runs its previous definition
@@ -144,15 +146,16 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		a.mu.RUnlock()
 		switch {
 		case cur == nil:
-			a.startJob(ctx, cfg, nj)
+			start = append(start, nj)
 		case cur.err != "" || cur.holder != "":
 			if retryFailed || (!cur.permanent && due) || !sameDefinition(cur.spec, nj) {
-				a.startJob(ctx, cfg, nj) // replaces cur
+				start = append(start, nj) // replaces cur
 			}
 		default:
 			a.updateJob(cur, nj)
 		}
 	}
+	a.startJobs(ctx, cfg, start)
 
 	a.removeUnusedGroups(want)
 	keep := make(map[string]bool, len(want))
@@ -315,25 +318,82 @@ func (a *Agent) removeUnusedGroups(want map[string]config.Job) {
 	}
 }
 
-// startJob takes the job's claim, makes its cgroup with its limits and
-// starts its worker in it. A claim held by another member leaves the job
-// waiting; a failure is recorded on the job (state "failed"). A transient
-// failure (the store, a busy kernel) is retried with backoff; a permanent
-// one (the kernel refuses a limit, a device is gone) only on reload or when
-// the definition changes. Neither stops the agent.
-func (a *Agent) startJob(ctx context.Context, cfg *config.Config, j config.Job) {
+// startParallel bounds how many jobs startJobs makes cgroups for and
+// hands to their workers at once: enough to keep both the kernel (cgroup
+// directories, limit files) and the launcher threads busy while one start
+// waits on the other, few enough that a thousand starts do not become a
+// thousand goroutines.
+func startParallel() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
+
+// claimTimeout bounds each store transaction of the claims of a start.
+const claimTimeout = 5 * time.Second
+
+// startJobs takes the claims of js in as few store transactions as the
+// store allows (Source.ClaimMany), then starts the claimed jobs,
+// startParallel at a time (startJob). A claim held by another member
+// leaves its job waiting; a claim that could not be taken (the store
+// failed) is retried with backoff.
+func (a *Agent) startJobs(ctx context.Context, cfg *config.Config, js []config.Job) {
+	if len(js) == 0 {
+		return
+	}
 	a.fenceMu.RLock()
 	defer a.fenceMu.RUnlock()
-	nj := &job{spec: j}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	got, holder, err := a.source.Claim(cctx, j.ID)
+	ids := make([]string, len(js))
+	for i, j := range js {
+		ids[i] = j.ID
+	}
+	txns := (len(ids) + 126) / 127
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(txns)*claimTimeout)
+	won, held, err := a.source.ClaimMany(cctx, ids)
 	cancel()
+	ours := make(map[string]bool, len(won))
+	for _, id := range won {
+		ours[id] = true
+	}
+	sem := make(chan struct{}, startParallel())
+	var wg sync.WaitGroup
+	for _, j := range js {
+		c := claim{got: ours[j.ID], holder: held[j.ID]}
+		if !c.got && c.holder == "" {
+			c.err = err
+			if c.err == nil {
+				c.err = errors.New("the store answered for neither")
+			}
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a.startJob(ctx, cfg, j, c)
+		}()
+	}
+	wg.Wait()
+}
+
+// claim is what startJobs learned of one job's claim.
+type claim struct {
+	got    bool   // this agent holds it
+	holder string // another member holds it
+	err    error  // it could not be taken
+}
+
+// startJob makes the job's cgroup with its limits and starts its worker in
+// it, once startJobs has tried its claim (c). A claim held by another
+// member leaves the job waiting; a failure is recorded on the job (state
+// "failed"). A transient failure (the store, a busy kernel) is retried
+// with backoff; a permanent one (the kernel refuses a limit, a device is
+// gone) only on reload or when the definition changes. Neither stops the
+// agent. The caller holds fenceMu shared.
+func (a *Agent) startJob(ctx context.Context, cfg *config.Config, j config.Job, c claim) {
+	nj := &job{spec: j}
 	switch {
-	case err != nil:
+	case c.err != nil:
 		nj.holder = "?"
-		nj.err = fmt.Sprintf("claim: %v", err)
-	case !got:
-		nj.holder = holder
+		nj.err = fmt.Sprintf("claim: %v", c.err)
+	case !c.got:
+		nj.holder = c.holder
 	default:
 		nj.claimed = true
 	}

@@ -32,11 +32,13 @@ var (
 )
 
 // launcherCount is the number of launcher threads, and so the number of
-// starts that run at once: one per P, at least 2, at most 8. Forks
-// themselves are serialised by the Go runtime (syscall.ForkLock) and by the
-// reaper; what runs in parallel is the crossing into and out of the jobs'
-// cgroups.
-func launcherCount() int { return max(2, min(runtime.GOMAXPROCS(0), 8)) }
+// starts that run at once: four per P, at most 16. Forks themselves are
+// serialised by the Go runtime (syscall.ForkLock) and by the reaper; what
+// runs in parallel is the crossing into and out of the jobs' cgroups, whose
+// writes wait on the kernel's cgroup_mutex more than they run: with one
+// thread per P, a thousand starts on a busy 2-core host took 18 s, with
+// four per P 6–9 s (make bench-scale).
+func launcherCount() int { return max(2, min(4*runtime.GOMAXPROCS(0), 16)) }
 
 // launch starts path on one of the launcher threads, inside g, and
 // registers exits with the reaper for the new pid. It returns once the
