@@ -60,6 +60,8 @@ type procReading struct {
 //     passed to the parent, so every exited process's last reading is kept.
 type jobAccount struct {
 	live map[procKey]procReading
+	// spare is the map of the scrape before, kept for reuse (scratch).
+	spare map[procKey]procReading
 	gone procTotals
 	// cgroup counters survive a cgroup being made anew for the job.
 	cpuUser, cpuSystem, throttledPeriods, throttledSeconds, oomKills counter
@@ -69,11 +71,27 @@ type jobAccount struct {
 
 func newJobAccount() *jobAccount { return &jobAccount{live: map[procKey]procReading{}} }
 
+// scratch returns an empty map for the next scrape's readings of this job:
+// the map of the scrape before the last, reused (update keeps the last).
+func (a *jobAccount) scratch() map[procKey]procReading {
+	m := a.spare
+	a.spare = nil
+	if m == nil {
+		return map[procKey]procReading{}
+	}
+	clear(m)
+	return m
+}
+
 // update replaces the live set with seen and returns the job's totals.
 func (a *jobAccount) update(seen map[procKey]procReading) procTotals {
-	livePIDs := make(map[int]bool, len(seen))
-	for k := range seen {
-		livePIDs[k.pid] = true
+	alive := func(pid int) bool {
+		for k := range seen {
+			if k.pid == pid {
+				return true
+			}
+		}
+		return false
 	}
 	for k, last := range a.live {
 		if _, ok := seen[k]; ok {
@@ -81,7 +99,7 @@ func (a *jobAccount) update(seen map[procKey]procReading) procTotals {
 		}
 		a.gone.volCtx += last.totals.volCtx
 		a.gone.involCtx += last.totals.involCtx
-		if !livePIDs[last.ppid] {
+		if !alive(last.ppid) {
 			a.gone.readBytes += last.totals.readBytes
 			a.gone.writeBytes += last.totals.writeBytes
 		}
@@ -97,7 +115,7 @@ func (a *jobAccount) update(seen map[procKey]procReading) procTotals {
 		}
 		total.add(r.totals)
 	}
-	a.live = seen
+	a.live, a.spare = seen, a.live
 	return total
 }
 

@@ -71,7 +71,7 @@ func (c *procfsCollector) job(out Output, i int, j *Job, acc *jobAccount) error 
 	buf := *bp
 	var errs []error
 	var rss, threads, fds, procs float64
-	seen := make(map[procKey]procReading, len(pids))
+	seen := acc.scratch()
 	for _, pid := range pids {
 		st, err := readStat(pid, buf)
 		if err != nil {

@@ -16,7 +16,7 @@ type launchRequest struct {
 	path  string
 	argv  []string
 	attr  *syscall.ProcAttr
-	exits chan<- unix.WaitStatus // receives the process's wait status
+	onExit func(unix.WaitStatus) // told the process's wait status; must not block
 	reply chan launchReply
 }
 
@@ -41,13 +41,14 @@ var (
 func launcherCount() int { return max(2, min(4*runtime.GOMAXPROCS(0), 16)) }
 
 // launch starts path on one of the launcher threads, inside g, and
-// registers exits with the reaper for the new pid. It returns once the
+// registers onExit with the reaper for the new pid (see
+// reaper.forkExec). It returns once the
 // child has exec'd the image, or with the error that kept it from doing so.
-func launch(g Group, path string, argv []string, attr *syscall.ProcAttr, exits chan<- unix.WaitStatus) (int, error) {
+func launch(g Group, path string, argv []string, attr *syscall.ProcAttr, onExit func(unix.WaitStatus)) (int, error) {
 	if err := startLauncher(); err != nil {
 		return 0, err
 	}
-	req := launchRequest{group: g, path: path, argv: argv, attr: attr, exits: exits, reply: make(chan launchReply, 1)}
+	req := launchRequest{group: g, path: path, argv: argv, attr: attr, onExit: onExit, reply: make(chan launchReply, 1)}
 	launchRequests <- req
 	rep := <-req.reply
 	return rep.pid, rep.err
@@ -112,7 +113,7 @@ func launchHere(home *cgroup.Home, req launchRequest) (int, error) {
 			sys.UseCgroupFD, sys.CgroupFD = true, cgroupFD
 			attr.Sys = &sys
 		}
-		return theReaper.forkExec(req.path, req.argv, &attr, req.exits)
+		return theReaper.forkExec(req.path, req.argv, &attr, req.onExit)
 	}
 	if req.group == nil {
 		return fork(-1)

@@ -28,6 +28,9 @@ type logPipe struct {
 	// closer closes the sink when the copy ends; nil for a caller's writer.
 	closer io.Closer
 	done   chan struct{}
+	// doneMu guards then: called once the copy has ended (onDone).
+	doneMu sync.Mutex
+	then   func()
 	// partial is the start of a line not yet ended by a newline; nil when
 	// none (allocated only while a line is incomplete). Only the mux
 	// goroutine that owns the pipe touches it.
@@ -72,6 +75,21 @@ func (p *logPipe) mark(format string, args ...any) {
 // closeWriter closes the agent's write end; the copy ends once every
 // process that holds the pipe is gone.
 func (p *logPipe) closeWriter() { _ = p.w.Close() }
+
+// onDone has f called once the copy has ended (at once if it has): from
+// the log reader's goroutine, so f must not block.
+func (p *logPipe) onDone(f func()) {
+	p.doneMu.Lock()
+	select {
+	case <-p.done:
+		p.doneMu.Unlock()
+		f()
+		return
+	default:
+	}
+	p.then = f
+	p.doneMu.Unlock()
+}
 
 // consume writes the whole lines of data (read from the pipe) to the sink
 // and keeps the rest as the start of the next line: each Write holds one or
@@ -134,7 +152,13 @@ func (p *logPipe) finish(err error) {
 	if p.closer != nil {
 		_ = p.closer.Close()
 	}
+	p.doneMu.Lock()
 	close(p.done)
+	then := p.then
+	p.doneMu.Unlock()
+	if then != nil {
+		then()
+	}
 }
 
 // logMux is one process-wide log reader: a goroutine that waits in

@@ -30,7 +30,7 @@ import (
 // it is an orphan and is reaped silently.
 type reaper struct {
 	mu      sync.Mutex
-	waiters map[int]chan<- unix.WaitStatus
+	waiters map[int]func(unix.WaitStatus)
 	// forkSeq numbers forks; inflight holds the numbers of the forks whose
 	// children are not registered yet.
 	forkSeq  uint64
@@ -56,7 +56,7 @@ func startReaper() (*reaper, error) {
 			theReaperErr = fmt.Errorf("prctl PR_SET_CHILD_SUBREAPER: %w", err)
 			return
 		}
-		r := &reaper{waiters: make(map[int]chan<- unix.WaitStatus), inflight: map[uint64]bool{}}
+		r := &reaper{waiters: make(map[int]func(unix.WaitStatus)), inflight: map[uint64]bool{}}
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGCHLD)
 		go func() {
@@ -105,7 +105,7 @@ func (r *reaper) reapLocked() {
 		if pid <= 0 {
 			return
 		}
-		ch, known := r.waiters[pid]
+		onExit, known := r.waiters[pid]
 		if !known {
 			if r.heldPid != pid {
 				r.heldPid, r.heldSeq = pid, r.forkSeq
@@ -124,7 +124,7 @@ func (r *reaper) reapLocked() {
 		}
 		if known {
 			delete(r.waiters, pid)
-			ch <- ws // buffered with room for one
+			onExit(ws) // must not block (see forkExec)
 		}
 	}
 }
@@ -154,9 +154,11 @@ const (
 )
 
 // forkExec runs syscall.ForkExec and, when the child has exec'd,
-// registers ch as its owner; the reaper holds back any exited child it
-// does not know until the registration (see reaper). ch must be buffered
-// (capacity ≥ 1).
+// registers onExit as its owner; the reaper holds back any exited child it
+// does not know until the registration (see reaper). onExit is called
+// with the child's wait status from the reaper's goroutine, with its lock
+// held: it must not block (send on a buffered channel, start a
+// goroutine).
 //
 // syscall.ForkExec reports exec errors (and failures of the child's set-up:
 // credentials, working directory) itself, but a child that dies before its
@@ -165,7 +167,7 @@ const (
 // successful exec: its status pipe just closes. So execState looks at the
 // child while its zombie cannot be reaped yet; one that dies before exec
 // completes is reaped here and the error says how it died.
-func (r *reaper) forkExec(path string, argv []string, attr *syscall.ProcAttr, ch chan<- unix.WaitStatus) (int, error) {
+func (r *reaper) forkExec(path string, argv []string, attr *syscall.ProcAttr, onExit func(unix.WaitStatus)) (int, error) {
 	r.mu.Lock()
 	r.forkSeq++
 	seq := r.forkSeq
@@ -201,7 +203,7 @@ func (r *reaper) forkExec(path string, argv []string, attr *syscall.ProcAttr, ch
 		}
 		return 0, fmt.Errorf("process %d died before exec: %s", pid, describeWait(ws))
 	}
-	r.waiters[pid] = ch
+	r.waiters[pid] = onExit
 	if r.heldPid == pid {
 		r.reapLocked() // it exited already: deliver its status
 	}
