@@ -62,7 +62,7 @@ type jobAccount struct {
 	live map[procKey]procReading
 	// spare is the map of the scrape before, kept for reuse (scratch).
 	spare map[procKey]procReading
-	gone procTotals
+	gone  procTotals
 	// cgroup counters survive a cgroup being made anew for the job.
 	cpuUser, cpuSystem, throttledPeriods, throttledSeconds, oomKills counter
 	// pressure: cpu some, cpu full, memory some, memory full, io some, io full.

@@ -12,12 +12,12 @@ import (
 
 // launchRequest asks a launcher thread to start one process.
 type launchRequest struct {
-	group Group // nil: no cgroup (the fork+exec floor of the benchmarks)
-	path  string
-	argv  []string
-	attr  *syscall.ProcAttr
+	group  Group // nil: no cgroup (the fork+exec floor of the benchmarks)
+	path   string
+	argv   []string
+	attr   *syscall.ProcAttr
 	onExit func(unix.WaitStatus) // told the process's wait status; must not block
-	reply chan launchReply
+	reply  chan launchReply
 }
 
 type launchReply struct {
