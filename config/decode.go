@@ -514,7 +514,11 @@ func (d *decoder) group(t *table) Group {
 	if _, ok := t.m["name"]; !ok {
 		d.errs.add(t.path, "name is required")
 	} else {
-		d.checkName(t.key("name"), "group name", g.Name)
+		if d.checkName(t.key("name"), "group name", g.Name) {
+			if err := checkCgroupName(g.Name); err != nil {
+				d.errs.add(t.key("name"), "group name %v", err)
+			}
+		}
 	}
 	g.Limits = d.limitsTable(t.sub("limits"))
 	return g
@@ -527,7 +531,11 @@ func (d *decoder) connector(t *table) Connector {
 	if _, ok := t.m["name"]; !ok {
 		d.errs.add(t.path, "name is required")
 	} else {
-		d.checkName(t.key("name"), "connector name", c.Name)
+		if d.checkName(t.key("name"), "connector name", c.Name) {
+			if err := checkCgroupName(c.Name); err != nil {
+				d.errs.add(t.key("name"), "connector name %v", err)
+			}
+		}
 	}
 	if v, ok := t.m["tasks"]; ok {
 		n := t.integer("tasks", 0)

@@ -195,6 +195,8 @@ func TestValidationErrors(t *testing.T) {
 			"t.toml:6:20: connector[0].task.limits.io[0].device: resolve device /proc/self: its file system (device"},
 		{"bad connector name", "[[connector]]\nname = \"-a\"\n", "t.toml:2:1: connector[0].name: connector name \"-a\" is not a valid name (allowed: [A-Za-z0-9][A-Za-z0-9._-]*, at most 128 bytes)"},
 		{"name with slash", "[[group]]\nname = \"a/b\"\n", "t.toml:2:1: group[0].name: group name \"a/b\" is not a valid name"},
+		{"connector named like a kernel file (C15)", "[[connector]]\nname = \"tasks\"\n", "t.toml:2:1: connector[0].name: connector name \"tasks\" is the name of a file the kernel puts in every cgroup"},
+		{"group named with a controller prefix (C15)", "[[group]]\nname = \"memory.max\"\n", "t.toml:2:1: group[0].name: group name \"memory.max\" starts with \"memory.\", the prefix of the kernel's memory interface files"},
 		{"name too long", "[[group]]\nname = \"" + strings.Repeat("g", 129) + "\"\n", "t.toml:2:1: group[0].name: group name \"" + strings.Repeat("g", 129) + "\" is longer than 128 bytes"},
 		{"unknown reference", conn("command = [\"x\", \"${HOME}\"]\n"), "t.toml:5:17: connector[0].task.command[1]: unknown reference ${HOME} in \"${HOME}\""},
 		{"unterminated reference", conn("command = [\"x\", \"${BERTH_TASK\"]\n"), "t.toml:5:17: connector[0].task.command[1]: unterminated \"${\""},

@@ -113,7 +113,7 @@ func (a *Agent) Config() *config.Config {
 }
 
 // Run opens the cgroup hierarchy, kills whatever an earlier run left in
-// <cgroup_root>/jobs, serves HTTP on the configured listen address, starts
+// <cgroup_root>/jobs and <cgroup_root>/groups, serves HTTP on the configured listen address, starts
 // its source (joins the cluster) and reconciles until ctx is cancelled. It
 // then stops every worker, removes every cgroup it made and returns nil. It
 // returns an error when another agent holds its data_dir or cgroup root,
@@ -146,8 +146,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	// A job that nobody claims must not run: kill what an earlier run of the
 	// agent left behind before anything else (failure case C1).
-	if err := hier.Cleanup(ctx, cgroup.JobsDir); err != nil {
-		return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, cgroup.JobsDir, err)
+	for _, sub := range cgroup.Subtrees() {
+		if err := hier.Cleanup(ctx, sub); err != nil {
+			return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, sub, err)
+		}
 	}
 
 	a.registry, err = metrics.NewRegistry(a.log, a, a)

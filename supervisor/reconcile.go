@@ -47,15 +47,9 @@ type groupNode struct {
 	group  *cgroup.Group
 }
 
-// cgroupRel is the job's cgroup path relative to the agent's root.
-func cgroupRel(j config.Job) string {
-	if j.Group != "" {
-		return path.Join(cgroup.JobsDir, groupDir(j.Group), j.ID)
-	}
-	return path.Join(cgroup.JobsDir, j.ID)
-}
-
-func groupDir(name string) string { return "g-" + name }
+// cgroupRel is the job's cgroup path relative to the agent's root
+// (cgroup.JobRel: jobs and groups in separate subtrees, one-to-one).
+func cgroupRel(j config.Job) string { return cgroup.JobRel(j.ID, j.Group) }
 
 // reconcile makes the running jobs match the source's assignment and the
 // configuration in force: stop what is no longer assigned, restart what
@@ -194,7 +188,7 @@ func (a *Agent) reconcileGroups(wl *config.Workload, want map[string]config.Job)
 			}
 			continue
 		}
-		cg, err := a.hier.New(path.Join(cgroup.JobsDir, groupDir(g.Name)), res)
+		cg, err := a.hier.New(cgroup.GroupRel(g.Name), res)
 		if err != nil {
 			a.log.Error("create group cgroup", "group", g.Name, "error", err)
 			continue
@@ -526,8 +520,10 @@ func (a *Agent) stopAll() error {
 	a.removeUnusedGroups(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if cerr := a.hier.Cleanup(ctx, cgroup.JobsDir); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("remove %s: %w", cgroup.JobsDir, cerr))
+	for _, sub := range cgroup.Subtrees() {
+		if cerr := a.hier.Cleanup(ctx, sub); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove %s: %w", sub, cerr))
+		}
 	}
 	// Leave no cgroup behind: the root too, unless it is the cgroup systemd
 	// delegated to the agent (which systemd owns).
