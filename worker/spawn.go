@@ -45,6 +45,13 @@ func spawn(spec *Spec, place cgroup.Placement, logw *os.File, placed func(pid in
 	if err != nil {
 		return nil, err
 	}
+	env, err := jobEnv(spec.Env, cred)
+	if err != nil {
+		return nil, err
+	}
+	withEnv := *spec
+	withEnv.Env = env
+	spec = &withEnv
 	if spec.Dir != "" {
 		fi, err := os.Stat(spec.Dir)
 		if err != nil {
