@@ -37,7 +37,7 @@ func flattenProcess(cfg map[string]string, prefix string, p *config.Process) {
 		cfg[prefix+".user"] = p.User
 	}
 	if p.Dir != "" {
-		cfg[prefix+".dir"] = p.Dir
+		cfg[prefix+".working_directory"] = p.Dir
 	}
 	for k, v := range p.Env {
 		cfg[prefix+".env."+k] = v

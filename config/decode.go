@@ -473,9 +473,27 @@ func (d *decoder) process(t *table) *Process {
 			d.errs.add(t.key("user"), "%v", err)
 		}
 	}
-	p.Dir = t.str("dir", "")
-	if _, ok := t.m["dir"]; ok && !strings.HasPrefix(p.Dir, "/") {
-		d.errs.add(t.key("dir"), "must be an absolute path, not %q", p.Dir)
+	// working_directory, as systemd's WorkingDirectory=; "dir" is its older
+	// name and still read, so that files and stored definitions that use
+	// it keep working.
+	_, hasWD := t.m["working_directory"]
+	_, hasDir := t.m["dir"]
+	dirKey := ""
+	switch {
+	case hasWD && hasDir:
+		t.str("dir", "")
+		d.errs.add(t.key("dir"), "is the older name of working_directory: set only working_directory")
+		dirKey = "working_directory"
+	case hasWD:
+		dirKey = "working_directory"
+	case hasDir:
+		dirKey = "dir"
+	}
+	if dirKey != "" {
+		p.Dir = t.str(dirKey, "")
+		if _, isStr := t.m[dirKey].(string); isStr && !strings.HasPrefix(p.Dir, "/") {
+			d.errs.add(t.key(dirKey), "must be an absolute path, not %q", p.Dir)
+		}
 	}
 	if v, ok := t.m["restart"]; ok {
 		r := Restart(t.str("restart", ""))

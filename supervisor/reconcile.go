@@ -393,12 +393,16 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 		stop = j.Process.StopTimeout
 	}
 	out := a.logs.writer(cfg, j.ID)
+	dir := j.Process.Dir
+	if dir == "" {
+		dir = "/" // as systemd's WorkingDirectory= defaults for a system service
+	}
 	return worker.Spec{
 		JobID:       j.ID,
 		Path:        j.Process.Command[0],
 		Args:        j.Process.Command,
 		Env:         j.Env(cgPath),
-		Dir:         j.Process.Dir,
+		Dir:         dir,
 		User:        j.Process.User,
 		Restart:     worker.Policy(j.Process.Restart),
 		StopTimeout: stop,

@@ -111,3 +111,55 @@ name = "g-sinks"
 		t.Errorf("apply of a connector named tasks: err %v\n%s", err, out)
 	}
 }
+
+// C18 (supervisor#307): a job run as another user gets HOME, USER,
+// LOGNAME and SHELL from the passwd entry and systemd's default PATH, so
+// that it can find programs by name; what its env sets wins; its working
+// directory is working_directory.
+func TestC18EnvironmentUnderUser(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("1s") + `
+[static]
+
+[[connector]]
+name = "who"
+  [connector.run]
+  command = ["/bin/sh", "-c", "echo \"user=$USER logname=$LOGNAME home=$HOME shell=$SHELL path=$PATH pwd=$(pwd) sleep=$(command -v sleep)\"; exec sleep infinity"]
+  user = "nobody"
+  working_directory = "/usr"
+
+[[connector]]
+name = "own"
+  [connector.run]
+  command = ["/bin/sh", "-c", "echo \"home=$HOME path=$PATH\"; exec sleep infinity"]
+  user = "nobody"
+  env = { HOME = "/tmp", PATH = "/usr/bin:/bin" }
+`)
+	e.start()
+	e.waitRunning("who", "own")
+	shell := ""
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Split(line, ":"); len(f) == 7 && f[0] == "nobody" {
+			home, shell = f[5], f[6]
+		}
+	}
+	if shell == "" {
+		t.Skip("no user nobody in /etc/passwd")
+	}
+	want := map[string]string{
+		"who": "user=nobody logname=nobody home=" + home + " shell=" + shell +
+			" path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin pwd=/usr sleep=/usr/bin/sleep",
+		"own": "home=/tmp path=/usr/bin:/bin",
+	}
+	for job, line := range want {
+		eventually(t, 10*time.Second, job+" prints "+line, func() bool {
+			out, _ := os.ReadFile(filepath.Join(e.dir, "log", job+".log"))
+			return strings.Contains(string(out), line+"\n")
+		})
+	}
+}
