@@ -241,9 +241,11 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 		}
 		// The lease can no longer be proven: kill every worker now, before
 		// the server may expire it and another agent may claim the jobs.
+		// The cause is logged first, then what fencing did to each job.
 		c.mu.Lock()
 		c.state, c.session = Fenced, nil
 		c.mu.Unlock()
+		c.log.Error("session lost: fencing (every worker is killed now)", "member", c.declared().ID, "error", s.Err())
 		// A worker that survived the kill keeps the lease (no revoke, which
 		// would free its claims at once); it expires on its own and the
 		// kill is repeated.
@@ -256,7 +258,7 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 		if c.env.OnFence != nil {
 			c.env.OnFence()
 		}
-		c.log.Error("session lost: every worker killed (fenced)", "member", c.declared().ID, "error", s.Err())
+		c.log.Warn("fenced: every worker killed; joining again when the store answers", "member", c.declared().ID)
 		signal(c.changed)
 		_ = s.Close()
 		c.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
+	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -141,6 +142,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.hier = hier
 	hier.SetLogger(a.log)
 	a.log.Info("cgroup hierarchy", "mode", hier.Mode().String(), "root", cfg.Agent.CgroupRoot)
+	warnJournal(a.log, cfg.Agent.LogSink)
 	if err := hier.Prepare(); err != nil {
 		return fmt.Errorf("prepare cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
 	}
@@ -314,6 +316,9 @@ func (a *Agent) reload(ctx context.Context) error {
 	a.mu.Unlock()
 	a.log.Info("reload accepted", "config", a.path)
 	warnRestartOnly(a.log, old, cfg.Agent)
+	if old.LogSink != cfg.Agent.LogSink {
+		warnJournal(a.log, cfg.Agent.LogSink)
+	}
 	a.reconcile(ctx, true)
 	return nil
 }
@@ -334,5 +339,15 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 		if c.old != c.new {
 			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)
 		}
+	}
+}
+
+// warnJournal warns when log_sink = "journal" but this host has no journal
+// to write to (no /run/systemd/journal/socket, sd_journal_send(3)): jobs'
+// output then goes only to their files, and without this line nothing would
+// say so.
+func warnJournal(log *slog.Logger, sink string) {
+	if sink == "journal" && !journal.Enabled() {
+		log.Warn("log_sink = \"journal\" but this host has no journal (no /run/systemd/journal/socket): job output goes to the log files only", "key", "agent.log_sink")
 	}
 }

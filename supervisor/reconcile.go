@@ -415,15 +415,28 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 // logTransitions logs a worker's state changes in the agent's own log, one
 // line per event, so that `journalctl -u berth` tells what happened to
 // every job without reading its output.
+//
+// While the agent fences, an exit is fencing's kill, not the job's doing:
+// it is logged as such (at INFO, after the fencing line that says why),
+// never as a crash to restart.
 func (a *Agent) logTransitions(id string) func(worker.Status) {
 	return func(st worker.Status) {
+		if a.fencing.Load() && (st.State == worker.Exited || st.State == worker.BackingOff) {
+			a.log.Info("job killed by fencing", "job_id", id, "exit", st.LastExit.Reason)
+			return
+		}
 		switch st.State {
 		case worker.Running:
 			a.log.Info("job running", "job_id", id, "pid", st.PID, "restarts", st.Restarts)
 		case worker.Failed:
 			a.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", id, "reason", st.Reason)
 		case worker.Exited:
-			a.log.Warn("job exited; its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason)
+			if st.LastExit.Code == 0 {
+				a.log.Info("job exited cleanly; its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason)
+			} else {
+				a.log.Error("job failed: it exited and its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason,
+					"oom_killed", st.LastExit.OOMKilled)
+			}
 		case worker.BackingOff:
 			a.log.Warn("job exited; restarting", "job_id", id, "exit", st.LastExit.Reason,
 				"oom_killed", st.LastExit.OOMKilled, "restart_at", st.NextRestart.Format(time.RFC3339Nano))
