@@ -49,6 +49,7 @@ type Cluster struct {
 	stopping  bool
 	published cluster.Published
 	workload  *config.Workload
+	actions   cluster.Actions
 }
 
 // NewCluster returns the cluster source of the agent file cfg, whose
@@ -121,7 +122,7 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 	if err := c.join(ctx); err != nil {
 		return err
 	}
-	for _, f := range []func(context.Context){c.watchAssignment, c.watchWorkload, c.lead, c.keepMembership} {
+	for _, f := range []func(context.Context){c.watchAssignment, c.watchWorkload, c.watchActions, c.lead, c.keepMembership} {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -344,6 +345,45 @@ func (c *Cluster) watchWorkload(ctx context.Context) {
 	}
 }
 
+// watchActions follows the operators' target states and restart requests.
+func (c *Cluster) watchActions(ctx context.Context) {
+	for range c.client.WatchActions(ctx) {
+		// A failed read is retried: the watch signals only on a change.
+		var a cluster.Actions
+		err := retry.Do(ctx, c.clock, retry.Store(), func() error {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			var err error
+			a, err = c.client.Actions(rctx)
+			return err
+		}, func(err error, _ time.Duration) {
+			c.log.Warn("read target states and restart requests; retrying", "error", err)
+		})
+		if err != nil {
+			return // ctx ended
+		}
+		c.mu.Lock()
+		c.actions = a
+		c.mu.Unlock()
+		signal(c.changed)
+	}
+}
+
+// SetTarget implements Source.
+func (c *Cluster) SetTarget(ctx context.Context, connector string, t cluster.Target) error {
+	return c.client.SetTarget(ctx, connector, t)
+}
+
+// RequestRestarts implements Source.
+func (c *Cluster) RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error {
+	return c.client.RequestRestarts(ctx, connector, jobs, onlyFailed, by, c.clock.Now())
+}
+
+// RestartDone implements Source.
+func (c *Cluster) RestartDone(ctx context.Context, r cluster.RestartRequest) error {
+	return c.client.RestartDone(ctx, r)
+}
+
 // Changed implements Source.
 func (c *Cluster) Changed() <-chan struct{} { return c.changed }
 
@@ -357,6 +397,8 @@ func (c *Cluster) Desired() Desired {
 		Unassigned: c.published.Assignment.Unassigned,
 		Owners:     owners(c.published.Assignment),
 		Workload:   c.workload,
+		Targets:    c.actions.Targets,
+		Restarts:   c.actions.Restarts,
 	}
 	if c.state == Member && c.workload != nil {
 		d.Jobs = c.published.Assignment.Members[c.member.ID]

@@ -30,6 +30,7 @@ type Agent struct {
 	clock  clockwork.Clock
 	hier   *cgroup.Hierarchy
 	source source.Source
+	build  [2]string // version, commit
 
 	// fenceMu orders fencing against starting jobs: a start (claim, then
 	// worker) holds it shared; fencing holds it exclusively, so that no
@@ -49,6 +50,10 @@ type Agent struct {
 	desired  source.Desired
 	assigned map[string]bool // IDs of the jobs assigned here (metrics keep their history)
 	retries  map[string]*retryState
+	// handled maps a job to the store revision of the restart request this
+	// agent has carried out for it, until the request is gone from the
+	// store: a request is carried out once even when its removal fails.
+	handled map[string]int64
 
 	logs jobLogs
 
@@ -62,13 +67,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Source says which jobs to run. nil: the agent is a cluster member
 	// over etcd ([cluster]; an embedded etcd when it names no endpoints).
-	// source.NewStatic runs the file's [static] jobs with no store.
 	Source source.Source
 	// Host holds the facts definitions are checked against; nil:
 	// config.LocalHost().
 	Host *config.Host
 	// Clock times retries; nil: the real clock.
 	Clock clockwork.Clock
+	// Version and Commit are the agent's build, as GET / reports them.
+	Version, Commit string
 }
 
 // New returns an agent for cfg, whose file is path (re-read on Reload). It
@@ -87,6 +93,8 @@ func New(cfg *config.Config, path string, opts Options) *Agent {
 		groups:   map[string]*groupNode{},
 		assigned: map[string]bool{},
 		retries:  map[string]*retryState{},
+		handled:  map[string]int64{},
+		build:    [2]string{opts.Version, opts.Commit},
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -166,7 +174,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
 	// until the agent is a member and has reconciled.
-	h := api.Handler(a, a.registry.Handler())
+	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(),
+		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name})
 	a.mu.Lock()
 	a.handler = h
 	a.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/config"
@@ -24,6 +25,12 @@ var (
 // state is the job's state and why, as API and metrics report it.
 func (j *job) state() (worker.Status, string) {
 	switch {
+	case j.restarting:
+		return worker.Status{State: worker.Restarting}, "restart requested"
+	case j.held == config.TargetPaused:
+		return worker.Status{State: worker.Paused}, heldReason("paused", j.heldBy, j.heldAt)
+	case j.held == config.TargetStopped:
+		return worker.Status{State: worker.Stopped}, heldReason("stopped", j.heldBy, j.heldAt)
 	case j.holder != "":
 		reason := "claim held by " + j.holder
 		if j.err != "" {
@@ -35,6 +42,18 @@ func (j *job) state() (worker.Status, string) {
 	}
 	st := j.w.Status()
 	return st, st.Reason
+}
+
+// heldReason says who paused or stopped a job and when.
+func heldReason(what, by string, at time.Time) string {
+	r := what
+	if by != "" {
+		r += " by " + by
+	}
+	if !at.IsZero() {
+		r += " at " + at.UTC().Format(time.RFC3339)
+	}
+	return r
 }
 
 // snapshotJobs returns the agent's jobs sorted by ID.
@@ -87,7 +106,9 @@ func (a *Agent) jobInfo(j *job) api.Job {
 		t := spec.Task
 		info.Task = &t
 	}
+	a.mu.RLock()
 	st, reason := j.state()
+	a.mu.RUnlock()
 	info.State, info.Reason, info.PID, info.Restarts, info.LastExit = st.State, reason, st.PID, st.Restarts, st.LastExit
 	if !st.StartedAt.IsZero() {
 		t := st.StartedAt
@@ -96,6 +117,9 @@ func (a *Agent) jobInfo(j *job) api.Job {
 	if !st.NextRestart.IsZero() {
 		t := st.NextRestart
 		info.NextRestart = &t
+	}
+	if api.ConnectState(info) == api.StateFailed {
+		info.Trace = a.trace(spec.ID, info)
 	}
 	if j.group != nil {
 		if s, err := j.group.Stats(); err == nil {
@@ -180,12 +204,12 @@ func (a *Agent) Snapshot() metrics.Snapshot {
 	a.mu.RLock()
 	s := metrics.Snapshot{Jobs: make([]metrics.Job, 0, len(js)), Assigned: a.assigned,
 		Generation: a.desired.Generation, Unassigned: len(a.desired.Unassigned)}
-	a.mu.RUnlock()
 	for _, j := range js {
 		st, _ := j.state()
 		s.Jobs = append(s.Jobs, metrics.Job{ID: j.spec.ID, Connector: j.spec.Connector, Kind: string(j.spec.Kind),
 			Group: j.spec.Group, State: st.State, Restarts: st.Restarts, Cgroup: j.group})
 	}
+	a.mu.RUnlock()
 	return s
 }
 

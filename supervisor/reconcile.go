@@ -37,6 +37,16 @@ type job struct {
 	holder string
 	// claimed is true once this agent holds the job's claim.
 	claimed bool
+	// held is the target state of the job's connector while it keeps the
+	// job from running here (paused or stopped), "" otherwise; a held job
+	// has no worker, no cgroup and no claim. heldBy and heldAt say who set
+	// it and when.
+	held   config.TargetState
+	heldBy string
+	heldAt time.Time
+	// restarting is set while the job is stopped to carry out a restart
+	// request; a new job replaces it.
+	restarting bool
 }
 
 // groupNode is a sharing group's parent cgroup, holding the group's limits.
@@ -79,20 +89,35 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		}
 	}
 
-	// Stop removed and respawn-needing jobs, all at once.
+	// Operator actions: jobs held by a paused or stopped connector, restart
+	// requests to carry out now.
+	acts := a.planActions(desired, want)
+	run := map[string]config.Job{} // the wanted jobs that may run
+	for id, j := range want {
+		if _, held := acts.held[id]; !held {
+			run[id] = j
+		}
+	}
+
+	// Stop removed, respawn-needing, newly held and restarting jobs, all
+	// at once.
 	var stop []*job
-	a.mu.RLock()
+	a.mu.Lock()
 	for id, j := range a.jobs {
 		nj, ok := want[id]
-		if !ok || needsRestart(j.spec, nj) || (retryFailed && j.w != nil && j.w.Status().State == worker.Failed) {
+		_, hold := acts.held[id]
+		_, restart := acts.restart[id]
+		if !ok || needsRestart(j.spec, nj) || (retryFailed && j.w != nil && j.w.Status().State == worker.Failed) ||
+			(hold && j.held == "") || restart {
+			j.restarting = restart
 			stop = append(stop, j)
 		}
 	}
-	a.mu.RUnlock()
+	a.mu.Unlock()
 	_ = a.stopJobs(stop, cfg.Agent.StopTimeout)
 
 	// Group nodes first: a job's cgroup lives inside its group's.
-	a.reconcileGroups(desired.Workload, want)
+	a.reconcileGroups(desired.Workload, run)
 
 	ids := make([]string, 0, len(want))
 	for id := range want {
@@ -102,12 +127,16 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 	now := a.clock.Now()
 	for _, id := range ids {
 		nj := want[id]
+		if t, held := acts.held[id]; held {
+			a.hold(nj, t)
+			continue
+		}
 		a.mu.RLock()
 		cur := a.jobs[id]
 		due := a.retryDue(id, now)
 		a.mu.RUnlock()
 		switch {
-		case cur == nil:
+		case cur == nil || cur.held != "":
 			a.startJob(ctx, cfg, nj)
 		case cur.err != "" || cur.holder != "":
 			if retryFailed || (!cur.permanent && due) || !sameDefinition(cur.spec, nj) {
@@ -118,7 +147,11 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		}
 	}
 
-	a.removeUnusedGroups(want)
+	a.removeUnusedGroups(run)
+	a.mu.Lock()
+	a.desired = desired // Target reads it
+	a.mu.Unlock()
+	a.finishActions(ctx, desired, want, acts)
 	keep := make(map[string]bool, len(want))
 	for id := range want {
 		keep[id] = true
