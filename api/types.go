@@ -19,11 +19,11 @@ type Job struct {
 	// Trace says why a job is FAILED in Connect's terms (ConnectState): the
 	// start error or how its last run ended (exit status, signal, OOM
 	// kill), then the last lines of its log; empty otherwise.
-	Trace     string       `json:"trace,omitempty"`
-	PID       int          `json:"pid,omitempty"`
-	Cgroup    string       `json:"cgroup"` // as /proc/PID/cgroup names it
-	StartedAt *time.Time   `json:"started_at,omitempty"`
-	Restarts  int          `json:"restarts"`
+	Trace     string     `json:"trace,omitempty"`
+	PID       int        `json:"pid,omitempty"`
+	Cgroup    string     `json:"cgroup"` // as /proc/PID/cgroup names it
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	Restarts  int        `json:"restarts"`
 	// NextRestart is when a job in state backoff starts again.
 	NextRestart *time.Time    `json:"next_restart,omitempty"`
 	LastExit    *worker.Exit  `json:"last_exit,omitempty"`

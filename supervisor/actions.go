@@ -101,7 +101,7 @@ func (a *Agent) planActions(d source.Desired, want map[string]config.Job) action
 		case cur == nil || cur.held != "":
 			log.Info("restart request: the job starts now")
 		case r.OnlyFailed && api.ConnectState(a.jobInfo(cur)) != api.StateFailed:
-			log.Info("restart request not carried out: only failed jobs were to restart, and the job is "+api.ConnectState(a.jobInfo(cur)))
+			log.Info("restart request not carried out: only failed jobs were to restart, and the job is " + api.ConnectState(a.jobInfo(cur)))
 		default:
 			p.restart[id] = r
 			continue

@@ -61,7 +61,9 @@ func TestPauseFreesResourcesAndResumeRestarts(t *testing.T) {
 	if err := fa.SetTarget(context.Background(), "p", config.TargetStopped, "test"); err != nil {
 		t.Fatal(err)
 	}
-	fa.waitJob(t, "p", "p stopped", func(j apiJobView) bool { return j.ok && j.State == worker.Stopped && strings.Contains(j.Reason, "stopped by test") })
+	fa.waitJob(t, "p", "p stopped", func(j apiJobView) bool {
+		return j.ok && j.State == worker.Stopped && strings.Contains(j.Reason, "stopped by test")
+	})
 	if !fa.cgroupGone("p") {
 		t.Error("stopped job's cgroup left")
 	}
