@@ -38,6 +38,10 @@ func commands(configPath *string) []*cobra.Command {
 		logsCmd(configPath),
 		applyCmd(configPath),
 		connectorsCmd(configPath),
+		restartCmd(configPath),
+		pauseCmd(configPath),
+		resumeCmd(configPath),
+		stopCmd(configPath),
 		membersCmd(configPath),
 		versionCmd(),
 	}
