@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/berthd/berth/config"
@@ -117,7 +118,13 @@ func taskInfos(c config.Connector, target config.TargetState) []TaskInfo {
 }
 
 func flattenProcess(cfg map[string]string, prefix string, p *config.Process) {
-	enc := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	enc := func(v any) string {
+		var b strings.Builder
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false) // commands hold & and <, kept as written
+		_ = e.Encode(v)
+		return strings.TrimSuffix(b.String(), "\n")
+	}
 	cfg[prefix+".command"] = enc(p.Command)
 	cfg[prefix+".restart"] = string(p.Restart)
 	if p.User != "" {

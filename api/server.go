@@ -282,6 +282,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // JSON, not HTML: traces and commands as written
 	_ = enc.Encode(v)
 }
 
