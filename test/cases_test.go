@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/api"
 )
 
 // The failure cases C15–C18 of docs/cases.md, each on the real agent.
@@ -162,4 +165,141 @@ name = "own"
 			return strings.Contains(string(out), line+"\n")
 		})
 	}
+}
+
+// C17 (automq#3274): a task that exits 3 with restart = "never", one that
+// is OOM-killed and one that cannot start are FAILED in the Connect-shaped
+// status, each with its reason and the last lines of its log in trace —
+// never STOPPED with an empty trace. A clean exit is STOPPED.
+func TestC17DeadTaskShownFailed(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("1s") + `
+[static]
+
+[[connector]]
+name = "dead"
+tasks = 3
+  [connector.task]
+  command = ["/bin/sh", "-c", "echo task ${BERTH_TASK} sees the end; [ ${BERTH_TASK} = 0 ] && exit 3; [ ${BERTH_TASK} = 1 ] && exec /usr/bin/tail /dev/zero; exit 0"]
+  restart = "never"
+  limits = { memory = "32MiB" }
+
+[[connector]]
+name = "nostart"
+  [connector.run]
+  command = ["/nonexistent/program"]
+`)
+	e.start()
+	var st ctStatus
+	eventually(t, 30*time.Second, "dead's tasks ended", func() bool {
+		st = e.connectStatus("dead")
+		return len(st.Tasks) == 3 && st.Tasks[0].State != "RUNNING" && st.Tasks[1].State != "RUNNING" &&
+			st.Tasks[1].State != "RESTARTING" && st.Tasks[2].State != "RUNNING"
+	})
+	want := []struct {
+		state string
+		trace []string
+	}{
+		{"FAILED", []string{"exited 3", "task 0 sees the end", "last lines of "}},
+		{"FAILED", []string{"OOM kill", "task 1 sees the end"}},
+		{"STOPPED", nil},
+	}
+	for i, w := range want {
+		got := st.Tasks[i]
+		if got.State != w.state {
+			t.Errorf("task %d: state %s, want %s (trace %q)", i, got.State, w.state, got.Trace)
+		}
+		for _, s := range w.trace {
+			if !strings.Contains(got.Trace, s) {
+				t.Errorf("task %d: trace %q lacks %q", i, got.Trace, s)
+			}
+		}
+		if w.trace == nil && got.Trace != "" {
+			t.Errorf("task %d: clean exit with trace %q", i, got.Trace)
+		}
+	}
+	var ns ctStatus
+	eventually(t, 20*time.Second, "nostart FAILED", func() bool {
+		ns = e.connectStatus("nostart")
+		return ns.Connector.State == "FAILED"
+	})
+	if !strings.Contains(ns.Connector.Trace, "/nonexistent/program") {
+		t.Errorf("nostart's trace %q does not name the missing program", ns.Connector.Trace)
+	}
+}
+
+// C16 (cri-o#7643), the runtime half: a limit that validates but that the
+// kernel refuses when it is written — on cgroup v1 a job's CPU quota above
+// its sharing group's (EINVAL: the v1 CFS hierarchy requires a child's
+// quota within its parent's) — leaves the job failed with the reason, is
+// not retried on a timer (one failure line, also after later reconcile
+// passes), and leaves no half-made cgroup; a reload tries it again.
+func TestC16KernelRefusalIsFailedNotRetried(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"); err != nil {
+		t.Skip("needs the cgroup v1 cpu controller: cgroup v2 caps a child's quota by its parent's instead of refusing it")
+	}
+	e := newEnv(t)
+	body := e.header("1s") + `
+[static]
+
+[[group]]
+name = "half"
+limits = { cpu = 0.5 }
+
+[[connector]]
+name = "greedy"
+group = "half"
+  [connector.run]
+  command = ["sleep", "infinity"]
+  limits = { cpu = 1 }
+`
+	e.write(body)
+	e.start()
+	var j api.Job
+	eventually(t, 20*time.Second, "greedy failed", func() bool {
+		j = e.jobs()["greedy"]
+		return j.State == "failed"
+	})
+	if !strings.Contains(j.Reason, "invalid argument") {
+		t.Errorf("reason %q, want the kernel's EINVAL", j.Reason)
+	}
+	if j.NextRestart != nil {
+		t.Errorf("a permanent start error has a next restart at %v", j.NextRestart)
+	}
+	if e.jobCgroupExists("groups/half/greedy") {
+		t.Error("a half-made cgroup of the failed job is left")
+	}
+	// Later reconcile passes (a new connector) do not try it again.
+	e.apply(`
+[[group]]
+name = "half"
+limits = { cpu = 0.5 }
+
+[[connector]]
+name = "greedy"
+group = "half"
+  [connector.run]
+  command = ["sleep", "infinity"]
+  limits = { cpu = 1 }
+
+[[connector]]
+name = "other"
+  [connector.run]
+  command = ["sleep", "infinity"]
+`)
+	e.waitRunning("other")
+	const failed = `msg="job failed to start; it is retried on reload or when its definition changes" job_id=greedy`
+	if n := strings.Count(e.out.String(), failed); n != 1 {
+		t.Errorf("%d failure lines for greedy, want 1 (no retry on a timer)", n)
+	}
+	if st := e.connectStatus("greedy"); st.Connector.State != "FAILED" || !strings.Contains(st.Connector.Trace, "invalid argument") {
+		t.Errorf("Connect status of greedy = %+v", st.Connector)
+	}
+	// A reload tries it again (and fails again the same way).
+	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a second try after the reload", func() bool {
+		return strings.Count(e.out.String(), failed) == 2
+	})
 }
