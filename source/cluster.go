@@ -50,6 +50,10 @@ type Cluster struct {
 	published cluster.Published
 	workload  *config.Workload
 	actions   cluster.Actions
+	// actionsRead is set once the target states have been read: until
+	// then no job is given to the agent, which could otherwise start a
+	// paused connector's job at start-up.
+	actionsRead bool
 }
 
 // NewCluster returns the cluster source of the agent file cfg, whose
@@ -363,7 +367,7 @@ func (c *Cluster) watchActions(ctx context.Context) {
 			return // ctx ended
 		}
 		c.mu.Lock()
-		c.actions = a
+		c.actions, c.actionsRead = a, true
 		c.mu.Unlock()
 		signal(c.changed)
 	}
@@ -388,7 +392,8 @@ func (c *Cluster) RestartDone(ctx context.Context, r cluster.RestartRequest) err
 func (c *Cluster) Changed() <-chan struct{} { return c.changed }
 
 // Desired implements Source: this member's jobs in the published
-// assignment, none while it is not a member.
+// assignment; none while it is not a member, or before the workload and
+// the operators' target states have been read.
 func (c *Cluster) Desired() Desired {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -400,7 +405,7 @@ func (c *Cluster) Desired() Desired {
 		Targets:    c.actions.Targets,
 		Restarts:   c.actions.Restarts,
 	}
-	if c.state == Member && c.workload != nil {
+	if c.state == Member && c.workload != nil && c.actionsRead {
 		d.Jobs = c.published.Assignment.Members[c.member.ID]
 	}
 	return d
