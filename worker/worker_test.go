@@ -259,7 +259,14 @@ func TestLoginEnvironment(t *testing.T) {
 		t.Fatalf("last exit %+v\n%s", st.LastExit, logs.String())
 	}
 	<-w.Done()
-	want := "user=nobody logname=nobody home=/tmp shell=" + shellOf(t, "nobody") + " path=" + DefaultPath + " sleep=/usr/bin/sleep\n"
+	sleep := "" // where the default PATH finds sleep on this host
+	for _, d := range filepath.SplitList(DefaultPath) {
+		if _, err := os.Stat(filepath.Join(d, "sleep")); err == nil {
+			sleep = filepath.Join(d, "sleep")
+			break
+		}
+	}
+	want := "user=nobody logname=nobody home=/tmp shell=" + shellOf(t, "nobody") + " path=" + DefaultPath + " sleep=" + sleep + "\n"
 	if !strings.Contains(logs.String(), want) {
 		t.Errorf("log:\n%s\nwant a line %q", logs.String(), want)
 	}
