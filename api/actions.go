@@ -66,7 +66,8 @@ func boolParam(r *http.Request, name string) (bool, error) {
 // own job has nothing to restart). Otherwise it restarts the connector's
 // job and, with includeTasks, its tasks — with onlyFailed only those that
 // are FAILED — and answers 202 with the connector's status, RESTARTING for
-// every job it restarts. Jobs that no agent runs are not restarted.
+// every job it restarts. Jobs that no agent runs, and the jobs of a paused
+// or stopped connector, are not restarted.
 func (s *server) restartConnector(w http.ResponseWriter, r *http.Request) {
 	includeTasks, err1 := boolParam(r, "includeTasks")
 	onlyFailed, err2 := boolParam(r, "onlyFailed")
@@ -77,9 +78,10 @@ func (s *server) restartConnector(w http.ResponseWriter, r *http.Request) {
 	s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
 		_, owners := s.b.Owners()
 		st := connectorStatus(r.Context(), s.b, c)
+		running := s.b.Target(c.Name) == config.TargetRunning
 		var jobs []string
 		pick := func(id string, js *JobStatus) {
-			if owners[id] != "" && (!onlyFailed || js.State == StateFailed) {
+			if running && owners[id] != "" && (!onlyFailed || js.State == StateFailed) {
 				jobs = append(jobs, id)
 				js.State, js.Trace = StateRestarting, ""
 			}
@@ -93,7 +95,7 @@ func (s *server) restartConnector(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		legacy := !includeTasks && !onlyFailed
-		if legacy && c.Run != nil && len(jobs) == 0 {
+		if legacy && running && c.Run != nil && len(jobs) == 0 {
 			WriteError(w, http.StatusConflict, "Connector "+c.Name+" is not assigned to any agent")
 			return
 		}
