@@ -65,7 +65,10 @@ func cgroupRel(j config.Job) string { return cgroup.JobRel(j.ID, j.Group) }
 // configuration in force: stop what is no longer assigned, restart what
 // changed in a way that needs a new process, update limits in place, start
 // what is missing, and try again the jobs whose start failed for a reason
-// that may have passed (when their backoff is due).
+// that may have passed (when their backoff is due). It also carries out
+// the operators' actions (actions.go): a job of a paused or stopped
+// connector is stopped and held, one whose connector runs again is
+// started, and a requested restart stops and starts its job once.
 //
 // With retryFailed (a reload), every job whose start failed is tried again,
 // permanent failures included: the operator may have fixed what was
