@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,5 +140,35 @@ func TestRestartOnlyFailed(t *testing.T) {
 	testutil.Eventually(t, 20*time.Second, "the paused job's request dropped", func() bool { return fa.src.count(fa.src.done, "alive") == 2 })
 	if j, _ := fa.Job("alive"); j.State != worker.Paused {
 		t.Errorf("a restart request ran a paused job: %s", j.State)
+	}
+}
+
+// A restart whose request cannot be removed from the store (the store is
+// away) is not carried out again on later passes: the agent remembers the
+// request's revision and only retries the removal.
+func TestRestartNotRepeatedWhenItsRemovalFails(t *testing.T) {
+	fa := runFakeAgent(t)
+	wl := workloadOf(sleeper("r", limits.Limits{}))
+	fa.src.assign(wl)
+	first := fa.waitJob(t, "r", "r running", running)
+	fa.src.set(func(f *fakeSource) { f.doneErr = errors.New("etcd unreachable") })
+	if err := fa.RequestRestarts(context.Background(), "r", []string{"r"}, false, "test"); err != nil {
+		t.Fatal(err)
+	}
+	second := fa.waitJob(t, "r", "r restarted", func(j apiJobView) bool { return running(j) && j.PID != first.PID })
+	testutil.Eventually(t, 10*time.Second, "a removal tried", func() bool { return fa.src.count(fa.src.done, "r") >= 1 })
+	tries := fa.src.count(fa.src.done, "r")
+	fa.src.assign(wl) // another pass, the request still pending
+	testutil.Eventually(t, 10*time.Second, "the removal tried again", func() bool { return fa.src.count(fa.src.done, "r") > tries })
+	if j, _ := fa.Job("r"); j.PID != second.PID {
+		t.Fatalf("the restart was carried out again: pid %d -> %d", second.PID, j.PID)
+	}
+	fa.src.set(func(f *fakeSource) { f.doneErr = nil })
+	fa.src.assign(wl)
+	testutil.Eventually(t, 10*time.Second, "the request removed", func() bool {
+		return len(fa.src.Desired().Restarts) == 0
+	})
+	if j, _ := fa.Job("r"); j.PID != second.PID {
+		t.Errorf("the restart was carried out again: pid %d -> %d", second.PID, j.PID)
 	}
 }

@@ -25,6 +25,7 @@ type fakeSource struct {
 	claims   map[string]int
 	releases map[string]int
 	done     map[string]int // RestartDone calls per job
+	doneErr  error          // RestartDone fails with it while set
 	rev      int64
 	reloads  int
 }
@@ -127,6 +128,10 @@ func (f *fakeSource) RequestRestarts(_ context.Context, connector string, jobs [
 func (f *fakeSource) RestartDone(_ context.Context, r cluster.RestartRequest) error {
 	f.mu.Lock()
 	f.done[r.Job]++
+	if err := f.doneErr; err != nil {
+		f.mu.Unlock()
+		return err
+	}
 	if cur, ok := f.desired.Restarts[r.Job]; ok && cur.Rev == r.Rev {
 		restarts := map[string]cluster.RestartRequest{}
 		maps.Copy(restarts, f.desired.Restarts)
