@@ -32,14 +32,15 @@ func (e *env) memoryLimitAt(rel string) (int64, bool) {
 	return 0, false
 }
 
-// apply runs `berth apply -f` with body against the agent's store.
-func (e *env) apply(body string) string {
+// apply runs `berth apply -f` with body, and flags, against the agent's
+// store.
+func (e *env) apply(body string, flags ...string) string {
 	e.t.Helper()
 	f := filepath.Join(e.dir, "connectors.toml")
 	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
 		e.t.Fatal(err)
 	}
-	out, err := exec.Command(berthBin, "apply", "--config", e.config, "-f", f).CombinedOutput()
+	out, err := exec.Command(berthBin, append([]string{"apply", "--config", e.config, "-f", f}, flags...)...).CombinedOutput()
 	if err != nil {
 		e.t.Fatalf("berth apply: %v\n%s", err, out)
 	}
@@ -183,13 +184,17 @@ tasks = 3
   command = ["/bin/sh", "-c", "echo task ${BERTH_TASK} sees the end; [ ${BERTH_TASK} = 0 ] && exit 3; [ ${BERTH_TASK} = 1 ] && exec /usr/bin/tail /dev/zero; exit 0"]
   restart = "never"
   limits = { memory = "32MiB" }
-
+`)
+	e.start()
+	// A program missing on this host: the agent file refuses it, a
+	// definition stored with berth apply (checked for limits only) reaches
+	// the agent and fails to start there.
+	e.apply(`
 [[connector]]
 name = "nostart"
   [connector.run]
   command = ["/nonexistent/program"]
-`)
-	e.start()
+`, "--prune=false")
 	var st ctStatus
 	eventually(t, 30*time.Second, "dead's tasks ended", func() bool {
 		st = e.connectStatus("dead")
@@ -220,8 +225,8 @@ name = "nostart"
 	}
 	var ns ctStatus
 	eventually(t, 20*time.Second, "nostart FAILED", func() bool {
-		ns = e.connectStatus("nostart")
-		return ns.Connector.State == "FAILED"
+		ns = ctStatus{}
+		return getAPI(e.addr, "/connectors/nostart/status", &ns) == nil && ns.Connector.State == "FAILED"
 	})
 	if !strings.Contains(ns.Connector.Trace, "/nonexistent/program") {
 		t.Errorf("nostart's trace %q does not name the missing program", ns.Connector.Trace)
