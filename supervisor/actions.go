@@ -195,11 +195,10 @@ func (a *Agent) finishActions(ctx context.Context, d source.Desired, want map[st
 	}
 }
 
-// Target implements api.Backend.
+// Target implements api.Backend: the target as the agent's source last
+// read it from the store (what the agent is carrying out, or about to).
 func (a *Agent) Target(connector string) config.TargetState {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return targetOf(a.desired, connector).State
+	return targetOf(a.source.Desired(), connector).State
 }
 
 // SetTarget implements api.Backend: the target is stored in the cluster,

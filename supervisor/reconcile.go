@@ -186,9 +186,6 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 	}
 
 	a.removeUnusedGroups(run)
-	a.mu.Lock()
-	a.desired = desired // Target reads it
-	a.mu.Unlock()
 	a.finishActions(ctx, desired, want, acts)
 	keep := make(map[string]bool, len(want))
 	for id := range want {
