@@ -13,7 +13,7 @@ import (
 )
 
 // Delete removes the group and its children from every hierarchy (not only
-// the first controller, as libcgroup's cgdelete did: BASELINES.md), and
+// the first controller, as libcgroup's cgdelete did), and
 // deleting a missing group is not an error.
 func TestDeleteEveryHierarchy(t *testing.T) {
 	h := testHierarchy(t)
