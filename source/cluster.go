@@ -394,8 +394,10 @@ func (c *Cluster) RestartDone(ctx context.Context, r cluster.RestartRequest) err
 func (c *Cluster) Changed() <-chan struct{} { return c.changed }
 
 // Desired implements Source: this member's jobs in the published
-// assignment; none while it is not a member, or before the workload and
-// the operators' target states have been read.
+// assignment; none while it is not a member; and generation 0 (no
+// assignment yet, so the agent does not report ready) before the workload
+// and the operators' target states have been read, lest a pass start a
+// paused connector's job.
 func (c *Cluster) Desired() Desired {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -407,7 +409,12 @@ func (c *Cluster) Desired() Desired {
 		Targets:    c.actions.Targets,
 		Restarts:   c.actions.Restarts,
 	}
-	if c.state == Member && c.workload != nil && c.actionsRead {
+	switch {
+	case c.workload == nil || !c.actionsRead:
+		// Not everything a pass needs is known yet: no assignment to act
+		// on (the agent is not ready until one is).
+		d.Generation = 0
+	case c.state == Member:
 		d.Jobs = c.published.Assignment.Members[c.member.ID]
 	}
 	return d
