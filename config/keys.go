@@ -149,7 +149,7 @@ func quote(s string) string { return strconv.Quote(s) }
 var sections = []Section{
 	{
 		ID: SectionFile,
-		Doc: "The agent file, /etc/berth/berth.toml by default (`--config`). " +
+		Doc: "The agent file, /etc/berth/berth.toml by default (--config). " +
 			"Every table is optional; an empty file is a valid agent that runs the cluster's jobs on an embedded etcd.",
 		Keys: []Key{
 			{Name: "agent", Type: TypeTable, Section: SectionAgent, Doc: "this host's agent"},
@@ -161,7 +161,7 @@ var sections = []Section{
 	},
 	{
 		ID: SectionDefinitions,
-		Doc: "A connectors file, the input of `berth apply -f FILE`: only [[group]] and [[connector]] blocks, " +
+		Doc: "A connectors file, the input of berth apply -f FILE: only [[group]] and [[connector]] blocks, " +
 			"validated by the same rules as in the agent file. The cluster store keeps each block as its own definition, " +
 			"its keys at the top level (name, tasks, [run], [task.limits] ...).",
 		Keys: []Key{
@@ -294,7 +294,7 @@ var sections = []Section{
 			"Every key is optional; an absent key leaves the resource unlimited. Often written inline: limits = { cpu = 1.5, memory = \"512MiB\" }.",
 		Keys: []Key{
 			{Name: "cpu", Type: TypeNumber, DefaultNote: "unlimited", Unit: "cores", Bounds: "> 0; at most the CPUs online; quota >= 1000 µs per period", Example: "1.5",
-				Doc: "CPU bandwidth: quota = cpu × period (v2 cpu.max; v1 cpu.cfs_quota_us)"},
+				Doc: "CPU bandwidth: quota = cpu times period (v2 cpu.max; v1 cpu.cfs_quota_us)"},
 			{Name: "cpu_period", Type: TypeDuration, DefaultNote: limits.DefaultCPUPeriod.String(), Unit: "seconds", Bounds: "1ms to 1s, whole µs (Documentation/scheduler/sched-bwc.rst); needs cpu", Example: quote("100ms"),
 				Doc: "CFS enforcement period of cpu"},
 			{Name: "cpu_weight", Type: TypeInteger, DefaultNote: "the kernel's, 100", Range: &Range{Min: limits.MinWeight, Max: limits.MaxWeight, Source: "cgroup v2 weight"}, Example: "100",

@@ -40,6 +40,7 @@ func commands(configPath *string) []*cobra.Command {
 		connectorsCmd(configPath),
 		membersCmd(configPath),
 		versionCmd(),
+		gendocsCmd(),
 	}
 }
 
@@ -64,6 +65,7 @@ runs unseen or twice.`,
 		return &exitError{code: 2, err: fmt.Errorf("%w\nRun '%s -h' for usage.", err, c.CommandPath())}
 	})
 	root.AddCommand(commands(&configPath)...)
+	setupCompletion(root, &configPath)
 	return root
 }
 
