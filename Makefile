@@ -6,6 +6,7 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 CONFIG    ?= packaging/examples/berth.toml
 PKGS      := ./...
 TESTFLAGS ?=
+TESTFORMAT ?= pkgname
 
 .PHONY: build run test test-race lint bench test-v2 test-systemd deb docs man completion clean
 
@@ -15,14 +16,15 @@ build: ## bin/berth
 run: build ## run the agent on the example config (as root)
 	./bin/berth agent --config $(CONFIG)
 
-test: build ## every test, with the race detector, as root
+test: build ## every test, with the race detector, as root; installs the Debian packages the tests use; ends with pass/fail/skip counts
+	test/deps.sh
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+	$(GO) tool gotestsum --format $(TESTFORMAT) --jsonfile test.json -- -race -count=1 -timeout 30m $(TESTFLAGS) $(PKGS)
 
-lint:
+lint: ## gofmt, go vet, staticcheck (pinned in go.mod)
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet $(PKGS)
-	staticcheck $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 
 bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
@@ -51,4 +53,4 @@ completion: build ## bin/completion: bash (berth), zsh (_berth) and fish (berth.
 	./bin/berth completion fish >bin/completion/berth.fish
 
 clean:
-	rm -rf bin dist bench.out
+	rm -rf bin dist bench.out test.json
