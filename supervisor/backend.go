@@ -105,6 +105,9 @@ func (a *Agent) jobInfo(j *job) api.Job {
 				MemoryLimitBytes: s.MemoryLimitBytes,
 				OOMKills:         s.OOMKills,
 				Pids:             s.Pids,
+				PidsLimit:        s.PidsLimit,
+				IOReadBytes:      s.IOReadBytes,
+				IOWriteBytes:     s.IOWriteBytes,
 			}
 		}
 	}
