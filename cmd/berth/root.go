@@ -35,6 +35,7 @@ func commands(configPath *string) []*cobra.Command {
 		agentCmd(configPath),
 		validateCmd(configPath),
 		statusCmd(configPath),
+		topCmd(configPath),
 		logsCmd(configPath),
 		applyCmd(configPath),
 		connectorsCmd(configPath),
