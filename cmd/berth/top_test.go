@@ -21,7 +21,7 @@ func TestTopRows(t *testing.T) {
 			Usage: &api.Usage{CPUSeconds: 11, MemoryBytes: 100, MemoryLimitBytes: 400, IOReadBytes: 3000, IOWriteBytes: 4096,
 				Pressure: &api.Pressure{CPU: api.Stall{SomeSeconds: 1.5}, Memory: api.Stall{SomeSeconds: 2}}}},
 		{ID: "b", State: "running", Usage: &api.Usage{CPUSeconds: 1}}, // cgroup made anew: counters went back
-		{ID: "c", State: "backoff"},                                     // no usage, no earlier sample
+		{ID: "c", State: "backoff"},                                   // no usage, no earlier sample
 	}
 	rows := topRows(prev, cur, 2*time.Second, "cpu")
 	if len(rows) != 3 || rows[0].ID != "a" {
