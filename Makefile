@@ -8,7 +8,7 @@ PKGS      := ./...
 TESTFLAGS ?=
 TESTFORMAT ?= pkgname
 
-.PHONY: build run test test-race lint bench test-v2 test-systemd deb docs man completion clean
+.PHONY: build run test test-race lint bench bench-scale test-v2 test-systemd deb docs man completion clean
 
 build: ## bin/berth
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
@@ -29,6 +29,12 @@ lint: ## gofmt, go vet, staticcheck (pinned in go.mod)
 bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
 	$(GO) test -run '^$$' -bench Failover -benchtime 5x ./test | tee -a bench.out
+
+SCALE_N ?= 100,1000,5000
+bench-scale: build ## the real agent with N jobs beside process-exporter (as root); table to stdout, docs/scale.png
+	test -x /usr/bin/prometheus-process-exporter || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-process-exporter)
+	$(GO) run ./test/scale -n $(SCALE_N) -bin bin/berth -csv scale.csv | tee bench-scale.out
+	$(GO) run ./test/scale/plot -csv scale.csv -o docs/scale.png
 
 test-v2: ## cgroup, worker and supervisor tests on a pure cgroup v2 kernel under qemu (lane 1)
 	test/vm/lane1.sh cgroup worker supervisor -- $(TESTFLAGS)
@@ -53,4 +59,4 @@ completion: build ## bin/completion: bash (berth), zsh (_berth) and fish (berth.
 	./bin/berth completion fish >bin/completion/berth.fish
 
 clean:
-	rm -rf bin dist bench.out test.json
+	rm -rf bin dist bench.out bench-scale.out scale.csv test.json
