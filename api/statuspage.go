@@ -69,8 +69,9 @@ type jobView struct {
 	CPU, CPULimit                  string
 	Memory, MemoryLimit            string
 	MemoryMax, MemoryUsed          uint64 // for the <meter>; 0 max: no meter
-	Pids, IO, IOLimit              string
-	Pressure                       string
+	Pids, IOLimit                  string
+	IO                             []string // read, written
+	Pressure                       []string // per resource; nil: none
 }
 
 // memberView is one row of the members table.
@@ -85,7 +86,7 @@ func newStatusView(r *http.Request, b Backend, now time.Time) statusView {
 	counts := map[string]int{}
 	for _, j := range b.Jobs() {
 		jv := newJobView(j, now)
-		if jv.Pressure != "" {
+		if jv.Pressure != nil {
 			v.Pressure = true
 		}
 		v.Jobs = append(v.Jobs, jv)
@@ -131,7 +132,7 @@ func newStatusView(r *http.Request, b Backend, now time.Time) statusView {
 func newJobView(j Job, now time.Time) jobView {
 	v := jobView{ID: j.ID, Kind: j.Kind, Group: j.Group, State: string(j.State), Reason: j.Reason,
 		Restarts: j.Restarts, PID: "-", Started: "-", LastExit: "-", OOM: "-",
-		CPU: "-", Memory: "-", Pids: "-", IO: "-"}
+		CPU: "-", Memory: "-", Pids: "-", IO: []string{"-"}}
 	if j.PID > 0 {
 		v.PID = fmt.Sprint(j.PID)
 	}
@@ -183,9 +184,10 @@ func newJobView(j Job, now time.Time) jobView {
 		if u.PidsLimit > 0 {
 			v.Pids += " / " + fmt.Sprint(u.PidsLimit)
 		}
-		v.IO = "read " + humanBytes(u.IOReadBytes) + ", written " + humanBytes(u.IOWriteBytes)
+		v.IO = []string{humanBytes(u.IOReadBytes) + " read", humanBytes(u.IOWriteBytes) + " written"}
 		if p := u.Pressure; p != nil {
-			v.Pressure = fmt.Sprintf("cpu %.1f s, memory %.1f s, io %.1f s", p.CPU.SomeSeconds, p.Memory.SomeSeconds, p.IO.SomeSeconds)
+			v.Pressure = []string{fmt.Sprintf("cpu %.1f s", p.CPU.SomeSeconds),
+				fmt.Sprintf("memory %.1f s", p.Memory.SomeSeconds), fmt.Sprintf("io %.1f s", p.IO.SomeSeconds)}
 		}
 	} else if l.Pids > 0 {
 		v.Pids = "- / " + fmt.Sprint(l.Pids)

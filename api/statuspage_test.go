@@ -125,7 +125,7 @@ func TestStatusPageContent(t *testing.T) {
 		`<meta http-equiv="refresh" content="5">`,
 		`<tr data-job="a" data-state="running">`, `<tr data-job="b-0" data-state="failed">`,
 		"1.5 cores", "12.5 s", "100.0 MiB", "512.0 MiB", "3 / 64", "exited 1", ">3<",
-		"read 2.0 GiB, written 5.0 MiB", "cpu 1.5 s, memory 0.0 s, io 0.0 s",
+		"2.0 GiB read", "5.0 MiB written", "cpu 1.5 s", "memory 0.0 s", "io 0.0 s",
 		`data-member="host-a"`, `<span id="generation">7</span>`, "b-0", "declared by host-b, which is absent",
 		"&lt;script&gt;",
 	} {

@@ -188,6 +188,9 @@ func TestStatusPageInChromium(t *testing.T) {
 				t.Errorf("job %s shows %q, want running, backoff or starting", id, state)
 			}
 		}
+		if j.Usage != nil && j.Usage.Pressure != nil && !strings.Contains(all, "cpu ") {
+			t.Errorf("job %s has pressure in /v1/jobs, but its row shows none: %q", id, all)
+		}
 		for _, want := range limitsShown(j) {
 			if !strings.Contains(all, want) {
 				t.Errorf("job %s: row lacks its limit %q: %q", id, want, all)

@@ -101,6 +101,14 @@ func TestTopInTmux(t *testing.T) {
 			t.Errorf("%s: memory %q of %q: want usage beside the limit\n%s", id, r[5], r[7], pane)
 		}
 	}
+	// Pressure: a rate wherever the agent reports PSI for the job.
+	if j := e.jobs()["orders-sink-0"]; j.Usage != nil && j.Usage.Pressure != nil {
+		if r := rows["orders-sink-0"]; r[10] == "-" {
+			t.Errorf("orders-sink-0 has pressure in /v1/jobs, but PSI-C is %q\n%s", r[10], pane)
+		}
+	} else {
+		t.Logf("the kernel keeps no pressure for the jobs: PSI columns not checked")
+	}
 	if r := rows["orders-sink-0"]; r[4] != "0.25" {
 		t.Errorf("orders-sink-0: CPU LIM %q, want 0.25\n%s", r[4], pane)
 	}
