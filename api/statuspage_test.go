@@ -11,34 +11,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/worker"
 )
 
 // backend is a fixed Backend: the page is rendered from what it returns.
+// The embedded interface (nil) stands for the methods the page does not
+// call.
 type backend struct {
+	Backend
 	jobs    []Job
 	members []Member
 	joined  bool
 }
 
 func (b *backend) Jobs() []Job { return b.jobs }
-func (b *backend) Job(id string) (Job, bool) {
-	for _, j := range b.jobs {
-		if j.ID == id {
-			return j, true
-		}
-	}
-	return Job{}, false
-}
 func (b *backend) AgentInfo() Agent {
 	if !b.joined {
 		return Agent{ID: "host-a", State: "joining"}
 	}
 	return Agent{ID: "host-a", State: "member", Leader: true, Generation: 7}
 }
-func (b *backend) Reconciled() bool { return true }
 func (b *backend) Members(context.Context) ([]Member, error) {
 	if !b.joined {
 		return nil, errors.New("not a member of the cluster yet")
@@ -52,8 +45,6 @@ func (b *backend) Assignment() (Assignment, bool) {
 	return Assignment{Generation: 7, Leader: "host-a", Members: map[string][]string{"host-a": {"a"}},
 		Unassigned: map[string]string{"b-0": "declared by host-b, which is absent"}}, true
 }
-func (b *backend) Workload() *config.Workload          { return &config.Workload{} }
-func (b *backend) Owners() (string, map[string]string) { return "host-a", nil }
 
 func get(t *testing.T, h http.Handler, accept string) (*http.Response, string) {
 	t.Helper()
@@ -75,7 +66,11 @@ func get(t *testing.T, h http.Handler, accept string) (*http.Response, string) {
 // A browser gets the HTML page; curl, the API client and anything that
 // does not prefer text/html get JSON.
 func TestStatusPageNegotiation(t *testing.T) {
-	h := Handler(&backend{joined: true}, nil)
+	// What Handler passes as next: the JSON answer at /.
+	jsonRoot := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, http.StatusNotFound, "no such resource")
+	})
+	h := statusPage(&backend{joined: true}, jsonRoot)
 	for _, c := range []struct {
 		accept string
 		html   bool
@@ -120,7 +115,7 @@ func TestStatusPageContent(t *testing.T) {
 		},
 		members: []Member{{ID: "host-a", Protocol: "static", Connectors: []string{"a"}, Addr: "127.0.0.1:9750", Started: now}},
 	}
-	_, body := get(t, Handler(b, nil), "text/html")
+	_, body := get(t, statusPage(b, nil), "text/html")
 	for _, want := range []string{
 		`<meta http-equiv="refresh" content="5">`,
 		`<tr data-job="a" data-state="running">`, `<tr data-job="b-0" data-state="failed">`,
@@ -143,7 +138,7 @@ func TestStatusPageContent(t *testing.T) {
 	}
 
 	// Before the agent joins: no members, no assignment, still a page.
-	_, body = get(t, Handler(&backend{}, nil), "text/html")
+	_, body = get(t, statusPage(&backend{}, nil), "text/html")
 	for _, want := range []string{"joining", "This agent runs no job", "Not a member of the cluster yet"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page of a joining agent lacks %q", want)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -96,6 +97,16 @@ func TestStatusPageInChromium(t *testing.T) {
 	e.write(showcase(e))
 	e.start()
 	waitShowcase(e)
+
+	// A client that does not ask for HTML (curl, berth) gets JSON at /.
+	resp, err := http.Get("http://" + e.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("GET / without Accept: Content-Type %q, want application/json", ct)
+	}
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(browser),
