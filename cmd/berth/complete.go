@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -17,8 +19,9 @@ const completeTimeout = 2 * time.Second
 // setupCompletion makes cobra's completion (berth completion SHELL, and
 // the hidden __complete command the scripts call) know berth's arguments:
 // --config completes *.toml files, and every positional argument that a
-// command's Use names JOB or CONNECTOR completes from the running agent
-// (GET /v1/jobs, GET /connectors at --addr when the command has that flag,
+// command's Use names JOB, CONNECTOR or JOB|CONNECTOR completes from the
+// running agent (GET /v1/jobs, GET /connectors at --addr when the command
+// has that flag,
 // else at agent.listen of --config). A command that sets its own
 // ValidArgsFunction keeps it. When no agent answers, nothing is offered
 // and nothing is printed.
@@ -56,11 +59,29 @@ func placeholders(use string) []string {
 			}
 			continue
 		}
-		if isUpper(strings.TrimSuffix(w, "...")) {
+		name, ok := strings.TrimSuffix(w, "..."), true
+		for _, alt := range strings.Split(name, "|") {
+			ok = ok && isUpper(alt)
+		}
+		if ok {
 			out = append(out, w)
 		}
 	}
 	return out
+}
+
+// kinds returns which names a placeholder takes: "JOB|CONNECTOR..." ->
+// jobs and connectors.
+func kinds(place string) (jobs, connectors bool) {
+	for _, alt := range strings.Split(strings.TrimSuffix(place, "..."), "|") {
+		switch alt {
+		case "JOB":
+			jobs = true
+		case "CONNECTOR":
+			connectors = true
+		}
+	}
+	return jobs, connectors
 }
 
 func isUpper(s string) bool {
@@ -69,8 +90,7 @@ func isUpper(s string) bool {
 
 func hasRemote(places []string) bool {
 	for _, p := range places {
-		switch strings.TrimSuffix(p, "...") {
-		case "JOB", "CONNECTOR":
+		if j, c := kinds(p); j || c {
 			return true
 		}
 	}
@@ -92,8 +112,8 @@ func remoteCompleter(places []string, configPath *string) cobra.CompletionFunc {
 		default:
 			return nil, none
 		}
-		place = strings.TrimSuffix(place, "...")
-		if place != "JOB" && place != "CONNECTOR" {
+		wantJobs, wantConnectors := kinds(place)
+		if !wantJobs && !wantConnectors {
 			return nil, cobra.ShellCompDirectiveDefault
 		}
 		addr := ""
@@ -116,7 +136,7 @@ func remoteCompleter(places []string, configPath *string) cobra.CompletionFunc {
 		c := api.NewClient(addr)
 		c.HTTP.Timeout = completeTimeout
 		var names []string
-		if place == "JOB" {
+		if wantJobs {
 			jobs, err := c.Jobs(ctx)
 			if err != nil {
 				return nil, none
@@ -124,12 +144,16 @@ func remoteCompleter(places []string, configPath *string) cobra.CompletionFunc {
 			for _, j := range jobs {
 				names = append(names, j.ID)
 			}
-		} else {
-			var err error
-			if names, err = c.Connectors(ctx); err != nil {
+		}
+		if wantConnectors {
+			conns, err := c.Connectors(ctx)
+			if err != nil {
 				return nil, none
 			}
+			names = append(names, conns...)
 		}
+		sort.Strings(names)
+		names = slices.Compact(names) // a connector's own job has its name
 		given := map[string]bool{}
 		for _, a := range args {
 			given[a] = true

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -61,21 +60,5 @@ func groffClean(t *testing.T, name string, page []byte) {
 	cmd.Stdin = bytes.NewReader(page)
 	if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("groff on %s: %v\n%s", name, err, out)
-	}
-}
-
-func TestPlaceholders(t *testing.T) {
-	for use, want := range map[string]string{
-		"logs JOB":                               "JOB",
-		"restart JOB...":                         "JOB...",
-		"pause [--wait] CONNECTOR":               "CONNECTOR",
-		"apply -f FILE":                          "",
-		"status":                                 "",
-		"move --to MEMBER JOB [JOB...]":          "JOB JOB...",
-		"gendocs [--man DIR] [--config-md FILE]": "",
-	} {
-		if got := strings.Join(placeholders(use), " "); got != want {
-			t.Errorf("placeholders(%q) = %q, want %q", use, got, want)
-		}
 	}
 }
