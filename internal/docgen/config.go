@@ -38,6 +38,18 @@ func title(s config.Section) string {
 	return strings.Join(s.Headers, ", ")
 }
 
+// titleMD is a section's title in Markdown: its headers as code.
+func titleMD(s config.Section) string {
+	if len(s.Headers) == 0 {
+		return md(title(s))
+	}
+	hs := make([]string, len(s.Headers))
+	for i, h := range s.Headers {
+		hs[i] = code(h)
+	}
+	return strings.Join(hs, ", ")
+}
+
 // anchor is the GitHub heading anchor of a section's title.
 func anchor(s config.Section) string {
 	var b strings.Builder
@@ -88,7 +100,7 @@ func boundsText(k config.Key) string {
 func typeText(k config.Key) string {
 	if k.Type == config.TypeTable || k.Type == config.TypeTables {
 		s, _ := config.LookupSection(k.Section)
-		return fmt.Sprintf("%s, [%s](#%s)", k.Type, md(title(s)), anchor(s))
+		return fmt.Sprintf("%s, [%s](#%s)", k.Type, titleMD(s), anchor(s))
 	}
 	return string(k.Type)
 }
@@ -118,11 +130,11 @@ func ConfigMarkdown(w io.Writer) error {
 	b.WriteString(configIntro)
 	b.WriteString("\nThe same reference is the man page berth.toml(5).\n\n")
 	for _, s := range config.Sections() {
-		fmt.Fprintf(&b, "- [%s](#%s)\n", md(title(s)), anchor(s))
+		fmt.Fprintf(&b, "- [%s](#%s)\n", titleMD(s), anchor(s))
 	}
 	b.WriteString("- [Every key set](#every-key-set)\n")
 	for _, s := range config.Sections() {
-		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", md(title(s)), md(s.Doc))
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", titleMD(s), md(s.Doc))
 		b.WriteString("| key | type | default | unit | accepted | meaning |\n|---|---|---|---|---|---|\n")
 		for _, k := range s.Keys {
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", k.Name, typeText(k), defaultText(k), md(k.Unit), boundsText(k), md(k.Doc))
