@@ -44,6 +44,11 @@ func TestManPages(t *testing.T) {
 	if !bytes.Contains(root, []byte("berth.toml(5)")) {
 		t.Errorf("berth(1) does not point at berth.toml(5)")
 	}
+	// An indented table in the help stays a table (a preformatted block).
+	top, _ := os.ReadFile(filepath.Join(dir, "berth-top.1"))
+	if !bytes.Contains(top, []byte(".nf")) || !bytes.Contains(top, []byte("RESTARTS  restarts after")) {
+		t.Errorf("berth-top(1) lost the layout of its column list:\n%s", top)
+	}
 	logs, _ := os.ReadFile(filepath.Join(dir, "berth-logs.1"))
 	if !bytes.Contains(logs, []byte("<log_dir>/<job_id>")) {
 		t.Errorf("berth-logs(1) lost <log_dir>/<job_id> (read as HTML):\n%s", logs)

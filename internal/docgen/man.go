@@ -33,6 +33,35 @@ func ManDate() (time.Time, error) {
 // dropped.
 var longEscaper = strings.NewReplacer(`\`, `\\`, `<`, `\<`, `>`, `\>`, `*`, `\*`, "`", "\\`")
 
+// manMarkdown turns a command's long help (plain text) into the Markdown
+// cobra/doc renders: lines indented by two spaces or more (tables, lists
+// of columns) become a code block, kept as written; the other lines are
+// escaped.
+func manMarkdown(long string) string {
+	lines := strings.Split(long, "\n")
+	out := make([]string, 0, len(lines)+4)
+	inBlock := false
+	for _, l := range lines {
+		indented := strings.HasPrefix(l, "  ") && strings.TrimSpace(l) != ""
+		switch {
+		case indented && !inBlock:
+			if len(out) > 0 && out[len(out)-1] != "" {
+				out = append(out, "")
+			}
+			inBlock = true
+		case !indented && inBlock && strings.TrimSpace(l) != "":
+			out = append(out, "")
+			inBlock = false
+		}
+		if inBlock {
+			out = append(out, "  "+l)
+			continue
+		}
+		out = append(out, longEscaper.Replace(l))
+	}
+	return strings.Join(out, "\n")
+}
+
 // ManPages writes one man page per available command of root into dir
 // (berth.1, berth-agent.1, ...; cobra/doc.GenManTree) and berth.toml(5)
 // (ConfigMan), dated date, with source as their source ("berth 1.2.3"). It
@@ -45,7 +74,7 @@ func ManPages(root *cobra.Command, dir string, date time.Time, source string) er
 	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		c.Long = longEscaper.Replace(c.Long)
+		c.Long = manMarkdown(c.Long)
 		c.DisableAutoGenTag = true
 		for _, sub := range c.Commands() {
 			walk(sub)
