@@ -46,7 +46,7 @@ func TestManPages(t *testing.T) {
 	}
 	// An indented table in the help stays a table (a preformatted block).
 	top, _ := os.ReadFile(filepath.Join(dir, "berth-top.1"))
-	if !bytes.Contains(top, []byte(".nf")) || !bytes.Contains(top, []byte("RESTARTS  restarts after")) {
+	if !bytes.Contains(top, []byte(".EX")) || !bytes.Contains(top, []byte("RESTARTS  restarts after")) {
 		t.Errorf("berth-top(1) lost the layout of its column list:\n%s", top)
 	}
 	logs, _ := os.ReadFile(filepath.Join(dir, "berth-logs.1"))
