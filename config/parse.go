@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -27,20 +29,21 @@ func Load(path string, host *Host) (*Config, error) {
 // holding every problem found, each "FILE:LINE:COL: key: message"; a TOML
 // syntax error is a single entry with the parser's line and column.
 func Parse(file string, data []byte, host *Host) (*Config, error) {
-	c, _, err := parse(file, data, host)
-	return c, err
+	return parse(file, data, host, nil)
 }
 
-// parse is Parse; it also returns the keys the decoder read, per section
-// ID.
-func parse(file string, data []byte, host *Host) (*Config, map[string]map[string]bool, error) {
+// parse is Parse; when read is not nil, it records in it every key the
+// decoder asks for, per section ID (a test compares them with the
+// reference in keys.go).
+func parse(file string, data []byte, host *Host, read map[string]map[string]bool) (*Config, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	d := &decoder{host: host}
+	d := &decoder{host: host, read: read}
 	t := d.open("", SectionFile, root)
-	c := &Config{File: file}
+	sum := sha256.Sum256(data)
+	c := &Config{File: file, SHA256: hex.EncodeToString(sum[:])}
 	c.Agent = d.agent(t.sub("agent"))
 	if s := t.sub("static"); s != nil {
 		c.Static.Connectors = s.strings("connectors")
@@ -53,9 +56,13 @@ func parse(file string, data []byte, host *Host) (*Config, map[string]map[string
 	c.checkStatic(&d.errs)
 	d.errs.attachDefs(&c.Workload)
 	if err := d.errs.result(file, pos); err != nil {
-		return nil, d.read, err
+		return nil, err
 	}
-	return c, d.read, nil
+	c.pos = pos
+	d.warns.list = append(d.warns.list, c.CheckDeclarations(&c.Workload, "this file")...)
+	d.warns.attachDefs(&c.Workload)
+	c.Warnings = d.warns.placed(file, pos)
+	return c, nil
 }
 
 // ParseConnectors parses a file that holds only [[group]] and [[connector]]
@@ -66,9 +73,8 @@ func ParseConnectors(file string, data []byte, host *Host) (*Workload, error) {
 	return w, err
 }
 
-// parseConnectors is ParseConnectors; it also returns the keys the decoder
-// read, per section ID.
-func parseConnectors(file string, data []byte, host *Host) (*Workload, map[string]map[string]bool, error) {
+// parseConnectors is ParseConnectors that also returns the warnings.
+func parseConnectors(file string, data []byte, host *Host) (*Workload, []*Problem, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, nil, err
@@ -79,9 +85,10 @@ func parseConnectors(file string, data []byte, host *Host) (*Workload, map[strin
 	t.done()
 	d.errs.attachDefs(&w)
 	if err := d.errs.result(file, pos); err != nil {
-		return nil, d.read, err
+		return nil, nil, err
 	}
-	return &w, d.read, nil
+	d.warns.attachDefs(&w)
+	return &w, d.warns.placed(file, pos), nil
 }
 
 // ParseConnector parses one connector definition whose keys are at the top
