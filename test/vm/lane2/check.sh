@@ -132,7 +132,7 @@ if eventually 30 jobs_as_configured 67108864; then
 else
 	fail job-cgroups-limits "$(limits; ls -R "$CG" 2>&1 | head -n 30)"
 fi
-# The agent moved itself into <cgroup>/agent (CASES.md C13): nothing is
+# The agent moved itself into <cgroup>/agent (failure case C13): nothing is
 # left in the delegated root, which has the controllers enabled.
 agent_in_leaf() {
 	grep -qx "$(systemctl show -p MainPID --value berth)" "$CG/agent/cgroup.procs" &&
@@ -224,7 +224,7 @@ fi
 
 # 9. Restart leaves no process of the old run alive. The new agent rejoins
 # the cluster only once its previous session lease has expired
-# (session_ttl, 2 s in the lane's config), then starts the jobs again.
+# (session_ttl, 4 s in the lane's config), then starts the jobs again.
 old=$(procs)
 systemctl restart berth
 left=$(alive $old)
