@@ -77,7 +77,7 @@ type server struct {
 
 // Handler serves the agent's API over b:
 //
-//	GET  /                                 version and commit (ServerInfo)
+//	GET  /                                 version and commit (ServerInfo); the status page (HTML) when Accept prefers text/html
 //	GET  /metrics                          Prometheus text exposition
 //	GET  /v1/jobs                          every job (Job, JSON array)
 //	GET  /v1/jobs/{id}                     one job; 404 when this agent does not run it
@@ -108,9 +108,10 @@ func Handler(b Backend, opts Options) http.Handler {
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics)
 	}
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+	// GET /: Connect's server info as JSON, the status page to a browser.
+	mux.Handle("GET /{$}", statusPage(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, ServerInfo{Version: opts.Version, Commit: opts.Commit, KafkaClusterID: opts.Cluster})
-	})
+	})))
 	mux.HandleFunc("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Jobs())
 	})

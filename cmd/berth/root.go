@@ -36,6 +36,7 @@ func commands(configPath *string) []*cobra.Command {
 		validateCmd(configPath),
 		reloadCmd(configPath),
 		statusCmd(configPath),
+		topCmd(configPath),
 		logsCmd(configPath),
 		applyCmd(configPath),
 		connectorsCmd(configPath),
@@ -45,6 +46,7 @@ func commands(configPath *string) []*cobra.Command {
 		stopCmd(configPath),
 		membersCmd(configPath),
 		versionCmd(),
+		gendocsCmd(),
 	}
 }
 
@@ -69,6 +71,7 @@ runs unseen or twice.`,
 		return &exitError{code: 2, err: fmt.Errorf("%w (run '%s -h' for usage)", err, c.CommandPath())}
 	})
 	root.AddCommand(commands(&configPath)...)
+	setupCompletion(root, &configPath)
 	return root
 }
 
