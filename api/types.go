@@ -15,7 +15,11 @@ type Job struct {
 	Task      *int         `json:"task,omitempty"` // task index; absent for a connector job
 	Group     string       `json:"group,omitempty"`
 	State     worker.State `json:"state"`
-	Reason    string       `json:"reason,omitempty"` // why the job is failed or waiting
+	Reason    string       `json:"reason,omitempty"` // why the job is failed, waiting, paused or stopped
+	// Trace says why a job is FAILED in Connect's terms (ConnectState): the
+	// start error or how its last run ended (exit status, signal, OOM
+	// kill), then the last lines of its log; empty otherwise.
+	Trace string `json:"trace,omitempty"`
 	// UpdateBlocked says why the job's new definition cannot start on this
 	// host (user, program or working directory missing); the job keeps
 	// running its previous definition meanwhile.
@@ -32,7 +36,9 @@ type Job struct {
 	Command     []string      `json:"command"`
 }
 
-// Usage is a job's cgroup accounting at the time of the request.
+// Usage is a job's cgroup accounting at the time of the request. The
+// counters (CPUSeconds, OOMKills, IO*, Pressure) never go down while the
+// job's cgroup exists; a client computes rates from two answers.
 type Usage struct {
 	CPUSeconds       float64 `json:"cpu_seconds"`        // user + system, seconds
 	CPULimitCores    float64 `json:"cpu_limit_cores"`    // quota/period in force; 0: unlimited
@@ -40,6 +46,35 @@ type Usage struct {
 	MemoryLimitBytes uint64  `json:"memory_limit_bytes"` // 0: unlimited
 	OOMKills         uint64  `json:"oom_kills"`
 	Pids             uint64  `json:"pids"`
+	PidsLimit        uint64  `json:"pids_limit"` // pids.max; 0: unlimited
+	// IOReadBytes and IOWriteBytes are bytes read from and written to
+	// block devices, summed over devices (v2 io.stat rbytes/wbytes; v1
+	// blkio.throttle.io_service_bytes_recursive).
+	IOReadBytes  uint64 `json:"io_read_bytes"`
+	IOWriteBytes uint64 `json:"io_write_bytes"`
+	// Pressure is the job's pressure stall information; nil when the
+	// kernel keeps none for it (no cgroup2 hierarchy, PSI disabled).
+	Pressure *Pressure `json:"pressure,omitempty"`
+}
+
+// Pressure is a job's pressure stall information (PSI): per resource, the
+// total time its tasks were stalled, from the cgroup's cpu.pressure,
+// memory.pressure and io.pressure (Documentation/accounting/psi.rst).
+type Pressure struct {
+	CPU    Stall `json:"cpu"`
+	Memory Stall `json:"memory"`
+	IO     Stall `json:"io"`
+}
+
+// Stall is one resource's pressure totals, in seconds.
+type Stall struct {
+	// SomeSeconds is the time at least one task waited on the resource
+	// ("some" total).
+	SomeSeconds float64 `json:"some_seconds"`
+	// FullSeconds is the time every non-idle task waited at once ("full"
+	// total); nil when the kernel reports no "full" line (cpu.pressure
+	// before Linux 5.13).
+	FullSeconds *float64 `json:"full_seconds,omitempty"`
 }
 
 // Agent is GET /v1/agent: this agent as a cluster member, and its
@@ -147,6 +182,15 @@ type Assignment struct {
 	Conflicts  []Conflict          `json:"conflicts"`
 }
 
+// ServerInfo is GET / in Kafka Connect's shape: the agent's version and
+// commit; kafka_cluster_id carries the berth cluster's name (there is no
+// Kafka cluster).
+type ServerInfo struct {
+	Version        string `json:"version"`
+	Commit         string `json:"commit"`
+	KafkaClusterID string `json:"kafka_cluster_id"`
+}
+
 // ConnectorInfo is GET /connectors/{name} in Kafka Connect's shape: the
 // config flattened into Connect-style dotted string keys ("tasks.max",
 // "task.command", "task.limits.memory"; list values JSON-encoded).
@@ -163,18 +207,37 @@ type TaskRef struct {
 	Task      int    `json:"task"`
 }
 
+// TaskInfo is one entry of GET /connectors/{name}/tasks in Kafka Connect's
+// shape: the task's ID and its configuration (the task's own job, its
+// command expanded, flattened as ConnectorInfo's config is).
+type TaskInfo struct {
+	ID     TaskRef           `json:"id"`
+	Config map[string]string `json:"config"`
+}
+
+// ConnectorExpanded is one value of GET /connectors?expand=status and/or
+// expand=info (Kafka Connect's shape): the connector's info, its status,
+// or both.
+type ConnectorExpanded struct {
+	Info   *ConnectorInfo   `json:"info,omitempty"`
+	Status *ConnectorStatus `json:"status,omitempty"`
+}
+
 // ConnectorStatus is GET /connectors/{name}/status in Kafka Connect's
-// shape: the state of the connector's own job and of each task, with the
-// agent that runs it as worker_id.
+// shape: the state of the connector and of each task, with the agent that
+// runs it as worker_id. A connector with its own job ([connector.run]) has
+// that job's state; one without has its target state (RUNNING, PAUSED,
+// STOPPED) with the cluster's leader as worker_id, since Connect always
+// reports a connector. A stopped connector has no tasks (KIP-875).
 type ConnectorStatus struct {
 	Name      string       `json:"name"`
-	Connector *JobStatus   `json:"connector,omitempty"`
+	Connector JobStatus    `json:"connector"`
 	Tasks     []TaskStatus `json:"tasks"`
 	Type      string       `json:"type"`
 }
 
-// JobStatus is the state of one job in Connect's words (RUNNING, FAILED,
-// UNASSIGNED, RESTARTING, STOPPED).
+// JobStatus is the state of one job in Connect's words (ConnectState:
+// UNASSIGNED, RUNNING, PAUSED, STOPPED, RESTARTING, FAILED).
 type JobStatus struct {
 	State    string `json:"state"`
 	WorkerID string `json:"worker_id"`
