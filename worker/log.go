@@ -98,20 +98,16 @@ func (p *logPipe) onDone(f func()) {
 func (p *logPipe) consume(data []byte) {
 	for len(data) > 0 {
 		if len(p.partial) > 0 {
-			i := bytes.IndexByte(data, '\n')
-			if i < 0 {
-				room := maxLine - len(p.partial)
-				n := min(room, len(data))
-				p.partial = append(p.partial, data[:n]...)
-				data = data[n:]
-				if len(p.partial) >= maxLine {
-					p.flushPartial()
-				}
-				continue
+			end := len(data)
+			if i := bytes.IndexByte(data, '\n'); i >= 0 {
+				end = i + 1
 			}
-			p.partial = append(p.partial, data[:i+1]...)
-			data = data[i+1:]
-			p.flushPartial()
+			n := min(end, maxLine-len(p.partial))
+			p.partial = append(p.partial, data[:n]...)
+			data = data[n:]
+			if (n == end && p.partial[len(p.partial)-1] == '\n') || len(p.partial) >= maxLine {
+				p.flushPartial()
+			}
 			continue
 		}
 		i := bytes.LastIndexByte(data, '\n')

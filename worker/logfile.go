@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,7 +132,17 @@ func (r *rotatingFile) rotate() error {
 	dir, name := filepath.Split(r.cfg.Path)
 	ext := filepath.Ext(name)
 	prefix := strings.TrimSuffix(name, ext) + "-"
-	backup := filepath.Join(dir, prefix+time.Now().UTC().Format(backupTimeFormat)+ext)
+	// Two rotations within a millisecond would take one name: the later
+	// one takes the next free millisecond.
+	at := time.Now().UTC()
+	backup := filepath.Join(dir, prefix+at.Format(backupTimeFormat)+ext)
+	for i := 0; i < 1000; i++ {
+		if _, err := os.Lstat(backup); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		at = at.Add(time.Millisecond)
+		backup = filepath.Join(dir, prefix+at.Format(backupTimeFormat)+ext)
+	}
 	if err := os.Rename(r.cfg.Path, backup); err != nil {
 		return fmt.Errorf("rotate log %s: %w", r.cfg.Path, err)
 	}
