@@ -31,6 +31,9 @@ var jobFamilies []*jobFamily
 // newJobFamily declares a per-job family; extra and values name the extra
 // label and its possible values (none when extra is "").
 func newJobFamily(name, help, typ, extra string, values ...string) *jobFamily {
+	if extra != "" && extra <= "kind" {
+		panic("metrics: " + name + ": extra label " + extra + " must sort after kind")
+	}
 	if extra == "" {
 		values = []string{""}
 	}
@@ -63,8 +66,8 @@ type jobTable struct {
 	jobs []Job
 	vals [][]float64 // per family: len(jobs) × len(values)
 	set  [][]bool
-	// labels holds every job's label text, `job_id="…",connector="…",
-	// kind="…",group="…"`, escaped; job i's is labels[ends[i-1]:ends[i]].
+	// labels holds every job's label text, `connector="…",group="…",
+	// job_id="…",kind="…"`, escaped; job i's is labels[ends[i-1]:ends[i]].
 	labels []byte
 	ends   []int
 }
@@ -87,16 +90,18 @@ func (t *jobTable) reset(jobs []Job) {
 		clear(t.set[i])
 	}
 	t.labels, t.ends = t.labels[:0], t.ends[:0]
+	// Labels in name order, as client_golang writes them (every extra
+	// label's name sorts after "kind").
 	for i := range jobs {
 		j := &jobs[i]
-		t.labels = append(t.labels, `job_id="`...)
-		t.labels = appendEscaped(t.labels, j.ID)
-		t.labels = append(t.labels, `",connector="`...)
+		t.labels = append(t.labels, `connector="`...)
 		t.labels = appendEscaped(t.labels, j.Connector)
-		t.labels = append(t.labels, `",kind="`...)
-		t.labels = appendEscaped(t.labels, j.Kind)
 		t.labels = append(t.labels, `",group="`...)
 		t.labels = appendEscaped(t.labels, j.Group)
+		t.labels = append(t.labels, `",job_id="`...)
+		t.labels = appendEscaped(t.labels, j.ID)
+		t.labels = append(t.labels, `",kind="`...)
+		t.labels = appendEscaped(t.labels, j.Kind)
 		t.labels = append(t.labels, '"')
 		t.ends = append(t.ends, len(t.labels))
 	}
