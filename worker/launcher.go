@@ -32,12 +32,12 @@ var (
 )
 
 // launcherCount is the number of launcher threads, and so the number of
-// starts that run at once: four per P, at most 16. Forks themselves are
-// serialised by the Go runtime (syscall.ForkLock) and by the reaper; what
-// runs in parallel is the crossing into and out of the jobs' cgroups, whose
-// writes wait on the kernel's cgroup_mutex more than they run: with one
+// starts that run at once: four per P, at most 16. Forks run in parallel
+// too (neither the Go runtime nor the reaper serialises them), and each
+// waits for its child's exec; the crossings into and out of the jobs'
+// cgroups wait on the kernel's cgroup_mutex more than they run: with one
 // thread per P, a thousand starts on a busy 2-core host took 18 s, with
-// four per P 6–9 s (make bench-scale).
+// four per P 3–9 s (BENCHMARKS.md).
 func launcherCount() int { return max(2, min(4*runtime.GOMAXPROCS(0), 16)) }
 
 // launch starts path on one of the launcher threads, inside g, and
