@@ -32,6 +32,11 @@ type Backend interface {
 	// Owners returns this agent's ID and the member that runs each
 	// assigned job.
 	Owners() (self string, owners map[string]string)
+	// PeerClient returns a client for the API of another agent at addr
+	// (its member record's address: host:port, or https://host:port when
+	// it serves TLS) with this agent's [agent.client] credentials; an
+	// error when they cannot be loaded.
+	PeerClient(addr string) (*Client, error)
 }
 
 // Handler serves the agent's API over b, and metrics at /metrics:

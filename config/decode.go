@@ -467,6 +467,12 @@ func (d *decoder) process(t *table) *Process {
 		}
 		env.done()
 	}
+	if _, ok := t.m["env_file"]; ok {
+		p.EnvFile = t.str("env_file", "")
+		if !strings.HasPrefix(p.EnvFile, "/") {
+			d.errs.add(t.key("env_file"), "must be an absolute path, not %q", p.EnvFile)
+		}
+	}
 	p.User = t.str("user", "")
 	if _, ok := t.m["user"]; ok {
 		if err := checkUser(p.User); err != nil {

@@ -134,6 +134,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("listen on %s (agent.listen): %w", cfg.Agent.Listen, err)
 	}
 	defer ln.Close()
+	// TLS and authentication of the listener: a web configuration that
+	// does not load is refused before anything is touched.
+	webTLS, err := api.CheckWebConfig(cfg.Agent.WebConfigFile)
+	if err != nil {
+		return fmt.Errorf("agent.web_config_file: %w", err)
+	}
 
 	// The agent reaps every process of every job (a child subreaper):
 	// refuse to start if it cannot be one.
@@ -171,9 +177,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		serveErr <- srv.Serve(ln)
+		serveErr <- api.Serve(ln, srv, cfg.Agent.WebConfigFile, a.log)
 	}()
-	a.log.Info("serving", "listen", ln.Addr().String())
+	// Other members reach this agent at the address of its member record:
+	// with its scheme when it serves TLS.
+	addr := ln.Addr().String()
+	if webTLS {
+		addr = "https://" + addr
+	}
+	a.log.Info("serving", "listen", ln.Addr().String(), "tls", webTLS, "web_config_file", cfg.Agent.WebConfigFile)
 	defer func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -181,7 +193,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		<-served
 	}()
 
-	env := source.Env{Log: a.log, Addr: ln.Addr().String(), Fence: a.fenceAll,
+	env := source.Env{Log: a.log, Addr: addr, Fence: a.fenceAll,
 		OnFence: a.registry.Cluster.Fenced, OnRenew: a.registry.Cluster.ObserveRenew}
 	if err := a.source.Start(ctx, env); err != nil {
 		a.source.Close()
@@ -334,6 +346,7 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 		{"agent.cgroup_root", old.CgroupRoot, new.CgroupRoot},
 		{"agent.data_dir", old.DataDir, new.DataDir},
 		{"agent.log_dir", old.LogDir, new.LogDir},
+		{"agent.web_config_file", old.WebConfigFile, new.WebConfigFile},
 	} {
 		if c.old != c.new {
 			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)

@@ -8,9 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/BurntSushi/toml"
 	"github.com/berthd/berth/api"
-	"github.com/berthd/berth/config"
 	"github.com/spf13/cobra"
 )
 
@@ -23,23 +21,22 @@ func statusCmd(configPath *string) *cobra.Command {
 		Long: `Print the jobs of a running agent (its GET /v1/jobs): state, pid, restarts,
 CPU time, memory against its limit, OOM kills, last exit and cgroup.
 
-The agent is found at --addr, else at agent.listen of --config; a file that
+The agent is found at --addr, else at agent.listen of --config, over https
+when its agent.web_config_file turns TLS on, presenting the [agent.client]
+CA, client certificate and basic-auth credentials of --config. A file that
 does not validate (a refused reload is when status is most needed) is still
-read for that one key, with a warning.`,
+read for these keys, with a warning.`,
 		Example: `  berth status
   berth status --addr 10.0.0.7:9750 --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if addr == "" {
-				listen, err := listenOf(cmd.ErrOrStderr(), *configPath)
-				if err != nil {
-					return usageError("no --addr, and %v", err)
-				}
-				addr = listen
+			client, err := agentClient(cmd.ErrOrStderr(), *configPath, addr)
+			if err != nil {
+				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 			defer cancel()
-			jobs, err := api.NewClient(addr).Jobs(ctx)
+			jobs, err := client.Jobs(ctx)
 			if err != nil {
 				return fmt.Errorf("is the agent running? %w", err)
 			}
@@ -51,7 +48,7 @@ read for that one key, with a warning.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT (default: agent.listen of --config)")
+	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT or URL (default: agent.listen of --config)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the agent's JSON")
 	return c
 }
@@ -89,26 +86,4 @@ func printJobs(w io.Writer, jobs []api.Job) {
 			strings.TrimSpace(state), pid, j.Restarts, cpu, mem, limit, oom, last, j.Cgroup)
 	}
 	tw.Flush()
-}
-
-// listenOf returns agent.listen of the configuration file. A file that does
-// not validate is still read for that one key, with a warning on warn.
-func listenOf(warn io.Writer, path string) (string, error) {
-	cfg, err := config.Load(path, nil)
-	if err == nil {
-		return cfg.Agent.Listen, nil
-	}
-	var raw struct {
-		Agent struct {
-			Listen string `toml:"listen"`
-		} `toml:"agent"`
-	}
-	if _, derr := toml.DecodeFile(path, &raw); derr != nil {
-		return "", err
-	}
-	fmt.Fprintf(warn, "warning: %s does not validate (the agent keeps its last good configuration):\n%v\n", path, err)
-	if raw.Agent.Listen == "" {
-		return config.DefaultListen, nil
-	}
-	return raw.Agent.Listen, nil
 }
