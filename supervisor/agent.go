@@ -49,7 +49,8 @@ type Agent struct {
 	assigned map[string]bool // IDs of the jobs assigned here (metrics keep their history)
 	retries  map[string]*retryState
 
-	logs jobLogs
+	logs     jobLogs
+	envFiles envFiles // the env_files' values, read on this host
 
 	registry *metrics.Registry
 	handler  http.Handler // the API and /metrics, set by Run before it serves
@@ -328,6 +329,7 @@ func (a *Agent) reload(ctx context.Context) error {
 	old := a.cfg.Agent
 	a.cfg = cfg
 	a.mu.Unlock()
+	a.envFiles.reload() // read every env_file again
 	a.log.Info("reload accepted", "config", a.path)
 	warnRestartOnly(a.log, old, cfg.Agent)
 	a.reconcile(ctx, true)

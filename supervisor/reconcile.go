@@ -85,6 +85,8 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		}
 	}
 
+	envErrs := a.resolveEnvFiles(want)
+
 	// Stop removed and respawn-needing jobs, all at once.
 	var stop []*job
 	a.mu.RLock()
@@ -113,6 +115,8 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		due := a.retryDue(id, now)
 		a.mu.RUnlock()
 		switch {
+		case envErrs[id] != nil:
+			a.envFailed(cur, nj, envErrs[id])
 		case cur == nil:
 			a.startJob(ctx, cfg, nj)
 		case cur.err != "" || cur.holder != "":
