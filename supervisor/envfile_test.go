@@ -49,7 +49,7 @@ func TestEnvFile(t *testing.T) {
 	write("SECRET=one\nSHARED=from-file\n", 0o644)
 	wl := workloadOf(config.Connector{Name: "sec", Run: &config.Process{
 		Command: []string{"/bin/sleep", "1000"}, Restart: config.RestartNever,
-		Env:     map[string]string{"SHARED": "from-env", "PLAIN": "p"}, EnvFile: file,
+		Env: map[string]string{"SHARED": "from-env", "PLAIN": "p"}, EnvFile: file,
 	}})
 	fa.src.assign(wl)
 	j := fa.waitJob(t, "sec", "sec failed", func(j apiJobView) bool { return j.ok && j.State == worker.Failed })
