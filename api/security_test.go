@@ -46,6 +46,7 @@ func (b *backend) Members(context.Context) ([]Member, error) { return b.members,
 func (b *backend) Assignment() (Assignment, bool)            { return Assignment{}, false }
 func (b *backend) Workload() *config.Workload                { return b.wl }
 func (b *backend) Owners() (string, map[string]string)       { return b.self, b.owners }
+func (b *backend) Groups() []Group                           { return nil }
 func (b *backend) PeerClient(addr string) (*Client, error)   { return NewClientFor(addr, b.auth, false) }
 func (b *backend) member(id, addr string) *backend {
 	b.members = append(b.members, Member{ID: id, Addr: addr})

@@ -32,6 +32,9 @@ type Backend interface {
 	// Owners returns this agent's ID and the member that runs each
 	// assigned job.
 	Owners() (self string, owners map[string]string)
+	// Groups returns the sharing groups that have jobs on this agent,
+	// sorted by name.
+	Groups() []Group
 	// PeerClient returns a client for the API of another agent at addr
 	// (its member record's address: host:port, or https://host:port when
 	// it serves TLS) with this agent's [agent.client] credentials; an
@@ -44,7 +47,8 @@ type Backend interface {
 //	GET /metrics                   Prometheus text exposition
 //	GET /v1/jobs                   every job (Job, JSON array)
 //	GET /v1/jobs/{id}              one job; 404 when this agent does not run it
-//	GET /v1/agent                  this agent as a member (Agent)
+//	GET /v1/agent                  this agent as a member, its config file and last reload (Agent)
+//	GET /v1/groups                 the sharing groups with jobs here: limits, jobs, usage (Group, JSON array)
 //	GET /v1/members                every live member (Member, JSON array)
 //	GET /v1/assignment             the published assignment (Assignment)
 //	GET /connectors                connector names (Kafka Connect shape)
@@ -72,6 +76,9 @@ func Handler(b Backend, metrics http.Handler) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/agent", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.AgentInfo())
+	})
+	mux.HandleFunc("GET /v1/groups", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Groups())
 	})
 	mux.HandleFunc("GET /v1/members", func(w http.ResponseWriter, r *http.Request) {
 		ms, err := b.Members(r.Context())

@@ -16,10 +16,14 @@ type Job struct {
 	Group     string       `json:"group,omitempty"`
 	State     worker.State `json:"state"`
 	Reason    string       `json:"reason,omitempty"` // why the job is failed or waiting
-	PID       int          `json:"pid,omitempty"`
-	Cgroup    string       `json:"cgroup"` // as /proc/PID/cgroup names it
-	StartedAt *time.Time   `json:"started_at,omitempty"`
-	Restarts  int          `json:"restarts"`
+	// UpdateBlocked says why the job's new definition cannot start on this
+	// host (user, program or working directory missing); the job keeps
+	// running its previous definition meanwhile.
+	UpdateBlocked string     `json:"update_blocked,omitempty"`
+	PID           int        `json:"pid,omitempty"`
+	Cgroup        string     `json:"cgroup"` // as /proc/PID/cgroup names it
+	StartedAt     *time.Time `json:"started_at,omitempty"`
+	Restarts      int        `json:"restarts"`
 	// NextRestart is when a job in state backoff starts again.
 	NextRestart *time.Time    `json:"next_restart,omitempty"`
 	LastExit    *worker.Exit  `json:"last_exit,omitempty"`
@@ -31,18 +35,89 @@ type Job struct {
 // Usage is a job's cgroup accounting at the time of the request.
 type Usage struct {
 	CPUSeconds       float64 `json:"cpu_seconds"`        // user + system, seconds
+	CPULimitCores    float64 `json:"cpu_limit_cores"`    // quota/period in force; 0: unlimited
 	MemoryBytes      uint64  `json:"memory_bytes"`       // charged to the cgroup, bytes
 	MemoryLimitBytes uint64  `json:"memory_limit_bytes"` // 0: unlimited
 	OOMKills         uint64  `json:"oom_kills"`
 	Pids             uint64  `json:"pids"`
 }
 
-// Agent is GET /v1/agent: this agent as a cluster member.
+// Agent is GET /v1/agent: this agent as a cluster member, and its
+// configuration file.
 type Agent struct {
 	ID         string `json:"id"`
 	State      string `json:"state"` // joining | member | fenced
 	Leader     bool   `json:"leader"`
 	Generation int64  `json:"generation"`
+	// PID is the agent's process ID: `berth reload` signals it after
+	// checking that it is the PID in the agent's lock file.
+	PID int `json:"pid"`
+	// Config is the configuration file in force and how the last reload
+	// went.
+	Config AgentConfig `json:"config"`
+}
+
+// AgentConfig is the agent's configuration file as GET /v1/agent reports
+// it.
+type AgentConfig struct {
+	// File is the path the agent reads (and re-reads on SIGHUP).
+	File string `json:"file"`
+	// SHA256 is the hex SHA-256 of the file's bytes in force: compare with
+	// `sha256sum FILE` to tell whether an edit is in force yet.
+	SHA256 string `json:"sha256"`
+	// LoadedAt is when that version was put in force (start or reload).
+	LoadedAt time.Time `json:"loaded_at"`
+	// Reloads counts the reloads tried since the agent started (SIGHUP);
+	// `berth reload` waits for it to grow.
+	Reloads uint64 `json:"reloads"`
+	// LastReload is the last reload's result; absent before the first.
+	LastReload *Reload `json:"last_reload,omitempty"`
+}
+
+// Reload is the result of one reload of the configuration file.
+type Reload struct {
+	// Seq numbers the reload: 1 for the first since the agent started.
+	Seq uint64 `json:"seq"`
+	// At is when the reload ended.
+	At time.Time `json:"at"`
+	// Successful says whether the file was put in force; a refused reload
+	// changes nothing.
+	Successful bool `json:"successful"`
+	// Error says why it was refused ("FILE:LINE:COL: key: message" lines,
+	// or the store's refusal).
+	Error string `json:"error,omitempty"`
+	// SHA256 is the hex SHA-256 of the file this reload read.
+	SHA256 string `json:"sha256"`
+	// Changes lists every setting the reload changed, "key: old → new"
+	// (bytes, cores, durations), as the agent's log has them.
+	Changes []string `json:"changes"`
+	// Warnings are the file's warnings ("FILE:LINE:COL: key: message").
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Group is one sharing group as GET /v1/groups returns it: the parent
+// cgroup of its jobs on this agent, whose limits cap their sum.
+type Group struct {
+	Name   string        `json:"name"`
+	Cgroup string        `json:"cgroup"` // as /proc/PID/cgroup names it
+	Limits limits.Limits `json:"limits"`
+	// Jobs are the IDs of the group's jobs on this agent, sorted.
+	Jobs  []string    `json:"jobs"`
+	Usage *GroupUsage `json:"usage,omitempty"`
+}
+
+// GroupUsage is a sharing group's cgroup accounting (its jobs together) at
+// the time of the request.
+type GroupUsage struct {
+	CPUSeconds       float64 `json:"cpu_seconds"`        // user + system, seconds
+	CPULimitCores    float64 `json:"cpu_limit_cores"`    // quota/period; 0: unlimited
+	MemoryBytes      uint64  `json:"memory_bytes"`       // charged to the cgroup, bytes
+	MemoryLimitBytes uint64  `json:"memory_limit_bytes"` // 0: unlimited
+	OOMKills         uint64  `json:"oom_kills"`
+	Pids             uint64  `json:"pids"`
+	PidsLimit        uint64  `json:"pids_limit"`     // 0: unlimited
+	IOReadBytes      uint64  `json:"io_read_bytes"`  // from block devices, bytes
+	IOWriteBytes     uint64  `json:"io_write_bytes"` // to block devices, bytes
 }
 
 // Member is one live member in GET /v1/members.

@@ -16,7 +16,11 @@ import (
 // path instead of stopping at the first.
 type decoder struct {
 	errs problemList
-	host *Host
+	// warns are values that validate but may not mean what the operator
+	// expects (a unit read otherwise by systemd, a declaration that names
+	// no job).
+	warns problemList
+	host  *Host
 }
 
 // tomlType names the TOML type of a decoded value for messages.
@@ -157,6 +161,9 @@ func (t *table) bytes(k string) (int64, bool) {
 			t.d.errs.add(t.key(k), "%v", err)
 			return 0, false
 		}
+		if w := siUnitWarning(n, b); w != "" {
+			t.d.warns.add(t.key(k), "%s", w)
+		}
 		return b, true
 	case int64:
 		if n < 0 {
@@ -167,6 +174,29 @@ func (t *table) bytes(k string) (int64, bool) {
 	}
 	t.wrongType(k, v, `a byte size (a string like "512MiB" or an integer number of bytes)`)
 	return 0, false
+}
+
+// siUnitWarning explains a byte size written with a one-letter unit (K,
+// M, G, T): berth reads those as powers of 1000 (SI), while systemd's
+// MemoryMax= and friends read them as powers of 1024 (systemd.resource-
+// control(5)), so "1G" is 10^9 bytes here and 2^30 there. It returns ""
+// for every other unit.
+func siUnitWarning(s string, b int64) string {
+	num := strings.TrimRight(s, "KMGT")
+	unit := s[len(num):]
+	num = strings.TrimRight(num, " ")
+	exp := strings.Index("KMGT", unit) + 1
+	if len(unit) != 1 || exp == 0 {
+		return ""
+	}
+	var systemd string
+	if v, err := limits.ParseBytes(num + unit + "iB"); err == nil {
+		systemd = fmt.Sprintf("%d bytes (%s × 2^%d)", v, num, 10*exp)
+	} else {
+		systemd = fmt.Sprintf("%s × 2^%d bytes", num, 10*exp)
+	}
+	return fmt.Sprintf("%q is %d bytes (%s × 10^%d): K, M, G, T are powers of 1000 here, but systemd reads %q as %s; write %q for that, or %q to keep %d bytes",
+		s, b, num, 3*exp, s, systemd, num+unit+"iB", num+[]string{"kB", "MB", "GB", "TB"}[exp-1], b)
 }
 
 // duration reads a Go duration string (time.ParseDuration), >= 0.
@@ -427,7 +457,7 @@ func (d *decoder) process(t *table) *Process {
 	} else if _, isArr := v.([]any); !isArr {
 		if s, isStr := v.(string); isStr {
 			t.get("command")
-			d.errs.add(t.key("command"), "must be an array of strings (argv), not a string: write [%q]", s)
+			d.errs.add(t.key("command"), "must be an array of strings (argv), not a string: %s", suggestArgv(s))
 		} else {
 			t.strings("command")
 		}
@@ -496,7 +526,28 @@ func (d *decoder) process(t *table) *Process {
 	}
 	p.StopTimeout = t.duration("stop_timeout", 0)
 	p.Limits = d.limitsTable(t.sub("limits"))
+	for _, pp := range d.host.checkProcess(p, processEnv(p)) {
+		d.errs.add(t.key(pp.key), "%s", pp.msg)
+	}
 	return p
+}
+
+// suggestArgv says how to write a command given as one string: split on
+// blanks into argv, or, when the string needs a shell (quotes, pipes,
+// redirections, variables, globs), run it with /bin/sh -c.
+func suggestArgv(s string) string {
+	if strings.ContainsAny(s, "|&;<>()$`\\\"'*?[]#~") {
+		return fmt.Sprintf("it needs a shell: write [\"/bin/sh\", \"-c\", %q]", s)
+	}
+	fields := strings.Fields(s)
+	if len(fields) == 0 {
+		return "write the program and each argument as its own string"
+	}
+	q := make([]string, len(fields))
+	for i, f := range fields {
+		q[i] = strconv.Quote(f)
+	}
+	return fmt.Sprintf("write each argument as its own string: [%s]", strings.Join(q, ", "))
 }
 
 // checkUser checks the syntax of "user" or "user:group".

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -33,7 +35,8 @@ func Parse(file string, data []byte, host *Host) (*Config, error) {
 	}
 	d := &decoder{host: host}
 	t := d.open("", root)
-	c := &Config{File: file}
+	sum := sha256.Sum256(data)
+	c := &Config{File: file, SHA256: hex.EncodeToString(sum[:])}
 	c.Agent = d.agent(t.sub("agent"))
 	if s := t.sub("static"); s != nil {
 		c.Static.Connectors = s.strings("connectors")
@@ -48,6 +51,10 @@ func Parse(file string, data []byte, host *Host) (*Config, error) {
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
 	}
+	c.pos = pos
+	d.warns.list = append(d.warns.list, c.CheckDeclarations(&c.Workload, "this file")...)
+	d.warns.attachDefs(&c.Workload)
+	c.Warnings = d.warns.placed(file, pos)
 	return c, nil
 }
 
@@ -55,9 +62,15 @@ func Parse(file string, data []byte, host *Host) (*Config, error) {
 // blocks (the input of "berth apply"), validated by the same rules as the
 // agent file. Errors are as for Parse.
 func ParseConnectors(file string, data []byte, host *Host) (*Workload, error) {
+	w, _, err := parseConnectors(file, data, host)
+	return w, err
+}
+
+// parseConnectors is ParseConnectors that also returns the warnings.
+func parseConnectors(file string, data []byte, host *Host) (*Workload, []*Problem, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d := &decoder{host: host}
 	t := d.open("", root)
@@ -65,9 +78,10 @@ func ParseConnectors(file string, data []byte, host *Host) (*Workload, error) {
 	t.done()
 	d.errs.attachDefs(&w)
 	if err := d.errs.result(file, pos); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &w, nil
+	d.warns.attachDefs(&w)
+	return &w, d.warns.placed(file, pos), nil
 }
 
 // ParseConnector parses one connector definition whose keys are at the top

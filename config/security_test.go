@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -79,5 +80,66 @@ func TestSecurityKeyErrors(t *testing.T) {
 			}
 			t.Errorf("errors:\n%v\nwant one starting with:\n%s", err, c.want)
 		})
+	}
+}
+
+// On this host (LocalHost) an env_file is read at validation: a file
+// others can read is a problem of the key, with the mode to set; a stored
+// definition (LimitsOnly) is not checked, since the file need exist only
+// where the job runs.
+func TestEnvFileCheckedOnThisHost(t *testing.T) {
+	p := writeSecret(t, "A=1\n", 0o644)
+	src := conn("command = [\"/bin/true\"]\nenv_file = \"" + p + "\"\n")
+	_, err := Parse("t.toml", []byte(src), LocalHost())
+	want := "t.toml:6:1: connector[0].task.env_file: on this host: env_file " + p + ": mode 0644"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "chmod 0600") {
+		t.Errorf("Parse error:\n%v\nwant one starting with %q", err, want)
+	}
+	if _, err := Parse("t.toml", []byte(src), LocalHost().LimitsOnly()); err != nil {
+		t.Errorf("LimitsOnly: %v", err)
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse("t.toml", []byte(src), LocalHost()); err != nil {
+		t.Errorf("a 0600 env_file: %v", err)
+	}
+}
+
+// Changes name a changed secret, never its value: env values, the
+// env_file's path shown, passwords hidden.
+func TestDiffHidesSecrets(t *testing.T) {
+	parse := func(env, pw string) *Config {
+		t.Helper()
+		c, err := Parse("d.toml", []byte(`[agent]
+id = "h"
+[cluster]
+endpoints = ["http://e:2379"]
+username = "u"
+password = "`+pw+`"
+[[connector]]
+name = "c"
+tasks = 1
+  [connector.task]
+  command = ["x"]
+  env = { TOKEN = "`+env+`" }
+  env_file = "/etc/berth/`+env+`.env"
+`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var got []string
+	for _, c := range DiffConfig(parse("old-secret", "old-pw"), parse("new-secret", "new-pw")) {
+		got = append(got, c.String())
+	}
+	want := []string{
+		"cluster.password: [hidden] → [hidden]",
+		"connector c: task.env.TOKEN: [hidden] → [hidden]",
+		"connector c: task.env_file: /etc/berth/old-secret.env → /etc/berth/new-secret.env",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("DiffConfig:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

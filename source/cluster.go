@@ -132,8 +132,9 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 }
 
 // applyFile stores the agent file's own [[connector]] and [[group]]
-// blocks: create or update, never delete (many agents may share a cluster,
-// each with its own file).
+// blocks as this agent's file's (create or update), and gives up the ones
+// that left the file: deleted unless another agent's file holds them or
+// `berth apply` stored them (workload.ApplyFile).
 func (c *Cluster) applyFile(ctx context.Context, cfg *config.Config) error {
 	data, err := os.ReadFile(cfg.File)
 	if err != nil {
@@ -143,15 +144,16 @@ func (c *Cluster) applyFile(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	if len(defs.Connectors) == 0 && len(defs.Groups) == 0 {
-		return nil
-	}
-	plan, err := workload.Apply(ctx, c.client, defs, false, c.host)
+	plan, err := workload.ApplyFile(ctx, c.client, defs, cfg.Agent.ID, c.host)
 	if err != nil {
 		return fmt.Errorf("apply the connectors of %s to the cluster: %w", cfg.File, err)
 	}
-	if len(plan.Created)+len(plan.Updated) > 0 {
-		c.log.Info("workload applied", "file", cfg.File, "created", plan.Created, "updated", plan.Updated)
+	if len(plan.Created)+len(plan.Updated)+len(plan.Deleted)+len(plan.Released) > 0 {
+		c.log.Info("workload applied", "file", cfg.File, "created", plan.Created, "updated", plan.Updated,
+			"deleted", plan.Deleted, "released", plan.Released)
+	}
+	if len(plan.Kept) > 0 {
+		c.log.Warn("definitions left the file but a stored connector still names them; kept until unused", "file", cfg.File, "kept", plan.Kept)
 	}
 	return nil
 }

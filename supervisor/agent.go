@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,10 @@ type Agent struct {
 	desired  source.Desired
 	assigned map[string]bool // IDs of the jobs assigned here (metrics keep their history)
 	retries  map[string]*retryState
+	conf     confState
+	// declWarned is set once the [static] entries have been checked
+	// against a known workload (the file's and the store's).
+	declWarned bool
 
 	logs     jobLogs
 	envFiles envFiles // the env_files' values, read on this host
@@ -100,6 +106,7 @@ func New(cfg *config.Config, path string, opts Options) *Agent {
 	if a.source == nil {
 		a.source = source.NewCluster(cfg, a.host)
 	}
+	a.conf.started(cfg, a.clock.Now())
 	return a
 }
 
@@ -255,6 +262,7 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 		}
 	}
 	pass(func() { a.reconcile(ctx, false) })
+	a.warnFile(a.Config(), false)
 	for {
 		select {
 		case <-ctx.Done():
@@ -266,6 +274,7 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 			markReady()
 		case <-a.source.Changed():
 			pass(func() { a.reconcile(ctx, false) })
+			a.warnDeclarations(false)
 		case reply := <-a.reloads:
 			pass(func() { reply <- a.reload(ctx) })
 		case <-retryTimer.Chan():
@@ -310,30 +319,89 @@ func (a *Agent) Reload(ctx context.Context) error {
 }
 
 func (a *Agent) reload(ctx context.Context) error {
-	cfg, err := config.Load(a.path, a.host)
+	data, err := os.ReadFile(a.path)
+	sum := fileHash(data)
+	var cfg *config.Config
 	if err != nil {
-		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "error", err)
-		return err
+		err = fmt.Errorf("load config %s: %w", a.path, err)
+	} else {
+		cfg, err = config.Parse(a.path, data, a.host)
 	}
-	// The source stores the file's connectors and groups and its [static]
-	// table; a refusal leaves the store and the running jobs as they were.
-	// Bounded: with the store unreachable the reload is refused in
-	// reloadTimeout, and the agent (stop, watchdog) stays responsive.
-	sctx, cancel := context.WithTimeout(ctx, reloadTimeout)
-	defer cancel()
-	if err := a.source.Reload(sctx, cfg); err != nil {
-		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "error", err)
+	if err == nil {
+		// The source stores the file's connectors and groups and its
+		// [static] table; a refusal leaves the store and the running jobs
+		// as they were. Bounded: with the store unreachable the reload is
+		// refused in reloadTimeout, and the agent (stop, watchdog) stays
+		// responsive.
+		sctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+		err = a.source.Reload(sctx, cfg)
+		cancel()
+	}
+	if err != nil {
+		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "sha256", sum, "error", err)
+		a.mu.Lock()
+		a.conf.record(a.clock.Now(), sum, err, nil, nil)
+		a.mu.Unlock()
 		return err
 	}
 	a.mu.Lock()
-	old := a.cfg.Agent
+	old := a.cfg
 	a.cfg = cfg
 	a.mu.Unlock()
 	a.envFiles.reload() // read every env_file again
-	a.log.Info("reload accepted", "config", a.path)
-	warnRestartOnly(a.log, old, cfg.Agent)
+	changes := config.DiffConfig(old, cfg)
+	a.log.Info("reload accepted", "config", a.path, "sha256", sum, "changes", len(changes))
+	for _, c := range changes {
+		a.log.Info("config changed", "key", c.Key, "old", c.Old, "new", c.New)
+	}
+	warnRestartOnly(a.log, old.Agent, cfg.Agent)
 	a.reconcile(ctx, true)
+	warnings := a.warnFile(cfg, true)
+	a.mu.Lock()
+	a.conf.record(a.clock.Now(), sum, nil, changes, warnings)
+	a.mu.Unlock()
 	return nil
+}
+
+// warnFile logs the warnings of the file in force and returns them: its
+// values that validate but may not mean what was meant, and its [static]
+// entries that name no job of the file or of the cluster's store (with
+// force, now; else once the source knows the store's workload).
+func (a *Agent) warnFile(cfg *config.Config, force bool) []*config.Problem {
+	var out []*config.Problem
+	for _, w := range cfg.Warnings {
+		if !strings.HasPrefix(w.Key, "static.") {
+			out = append(out, w)
+			a.log.Warn("configuration", "warning", w.Error())
+		}
+	}
+	return append(out, a.warnDeclarations(force)...)
+}
+
+// warnDeclarations logs the [static] entries of the file in force that
+// name no job of the file or of the workload the source knows (the
+// cluster's store) and returns them. Unless force, it does so once, as
+// soon as the source knows a workload.
+func (a *Agent) warnDeclarations(force bool) []*config.Problem {
+	a.mu.Lock()
+	cfg, wl := a.cfg, a.desired.Workload
+	if (!force && a.declWarned) || (wl == nil && !force) {
+		a.mu.Unlock()
+		return nil
+	}
+	a.declWarned = a.declWarned || wl != nil
+	a.mu.Unlock()
+	all := config.Workload{Groups: cfg.Groups, Connectors: cfg.Connectors}
+	where := "this file"
+	if wl != nil {
+		all.Connectors = append(append([]config.Connector(nil), all.Connectors...), wl.Connectors...)
+		where = "this file or the cluster's store"
+	}
+	ws := cfg.CheckDeclarations(&all, where)
+	for _, w := range ws {
+		a.log.Warn("a [static] declaration names no job; it is ignored until one is defined", "warning", w.Error())
+	}
+	return ws
 }
 
 // warnRestartOnly logs the [agent] settings a reload cannot change: they

@@ -3,9 +3,12 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"os"
+	"path"
 	"sort"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
@@ -89,6 +92,9 @@ func (a *Agent) jobInfo(j *job) api.Job {
 	}
 	st, reason := j.state()
 	info.State, info.Reason, info.PID, info.Restarts, info.LastExit = st.State, reason, st.PID, st.Restarts, st.LastExit
+	a.mu.RLock()
+	info.UpdateBlocked = j.blocked
+	a.mu.RUnlock()
 	if !st.StartedAt.IsZero() {
 		t := st.StartedAt
 		info.StartedAt = &t
@@ -101,6 +107,7 @@ func (a *Agent) jobInfo(j *job) api.Job {
 		if s, err := j.group.Stats(); err == nil {
 			info.Usage = &api.Usage{
 				CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
+				CPULimitCores:    s.CPUQuotaCores,
 				MemoryBytes:      s.MemoryBytes,
 				MemoryLimitBytes: s.MemoryLimitBytes,
 				OOMKills:         s.OOMKills,
@@ -114,7 +121,54 @@ func (a *Agent) jobInfo(j *job) api.Job {
 // AgentInfo implements api.Backend.
 func (a *Agent) AgentInfo() api.Agent {
 	i := a.source.Info()
-	return api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation}
+	a.mu.RLock()
+	conf := a.conf.info(a.path)
+	a.mu.RUnlock()
+	return api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation, PID: os.Getpid(), Config: conf}
+}
+
+// Groups implements api.Backend: the sharing groups with jobs here.
+func (a *Agent) Groups() []api.Group {
+	js := a.snapshotJobs()
+	a.mu.RLock()
+	nodes := make([]*groupNode, 0, len(a.groups))
+	for _, g := range a.groups {
+		nodes = append(nodes, g)
+	}
+	members := map[string][]string{}
+	for _, j := range js {
+		if j.spec.Group != "" {
+			members[j.spec.Group] = append(members[j.spec.Group], j.spec.ID)
+		}
+	}
+	a.mu.RUnlock()
+	sort.Slice(nodes, func(i, k int) bool { return nodes[i].name < nodes[k].name })
+	out := make([]api.Group, 0, len(nodes))
+	for _, g := range nodes {
+		a.mu.RLock()
+		lim := g.limits
+		a.mu.RUnlock()
+		ag := api.Group{Name: g.name, Cgroup: path.Join("/", a.hier.Root(), cgroup.JobsDir, groupDir(g.name)),
+			Limits: lim, Jobs: members[g.name]}
+		if ag.Jobs == nil {
+			ag.Jobs = []string{}
+		}
+		if s, err := g.group.Stats(); err == nil {
+			ag.Usage = &api.GroupUsage{
+				CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
+				CPULimitCores:    s.CPUQuotaCores,
+				MemoryBytes:      s.MemoryBytes,
+				MemoryLimitBytes: s.MemoryLimitBytes,
+				OOMKills:         s.OOMKills,
+				Pids:             s.Pids,
+				PidsLimit:        s.PidsLimit,
+				IOReadBytes:      s.IOReadBytes,
+				IOWriteBytes:     s.IOWriteBytes,
+			}
+		}
+		out = append(out, ag)
+	}
+	return out
 }
 
 // Reconciled implements api.Backend.
@@ -185,12 +239,27 @@ func (a *Agent) Snapshot() metrics.Snapshot {
 	js := a.snapshotJobs()
 	a.mu.RLock()
 	s := metrics.Snapshot{Jobs: make([]metrics.Job, 0, len(js)), Assigned: a.assigned,
-		Generation: a.desired.Generation, Unassigned: len(a.desired.Unassigned)}
+		Generation: a.desired.Generation, Unassigned: len(a.desired.Unassigned),
+		ReloadSuccessful: a.conf.lastOK, ReloadSuccessTime: a.conf.lastSuccess}
+	blocked := make(map[*job]bool, len(js))
+	for _, j := range js {
+		blocked[j] = j.blocked != ""
+	}
+	jobsOf := map[string]int{}
+	for _, j := range js {
+		if j.spec.Group != "" {
+			jobsOf[j.spec.Group]++
+		}
+	}
+	for name, g := range a.groups {
+		s.Groups = append(s.Groups, metrics.Group{Name: name, Jobs: jobsOf[name], Cgroup: g.group})
+	}
 	a.mu.RUnlock()
+	sort.Slice(s.Groups, func(i, k int) bool { return s.Groups[i].Name < s.Groups[k].Name })
 	for _, j := range js {
 		st, _ := j.state()
 		s.Jobs = append(s.Jobs, metrics.Job{ID: j.spec.ID, Connector: j.spec.Connector, Kind: string(j.spec.Kind),
-			Group: j.spec.Group, State: st.State, Restarts: st.Restarts, Cgroup: j.group})
+			Group: j.spec.Group, State: st.State, Restarts: st.Restarts, Cgroup: j.group, UpdateBlocked: blocked[j]})
 	}
 	return s
 }

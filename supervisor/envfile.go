@@ -19,13 +19,8 @@ import (
 // store holds only the path.
 type envFiles struct {
 	mu    sync.Mutex
-	files map[string]envFile // path -> values read, or why not
-	prev  map[string]envFile // before the last reload: fallback values
-}
-
-type envFile struct {
-	env map[string]string
-	err error
+	files map[string]map[string]string // path -> values read since the last reload
+	prev  map[string]map[string]string // before the last reload: fallback values
 }
 
 // reload forgets what was read: every file is read again when next needed.
@@ -36,33 +31,37 @@ func (e *envFiles) reload() {
 }
 
 // get returns the values of the env_file at path (config.ReadEnvFile).
+// Values read are kept until the next reload; a file that cannot be read
+// is tried again at the next call (the job waits for it), unless values
+// read before the last reload stand in for it.
 func (e *envFiles) get(path string, log *slog.Logger) (map[string]string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if f, ok := e.files[path]; ok {
-		return f.env, f.err
+	if env, ok := e.files[path]; ok {
+		return env, nil
 	}
 	env, err := config.ReadEnvFile(path)
-	f := envFile{env: env, err: err}
 	if err != nil {
-		if p, ok := e.prev[path]; ok && p.err == nil {
-			log.Error("env_file cannot be read again; its jobs keep the values read before", "env_file", path, "error", err)
-			f = p
+		p, ok := e.prev[path]
+		if !ok {
+			return nil, err
 		}
+		log.Error("env_file cannot be read again; its jobs keep the values read before", "env_file", path, "error", err)
+		env = p
 	}
 	if e.files == nil {
-		e.files = map[string]envFile{}
+		e.files = map[string]map[string]string{}
 	}
-	e.files[path] = f
-	return f.env, f.err
+	e.files[path] = env
+	return env, nil
 }
 
 // resolveEnvFiles adds to every job of want that names an env_file the
 // file's values (they override the process's env, as systemd's
 // EnvironmentFile= overrides Environment=), so that comparing definitions
 // sees a changed file. It returns, by job ID, why a job's file could not
-// be read; such a job that has a worker keeps its current definition and
-// runs on (want is set back to it), the others are not started.
+// be read: such a job is not started, and a running one keeps its previous
+// definition (Host.CheckJob checks the env_file too).
 func (a *Agent) resolveEnvFiles(want map[string]config.Job) map[string]error {
 	var errs map[string]error
 	for id, j := range want {
@@ -71,14 +70,6 @@ func (a *Agent) resolveEnvFiles(want map[string]config.Job) map[string]error {
 		}
 		vals, err := a.envFiles.get(j.Process.EnvFile, a.log)
 		if err != nil {
-			a.mu.RLock()
-			cur := a.jobs[id]
-			a.mu.RUnlock()
-			if cur != nil && cur.w != nil {
-				a.log.Error("job keeps running with its definition in force: its new env_file cannot be read", "job_id", id, "error", err)
-				want[id] = cur.spec
-				continue
-			}
 			if errs == nil {
 				errs = map[string]error{}
 			}

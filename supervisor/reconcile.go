@@ -7,6 +7,7 @@ import (
 	"path"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +38,10 @@ type job struct {
 	holder string
 	// claimed is true once this agent holds the job's claim.
 	claimed bool
+	// blocked is why the job's new definition cannot start on this host
+	// (its user, program or working directory is missing): the running
+	// worker keeps the previous definition meanwhile. "" when none.
+	blocked string
 }
 
 // groupNode is a sharing group's parent cgroup, holding the group's limits.
@@ -87,16 +92,38 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 
 	envErrs := a.resolveEnvFiles(want)
 
-	// Stop removed and respawn-needing jobs, all at once.
+	// Stop removed and respawn-needing jobs, all at once. A running job
+	// whose new definition cannot start here (its user, program or working
+	// directory is missing) is not stopped: it keeps running its previous
+	// definition, and the reason is reported, until the new one can start.
 	var stop []*job
+	held := map[string]bool{}
 	a.mu.RLock()
-	for id, j := range a.jobs {
+	current := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		current = append(current, j)
+	}
+	a.mu.RUnlock()
+	sort.Slice(current, func(i, k int) bool { return current[i].spec.ID < current[k].spec.ID })
+	for _, j := range current {
+		id := j.spec.ID
 		nj, ok := want[id]
-		if !ok || needsRestart(j.spec, nj) || (retryFailed && j.w != nil && j.w.Status().State == worker.Failed) {
+		restart := ok && needsRestart(j.spec, nj)
+		if restart && j.live() {
+			if err := a.host.CheckJob(nj); err != nil {
+				held[id] = true
+				a.holdJob(j, nj, err)
+				continue
+			}
+		}
+		a.unholdJob(j)
+		if !ok || restart || (retryFailed && j.w != nil && j.w.Status().State == worker.Failed) {
+			if ok && restart {
+				a.log.Info("job definition changed; restarting it", "job_id", id, "changes", changeList(config.DiffJobs(j.spec, nj)))
+			}
 			stop = append(stop, j)
 		}
 	}
-	a.mu.RUnlock()
 	_ = a.stopJobs(stop, cfg.Agent.StopTimeout)
 
 	// Group nodes first: a job's cgroup lives inside its group's.
@@ -109,6 +136,9 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 	sort.Strings(ids)
 	now := a.clock.Now()
 	for _, id := range ids {
+		if held[id] {
+			continue // runs its previous definition
+		}
 		nj := want[id]
 		a.mu.RLock()
 		cur := a.jobs[id]
@@ -141,6 +171,55 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 	}
 	a.desired, a.assigned = desired, keep
 	a.mu.Unlock()
+}
+
+// live reports whether the job's worker is running (or starting): an
+// instance worth keeping when its replacement cannot start.
+func (j *job) live() bool {
+	if j.w == nil {
+		return false
+	}
+	st := j.w.Status().State
+	return st == worker.Running || st == worker.Starting
+}
+
+// holdJob keeps job j running its previous definition because nj cannot
+// start on this host (err), reports why (log once per reason, status,
+// berth_job_update_blocked) and checks again with backoff: the missing
+// user, program or directory may appear without any change of definition.
+func (a *Agent) holdJob(j *job, nj config.Job, err error) {
+	msg := fmt.Sprintf("new definition cannot start on this host, the previous one keeps running: %v", err)
+	a.mu.Lock()
+	changed := j.blocked != msg
+	j.blocked = msg
+	a.failedTransiently(j.spec.ID, retry.Store())
+	a.mu.Unlock()
+	if changed {
+		a.log.Error("job keeps its previous definition: the new one cannot start on this host", "job_id", j.spec.ID,
+			"error", err, "changes", changeList(config.DiffJobs(j.spec, nj)))
+	}
+}
+
+// unholdJob clears a hold of job j (its definition can start now, or is
+// the running one again) and its re-check backoff.
+func (a *Agent) unholdJob(j *job) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j.blocked != "" {
+		j.blocked = ""
+		if j.err == "" && j.holder == "" {
+			delete(a.retries, j.spec.ID)
+		}
+	}
+}
+
+// changeList formats changes for one log attribute: "k: a → b; k2: c → d".
+func changeList(cs []config.Change) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.String()
+	}
+	return strings.Join(parts, "; ")
 }
 
 // sameDefinition reports whether a job's definition is unchanged.
@@ -187,14 +266,18 @@ func (a *Agent) reconcileGroups(wl *config.Workload, want map[string]config.Job)
 			if limits.Removed(cur.limits, g.Limits) {
 				a.log.Warn("a limit was removed from a sharing group: it stays in force until the group's jobs are all stopped and its cgroup is made anew", "group", g.Name)
 			}
+			a.mu.Lock()
+			old := cur.limits
 			cur.limits = g.Limits
+			a.mu.Unlock()
 			if !reflect.DeepEqual(cur.res, res) {
 				if err := cur.group.Update(res); err != nil {
 					a.log.Error("update group cgroup", "group", g.Name, "error", err)
 					continue
 				}
 				cur.res = res
-				a.log.Info("group limits updated in place", "group", g.Name)
+				a.log.Info("group limits updated in place", "group", g.Name,
+					"changes", changeList(config.DiffJobs(config.Job{Process: config.Process{Limits: old}}, config.Job{Process: config.Process{Limits: g.Limits}})))
 			}
 			continue
 		}
@@ -452,7 +535,7 @@ func (a *Agent) updateJob(cur *job, nj config.Job) {
 			a.log.Error("update job cgroup; old limits stay", "job_id", nj.ID, "error", err)
 			return
 		}
-		a.log.Info("job limits updated in place", "job_id", nj.ID)
+		a.log.Info("job limits updated in place", "job_id", nj.ID, "changes", changeList(config.DiffJobs(cur.spec, nj)))
 	}
 	a.mu.Lock()
 	cur.res, cur.spec = res, nj

@@ -100,6 +100,11 @@ group = "pair"
 	if left := e.cgroupDirs(); len(left) != 0 {
 		t.Errorf("cgroup root left after the agent exited: %v", left)
 	}
+	for _, lock := range []string{e.cgroupLock(), e.dataLock()} {
+		if _, err := os.Stat(lock); !os.IsNotExist(err) {
+			t.Errorf("lock file %s left after a clean stop (stat: %v)", lock, err)
+		}
+	}
 	if js["grouped"].Cgroup != "/"+e.root+"/jobs/g-pair/grouped" {
 		t.Errorf("grouped job's cgroup = %q, want /%s/jobs/g-pair/grouped", js["grouped"].Cgroup, e.root)
 	}

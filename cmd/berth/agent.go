@@ -19,7 +19,8 @@ func agentCmd(configPath *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "agent",
 		Short: "Run the host agent",
-		Long: `Run the host agent until SIGTERM or SIGINT; SIGHUP reloads the file.
+		Long: `Run the host agent until SIGTERM or SIGINT; SIGHUP reloads the file
+(` + "`berth reload`" + ` sends it and prints the result).
 
 The agent kills whatever an earlier run left in its cgroup root, joins its
 cluster (an embedded etcd when [cluster] names no endpoints), and runs the

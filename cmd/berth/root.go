@@ -34,6 +34,7 @@ func commands(configPath *string) []*cobra.Command {
 	return []*cobra.Command{
 		agentCmd(configPath),
 		validateCmd(configPath),
+		reloadCmd(configPath),
 		statusCmd(configPath),
 		logsCmd(configPath),
 		applyCmd(configPath),

@@ -115,6 +115,21 @@ fi
 out=$(systemd-analyze verify /lib/systemd/system/berth.service 2>&1)
 if [ $? -eq 0 ] && [ -z "$out" ]; then pass "systemd-analyze-verify"; else fail systemd-analyze-verify "$out"; fi
 
+# 2b. The unit's hardening, as systemd scores it (0 safest, 10 most
+# exposed). packaging/berth.service says why each remaining permission is
+# needed; the score must not rise above MAX_EXPOSURE.
+MAX_EXPOSURE=10.0
+sec=$(systemd-analyze security --no-pager berth.service 2>&1)
+exposure=$(printf '%s\n' "$sec" | grep -oE 'Overall exposure level for berth.service: [0-9.]+' | grep -oE '[0-9.]+$')
+# The settings that still add to the score (their last column).
+printf '%s\n' "$sec" | awk '$NF ~ /^[0-9]+\.[0-9]+$/ && $NF > 0' | sed 's/^ */LANE2 INFO exposed: /'
+echo "LANE2 INFO systemd-analyze security berth.service: exposure ${exposure:-?} (at most $MAX_EXPOSURE)"
+if [ -n "$exposure" ] && awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e <= m) }'; then
+	pass "security-exposure ($exposure)"
+else
+	fail security-exposure "exposure ${exposure:-unknown} above $MAX_EXPOSURE: $(printf '%s\n' "$sec" | tail -n 3)"
+fi
+
 # 3. enable --now with three jobs.
 install -m 0644 /root/lane2/berth.toml /etc/berth/berth.toml
 if systemctl enable --now berth && eventually 30 active; then
@@ -147,6 +162,23 @@ fi
 # 5. Metrics.
 metrics() { curl -fsS --max-time 5 http://127.0.0.1:9750/metrics | grep -q '^berth_job_up'; }
 if eventually 30 metrics; then pass metrics; else fail metrics "no berth_job_up at 127.0.0.1:9750/metrics"; fi
+
+# 5a. The tasks run as user nobody (the unit's CapabilityBoundingSet keeps
+# CAP_SETUID/CAP_SETGID), and the agent still reads their /proc (open fds,
+# I/O: CAP_SYS_PTRACE) under ProtectProc=invisible.
+task_pid() { head -n1 "$CG/jobs/lane2-sink-0/cgroup.procs"; }
+as_nobody() { [ "$(ps -o uid= -p "$(task_pid)" | tr -d ' ')" = 65534 ]; }
+if eventually 30 as_nobody; then pass "job-as-user"; else fail job-as-user "lane2-sink-0 pid $(task_pid) uid $(ps -o uid= -p "$(task_pid)" 2>&1)"; fi
+procfs_ok() {
+	curl -fsS --max-time 5 http://127.0.0.1:9750/metrics >/tmp/lane2-metrics &&
+		grep -q '^berth_scrape_collector_success{collector="procfs"} 1' /tmp/lane2-metrics &&
+		grep -qE '^berth_job_open_fds\{[^}]*job_id="lane2-sink-0"' /tmp/lane2-metrics
+}
+if eventually 30 procfs_ok; then
+	pass "procfs-of-user-jobs"
+else
+	fail procfs-of-user-jobs "$(grep -E 'collector_success|open_fds' /tmp/lane2-metrics 2>&1 | head -n 8 | tr '\n' ' '); $(journalctl -u berth -o cat --no-pager | grep -i procfs | tail -n 2)"
+fi
 
 # 5b. Job output: in its own file (berth logs) and, with log_sink =
 # "journal", in the journal with the job ID as a field.
