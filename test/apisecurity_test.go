@@ -172,6 +172,10 @@ name = "vault"
 	if err != nil || !strings.Contains(string(out), "vault") || !strings.Contains(string(out), "running") {
 		t.Errorf("berth status: %v\n%s", err, out)
 	}
+	// berth reload asks the agent for its PID and the reload's result.
+	if out, err := exec.Command(berthBin, "reload", "--config", e.config).CombinedOutput(); err != nil || !strings.Contains(string(out), "accepted") {
+		t.Errorf("berth reload: %v\n%s", err, out)
+	}
 	// Without the credentials, it says why.
 	bare := filepath.Join(e.dir, "bare.toml")
 	if err := os.WriteFile(bare, []byte(e.header("2s")+fmt.Sprintf("web_config_file = %q\n", s.web)), 0o644); err != nil {
