@@ -176,6 +176,31 @@ name = "vault"
 	if out, err := exec.Command(berthBin, "reload", "--config", e.config).CombinedOutput(); err != nil || !strings.Contains(string(out), "accepted") {
 		t.Errorf("berth reload: %v\n%s", err, out)
 	}
+	// berth validate loads the web configuration as the agent does.
+	if out, err := exec.Command(berthBin, "validate", "--config", e.config).CombinedOutput(); err != nil {
+		t.Errorf("berth validate: %v\n%s", err, out)
+	}
+	badWeb := filepath.Join(e.dir, "bad-web.yml")
+	if err := os.WriteFile(badWeb, []byte("basic_auth_users:\n  x: not-a-bcrypt-hash\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badCfg := filepath.Join(e.dir, "bad.toml")
+	if err := os.WriteFile(badCfg, []byte(e.header("2s")+fmt.Sprintf("web_config_file = %q\n", badWeb)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(berthBin, "validate", "--config", badCfg).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "agent.web_config_file: web configuration "+badWeb) {
+		t.Errorf("berth validate with a bad web configuration: %v\n%s", err, out)
+	}
+	// The agent refuses it before it touches any cgroup or the store.
+	bad := newEnv(t)
+	bad.write(bad.header("2s") + fmt.Sprintf("web_config_file = %q\n", badWeb))
+	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer acancel()
+	out, err = exec.CommandContext(actx, berthBin, "agent", "--config", bad.config).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "agent.web_config_file: web configuration "+badWeb) || strings.Contains(string(out), "cgroup hierarchy") {
+		t.Errorf("berth agent with a bad web configuration: %v\n%s", err, out)
+	}
 	// Without the credentials, it says why.
 	bare := filepath.Join(e.dir, "bare.toml")
 	if err := os.WriteFile(bare, []byte(e.header("2s")+fmt.Sprintf("web_config_file = %q\n", s.web)), 0o644); err != nil {

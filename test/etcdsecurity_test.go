@@ -258,6 +258,10 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 	if err := os.Chmod(pwFile, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	out, err = exec.Command(berthBin, "validate", "--config", a.config).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "cluster.password_file: password_file "+pwFile) {
+		t.Errorf("berth validate with a password_file others can read: %v\n%s", err, out)
+	}
 	actx, acancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer acancel()
 	out, err = exec.CommandContext(actx, berthBin, "agent", "--config", a.config).CombinedOutput()
