@@ -43,6 +43,8 @@ finish() {
 		journalctl -u berth -o short-monotonic --no-pager |
 			grep -vE ': ([[:space:]]|goroutine |runtime[.:]|r[0-9a-z]{1,3} +0x|created by |[][a-zA-Z0-9_./%*()-]+\(.*\)$)' |
 			tail -n 60 | sed 's/^/LANE2 LOG /'
+		# Fencing kills every job: say when it happened, however long ago.
+		journalctl -u berth -o short-monotonic --no-pager | grep -E 'session lost|fenced' | tail -n 10 | sed 's/^/LANE2 LOG /'
 	fi
 	if [ $failed -eq 0 ]; then echo "LANE2 RESULT PASS"; else echo "LANE2 RESULT FAIL"; fi
 	exit $failed
@@ -117,8 +119,9 @@ if [ $? -eq 0 ] && [ -z "$out" ]; then pass "systemd-analyze-verify"; else fail 
 
 # 2b. The unit's hardening, as systemd scores it (0 safest, 10 most
 # exposed). packaging/berth.service says why each remaining permission is
-# needed; the score must not rise above MAX_EXPOSURE.
-MAX_EXPOSURE=10.0
+# needed; the score must not rise above MAX_EXPOSURE (the packaged unit
+# scores 4.9 MEDIUM here; without its hardening it scored 8.6 EXPOSED).
+MAX_EXPOSURE=4.9
 sec=$(systemd-analyze security --no-pager berth.service 2>&1)
 exposure=$(printf '%s\n' "$sec" | grep -oE 'Overall exposure level for berth.service: [0-9.]+' | grep -oE '[0-9.]+$')
 # The settings that still add to the score (their last column).
