@@ -23,12 +23,13 @@ const storeTimeout = 30 * time.Second
 const connectTimeout = 5 * time.Second
 
 // connectCluster opens a client of the cluster store that the agent file
-// path configures: [cluster] name, endpoints, tls and the etcd user. With no endpoints the
-// agent runs an embedded etcd, whose client URL it writes to
-// cluster.EndpointFile(agent.data_dir) while it runs; that file is read
-// here. The client validates definitions with workload.Validator against
-// this host. It returns an error saying what to check when the file does
-// not validate (exit status 2), when the agent's embedded etcd is not
+// path configures: [cluster] name, endpoints, tls and the etcd user
+// (source.StoreConfig). With no endpoints the agent runs an embedded etcd,
+// whose client URL it writes to cluster.EndpointFile(agent.data_dir) while
+// it runs; that file is read here. The client validates definitions with
+// workload.Validator against this host. It returns an error saying what to
+// check when the file does not validate (exit status 2), when its
+// password_file cannot be used, when the agent's embedded etcd is not
 // running (no endpoint file, or its URL does not answer) or when the
 // configured endpoints do not answer before ctx ends.
 func connectCluster(ctx context.Context, path string, host *config.Host) (*cluster.Client, error) {
