@@ -242,7 +242,7 @@ fi
 
 # 9. Restart leaves no process of the old run alive. The new agent rejoins
 # the cluster only once its previous session lease has expired
-# (session_ttl, 2 s in the lane's config), then starts the jobs again.
+# (session_ttl, 5 s in the lane's config), then starts the jobs again.
 old=$(procs)
 systemctl restart berth
 left=$(alive $old)
