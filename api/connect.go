@@ -13,7 +13,7 @@ import (
 // Hidden stands for every environment value in the API's views: the name
 // of a variable is shown, its value never (Kafka Connect's
 // Password.HIDDEN, what it shows for a PASSWORD-type config).
-const Hidden = "[hidden]"
+const Hidden = config.Hidden
 
 // connectorInfo is GET /connectors/{name}: berth's definition flattened
 // into Connect-style dotted keys.

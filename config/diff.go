@@ -40,8 +40,10 @@ func DiffJobs(old, new Job) []Change {
 	return hideSecrets(diffMaps("", a, b))
 }
 
-// Hidden stands for a secret's value in a Change (an env value, a
-// password): that it changed is shown, never what it was or became.
+// Hidden stands for a secret's value (an env value, a password) wherever
+// berth shows settings: in a Change, that it changed is shown, never what
+// it was or became; the API shows it for every env value. "[hidden]" is
+// what Kafka Connect shows for a PASSWORD-type config.
 const Hidden = "[hidden]"
 
 // hideSecrets replaces the values of secret settings (env.NAME of a
