@@ -59,13 +59,6 @@ func agentOf(warn io.Writer, path string) (config.Agent, error) {
 	return a, nil
 }
 
-// listenOf returns agent.listen of the configuration file, read as
-// agentOf reads it.
-func listenOf(warn io.Writer, path string) (string, error) {
-	a, err := agentOf(warn, path)
-	return a.Listen, err
-}
-
 // logDirOf returns agent.log_dir of the configuration file, read as
 // agentOf reads it.
 func logDirOf(warn io.Writer, path string) (string, error) {
