@@ -13,7 +13,7 @@ import (
 )
 
 // Delete removes the group and its children from every hierarchy (not only
-// the first controller, as libcgroup's cgdelete did: BASELINES.md), and
+// the first controller, as libcgroup's cgdelete did), and
 // deleting a missing group is not an error.
 func TestDeleteEveryHierarchy(t *testing.T) {
 	h := testHierarchy(t)
@@ -113,7 +113,7 @@ func TestDeleteBusyGroupTimesOut(t *testing.T) {
 }
 
 // Cleanup kills and removes every leftover below jobs, nested groups
-// included (the agent's start-up sweep; CASES C1).
+// included (the agent's start-up sweep).
 func TestCleanupKillsLeftovers(t *testing.T) {
 	h := testHierarchy(t)
 	a, err := h.New("jobs/a", nil)

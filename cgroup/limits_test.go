@@ -67,7 +67,7 @@ func TestCPUQuotaEnforced(t *testing.T) {
 	}
 }
 
-// CASES C5 class: a job allocating 200 MB in a 32 MiB group (swap off) is
+// A job allocating 200 MB in a 32 MiB group (swap off) is
 // OOM-killed; OOMKills counts it, for the job and for its sharing group node.
 func TestMemoryLimitOOMKill(t *testing.T) {
 	h := testHierarchy(t)

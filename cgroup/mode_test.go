@@ -11,7 +11,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// CASES C8 (podman#3912): on a hybrid host the v1 controllers do the work and
+// On a hybrid host the v1 controllers do the work and
 // the controller-less cgroup2 mount carries no limit.
 func TestHybridUsesV1ForLimits(t *testing.T) {
 	needCgroups(t)
@@ -76,7 +76,7 @@ func TestOpenRejectsEscapingPaths(t *testing.T) {
 	}
 }
 
-// Prepare is idempotent (a restarted agent runs it again; CASES C13).
+// Prepare is idempotent (a restarted agent runs it again).
 func TestPrepareIdempotent(t *testing.T) {
 	h := testHierarchy(t)
 	for i := 0; i < 2; i++ {

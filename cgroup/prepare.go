@@ -12,7 +12,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// Layout names under the root (DESIGN.md, "cgroup layout").
+// Layout names under the root (see the package doc).
 const (
 	// AgentDir is the leaf the agent moves itself into on cgroup v2 when it
 	// starts in the root of its delegated cgroup.
@@ -22,7 +22,7 @@ const (
 )
 
 // Prepare makes the root ready for jobs, idempotently (a restarted agent calls
-// it again; CASES C13).
+// it again).
 //
 // v1 and hybrid: creates <root> and <root>/jobs in every v1 controller in use
 // (cpuset.cpus and cpuset.mems copied from the parent, because a v1 cpuset

@@ -54,7 +54,7 @@ func TestUnifiedLimitsLand(t *testing.T) {
 	}
 }
 
-// CASES C13 (systemd#26311): an agent started in the root of its delegated
+// An agent started in the root of its delegated
 // cgroup moves itself into <root>/agent, then enabling controllers succeeds;
 // Prepare again is a no-op. A sleep stands in for the agent.
 func TestUnifiedPrepareDelegatedMovesAgent(t *testing.T) {

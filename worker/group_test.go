@@ -30,6 +30,16 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 // what is left in it and removes it and its root from every hierarchy.
 func newTestGroup(t testing.TB, memBytes int64) *testGroup {
 	t.Helper()
+	res := &specs.LinuxResources{}
+	if memBytes > 0 {
+		res.Memory = &specs.LinuxMemory{Limit: &memBytes, Swap: &memBytes}
+	}
+	return newTestGroupRes(t, res)
+}
+
+// newTestGroupRes is newTestGroup with the limits res.
+func newTestGroupRes(t testing.TB, res *specs.LinuxResources) *testGroup {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create cgroups")
 	}
@@ -51,10 +61,6 @@ func newTestGroup(t testing.TB, memBytes int64) *testGroup {
 	}
 	if err := h.Prepare(); err != nil {
 		t.Fatalf("prepare cgroup hierarchy %s: %v", root, err)
-	}
-	res := &specs.LinuxResources{}
-	if memBytes > 0 {
-		res.Memory = &specs.LinuxMemory{Limit: &memBytes, Swap: &memBytes}
 	}
 	g, err := h.New("jobs/job", res)
 	if err != nil {
