@@ -172,6 +172,17 @@ if eventually 30 metrics; then pass metrics; else fail metrics "no berth_job_up 
 task_pid() { head -n1 "$CG/jobs/lane2-sink-0/cgroup.procs"; }
 as_nobody() { [ "$(ps -o uid= -p "$(task_pid)" | tr -d ' ')" = 65534 ]; }
 if eventually 30 as_nobody; then pass "job-as-user"; else fail job-as-user "lane2-sink-0 pid $(task_pid) uid $(ps -o uid= -p "$(task_pid)" 2>&1)"; fi
+# ... confined: no_new_privs, no capability, only nobody's groups.
+status_of() { grep -E "^$1:" "/proc/$(task_pid)/status" | cut -f2 | tr -d ' \t'; }
+confined() {
+	[ "$(status_of NoNewPrivs)" = 1 ] && [ "$(status_of CapBnd)" = 0000000000000000 ] &&
+		[ "$(status_of CapEff)" = 0000000000000000 ] && [ "$(status_of Groups)" = "$(id -G nobody | tr -d ' ')" ]
+}
+if confined; then
+	pass "job-confined"
+else
+	fail job-confined "NoNewPrivs=$(status_of NoNewPrivs) CapBnd=$(status_of CapBnd) CapEff=$(status_of CapEff) Groups=$(status_of Groups) (nobody: $(id -G nobody))"
+fi
 procfs_ok() {
 	curl -fsS --max-time 5 http://127.0.0.1:9750/metrics >/tmp/lane2-metrics &&
 		grep -q '^berth_scrape_collector_success{collector="procfs"} 1' /tmp/lane2-metrics &&
