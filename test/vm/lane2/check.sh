@@ -75,12 +75,15 @@ limits() {
 # has_procs FILE is true when the cgroup.procs FILE lists a process. Not
 # [ -s FILE ]: cgroupfs files stat with size 0 whatever they hold.
 has_procs() { grep -q . "$1" 2>/dev/null; }
+# job_pids JOB prints the processes of JOB's cgroup tree: a run's
+# processes live in a leaf below it (<job>/run-<n>, a fresh one per run).
+job_pids() { find "$CG/jobs/$1" -name cgroup.procs -exec cat {} + 2>/dev/null; }
 # want_limits JOB CPU MEMORY PIDS is true when JOB's cgroup holds them and a
 # process.
 want_limits() {
 	local d=$CG/jobs/$1
 	[ "$(cat "$d/cpu.max")" = "$2" ] && [ "$(cat "$d/memory.max")" = "$3" ] &&
-		[ "$(cat "$d/pids.max")" = "$4" ] && has_procs "$d/cgroup.procs"
+		[ "$(cat "$d/pids.max")" = "$4" ] && [ -n "$(job_pids "$1")" ]
 }
 jobs_as_configured() {
 	want_limits lane2-sink "20000 100000" "$1" 16 &&
@@ -169,7 +172,7 @@ if eventually 30 metrics; then pass metrics; else fail metrics "no berth_job_up 
 # 5a. The tasks run as user nobody (the unit's CapabilityBoundingSet keeps
 # CAP_SETUID/CAP_SETGID), and the agent still reads their /proc (open fds,
 # I/O: CAP_SYS_PTRACE) under ProtectProc=invisible.
-task_pid() { head -n1 "$CG/jobs/lane2-sink-0/cgroup.procs"; }
+task_pid() { job_pids lane2-sink-0 | head -n1; }
 as_nobody() { [ "$(ps -o uid= -p "$(task_pid)" | tr -d ' ')" = 65534 ]; }
 if eventually 30 as_nobody; then pass "job-as-user"; else fail job-as-user "lane2-sink-0 pid $(task_pid) uid $(ps -o uid= -p "$(task_pid)" 2>&1)"; fi
 # ... confined: no_new_privs, no capability, only nobody's groups.
