@@ -21,8 +21,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// backend is a Backend over fixed data, for the handler's own logic.
-type backend struct {
+// secBackend is a Backend over fixed data, for the handler's own logic.
+type secBackend struct {
 	wl      *config.Workload
 	jobs    []Job
 	self    string
@@ -31,8 +31,8 @@ type backend struct {
 	auth    config.APIClient
 }
 
-func (b *backend) Jobs() []Job { return b.jobs }
-func (b *backend) Job(id string) (Job, bool) {
+func (b *secBackend) Jobs() []Job { return b.jobs }
+func (b *secBackend) Job(id string) (Job, bool) {
 	for _, j := range b.jobs {
 		if j.ID == id {
 			return j, true
@@ -40,21 +40,23 @@ func (b *backend) Job(id string) (Job, bool) {
 	}
 	return Job{}, false
 }
-func (b *backend) AgentInfo() Agent                          { return Agent{ID: b.self, State: "member"} }
-func (b *backend) Reconciled() bool                          { return true }
-func (b *backend) Members(context.Context) ([]Member, error) { return b.members, nil }
-func (b *backend) Assignment() (Assignment, bool)            { return Assignment{}, false }
-func (b *backend) Workload() *config.Workload                { return b.wl }
-func (b *backend) Owners() (string, map[string]string)       { return b.self, b.owners }
-func (b *backend) Groups() []Group                           { return nil }
-func (b *backend) PeerClient(addr string) (*Client, error)   { return NewClientFor(addr, b.auth, false) }
-func (b *backend) member(id, addr string) *backend {
+func (b *secBackend) AgentInfo() Agent                          { return Agent{ID: b.self, State: "member"} }
+func (b *secBackend) Reconciled() bool                          { return true }
+func (b *secBackend) Members(context.Context) ([]Member, error) { return b.members, nil }
+func (b *secBackend) Assignment() (Assignment, bool)            { return Assignment{}, false }
+func (b *secBackend) Workload() *config.Workload                { return b.wl }
+func (b *secBackend) Owners() (string, map[string]string)       { return b.self, b.owners }
+func (b *secBackend) Groups() []Group                           { return nil }
+func (b *secBackend) PeerClient(addr string) (*Client, error) {
+	return NewClientFor(addr, b.auth, false)
+}
+func (b *secBackend) member(id, addr string) *secBackend {
 	b.members = append(b.members, Member{ID: id, Addr: addr})
 	return b
 }
-func (b *backend) owns(job, member string) *backend { b.owners[job] = member; return b }
-func newBackend(self string, wl *config.Workload, jobs ...Job) *backend {
-	return &backend{wl: wl, jobs: jobs, self: self, owners: map[string]string{}}
+func (b *secBackend) owns(job, member string) *secBackend { b.owners[job] = member; return b }
+func newSecBackend(self string, wl *config.Workload, jobs ...Job) *secBackend {
+	return &secBackend{wl: wl, jobs: jobs, self: self, owners: map[string]string{}}
 }
 
 // secretWorkload is one connector whose run and task processes carry
@@ -71,7 +73,7 @@ func secretWorkload() *config.Workload {
 // No environment value is served: GET /connectors/{name} names each
 // variable with the value "[hidden]" and shows the env_file's path.
 func TestConnectorViewHidesEnvironmentValues(t *testing.T) {
-	h := Handler(newBackend("a", secretWorkload()), nil)
+	h := Handler(newSecBackend("a", secretWorkload()), nil)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -165,7 +167,7 @@ func serveSecured(t *testing.T, h http.Handler, clientAuth string, users bool) *
 // TLS with basic auth: a request without credentials, or with a wrong
 // password, gets 401; the client of [agent.client] gets in.
 func TestServeBasicAuthOverTLS(t *testing.T) {
-	s := serveSecured(t, Handler(newBackend("a", &config.Workload{}), nil), "", true)
+	s := serveSecured(t, Handler(newSecBackend("a", &config.Workload{}), nil), "", true)
 	ctx := context.Background()
 
 	// Plain HTTP to a TLS listener is refused by the TLS layer.
@@ -218,7 +220,7 @@ func TestServeBasicAuthOverTLS(t *testing.T) {
 // Client certificates: with RequireAndVerifyClientCert a client without
 // one fails the handshake; with its certificate it gets in.
 func TestServeClientCertificates(t *testing.T) {
-	s := serveSecured(t, Handler(newBackend("a", &config.Workload{}), nil), "RequireAndVerifyClientCert", false)
+	s := serveSecured(t, Handler(newSecBackend("a", &config.Workload{}), nil), "RequireAndVerifyClientCert", false)
 	ctx := context.Background()
 	noCert, err := NewClientFor(s.addr, config.APIClient{TLS: config.TLS{CA: s.ca.File}}, true)
 	if err != nil {
@@ -300,9 +302,9 @@ func httptestRequest(t *testing.T) *http.Request {
 func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 	wl := secretWorkload()
 	peerJobs := []Job{{ID: "orders-0", Connector: "orders", Kind: "task", State: worker.Running, PID: 42}}
-	peer := serveSecured(t, Handler(newBackend("b", wl, peerJobs...), nil), "RequireAndVerifyClientCert", true)
+	peer := serveSecured(t, Handler(newSecBackend("b", wl, peerJobs...), nil), "RequireAndVerifyClientCert", true)
 
-	self := newBackend("a", wl, Job{ID: "orders", Connector: "orders", Kind: "connector", State: worker.Running, PID: 7}).
+	self := newSecBackend("a", wl, Job{ID: "orders", Connector: "orders", Kind: "connector", State: worker.Running, PID: 7}).
 		member("b", "https://"+peer.addr).owns("orders", "a").owns("orders-0", "b")
 	self.auth = config.APIClient{TLS: config.TLS{CA: peer.ca.File, Cert: peer.cert, Key: peer.key},
 		Username: "prometheus", Password: peer.password}

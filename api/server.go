@@ -55,6 +55,7 @@ type Backend interface {
 //	GET /connectors/{name}         config and task IDs (ConnectorInfo)
 //	GET /connectors/{name}/status  state and worker_id of the connector and each task
 //	GET /healthz                   200 once the first reconcile finished, else 503
+//	GET /                          the status page (HTML) when Accept prefers text/html
 //
 // Every error answer is a JSON Error.
 func Handler(b Backend, metrics http.Handler) http.Handler {
@@ -128,9 +129,11 @@ func Handler(b Backend, metrics http.Handler) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "no such resource: "+r.Method+" "+r.URL.Path)
 	})
+	mux.Handle("GET /{$}", statusPage(b, notFound))
+	mux.Handle("/", notFound)
 	return mux
 }
 

@@ -32,7 +32,9 @@ type Job struct {
 	Command     []string      `json:"command"`
 }
 
-// Usage is a job's cgroup accounting at the time of the request.
+// Usage is a job's cgroup accounting at the time of the request. The
+// counters (CPUSeconds, OOMKills, IO*, Pressure) never go down while the
+// job's cgroup exists; a client computes rates from two answers.
 type Usage struct {
 	CPUSeconds       float64 `json:"cpu_seconds"`        // user + system, seconds
 	CPULimitCores    float64 `json:"cpu_limit_cores"`    // quota/period in force; 0: unlimited
@@ -40,6 +42,35 @@ type Usage struct {
 	MemoryLimitBytes uint64  `json:"memory_limit_bytes"` // 0: unlimited
 	OOMKills         uint64  `json:"oom_kills"`
 	Pids             uint64  `json:"pids"`
+	PidsLimit        uint64  `json:"pids_limit"` // pids.max; 0: unlimited
+	// IOReadBytes and IOWriteBytes are bytes read from and written to
+	// block devices, summed over devices (v2 io.stat rbytes/wbytes; v1
+	// blkio.throttle.io_service_bytes_recursive).
+	IOReadBytes  uint64 `json:"io_read_bytes"`
+	IOWriteBytes uint64 `json:"io_write_bytes"`
+	// Pressure is the job's pressure stall information; nil when the
+	// kernel keeps none for it (no cgroup2 hierarchy, PSI disabled).
+	Pressure *Pressure `json:"pressure,omitempty"`
+}
+
+// Pressure is a job's pressure stall information (PSI): per resource, the
+// total time its tasks were stalled, from the cgroup's cpu.pressure,
+// memory.pressure and io.pressure (Documentation/accounting/psi.rst).
+type Pressure struct {
+	CPU    Stall `json:"cpu"`
+	Memory Stall `json:"memory"`
+	IO     Stall `json:"io"`
+}
+
+// Stall is one resource's pressure totals, in seconds.
+type Stall struct {
+	// SomeSeconds is the time at least one task waited on the resource
+	// ("some" total).
+	SomeSeconds float64 `json:"some_seconds"`
+	// FullSeconds is the time every non-idle task waited at once ("full"
+	// total); nil when the kernel reports no "full" line (cpu.pressure
+	// before Linux 5.13).
+	FullSeconds *float64 `json:"full_seconds,omitempty"`
 }
 
 // Agent is GET /v1/agent: this agent as a cluster member, and its

@@ -112,6 +112,10 @@ func (a *Agent) jobInfo(j *job) api.Job {
 				MemoryLimitBytes: s.MemoryLimitBytes,
 				OOMKills:         s.OOMKills,
 				Pids:             s.Pids,
+				PidsLimit:        s.PidsLimit,
+				IOReadBytes:      s.IOReadBytes,
+				IOWriteBytes:     s.IOWriteBytes,
+				Pressure:         pressureOf(j.group),
 			}
 		}
 	}
@@ -269,3 +273,22 @@ func (a *Agent) MemberUp() bool { return a.source.Info().State == source.Member 
 
 // Conflicts implements metrics.ClusterState.
 func (a *Agent) Conflicts() int { return a.source.Info().Conflicts }
+
+// pressureOf is the group's pressure stall information for the API; nil
+// when the kernel keeps none for it (cgroup.ErrNoPressure, which the
+// pressure collector logs once) or it cannot be read now.
+func pressureOf(g *cgroup.Group) *api.Pressure {
+	p, err := g.Pressure()
+	if err != nil {
+		return nil
+	}
+	stall := func(st cgroup.StallTime) api.Stall {
+		s := api.Stall{SomeSeconds: st.SomeSeconds}
+		if st.HasFull {
+			full := st.FullSeconds
+			s.FullSeconds = &full
+		}
+		return s
+	}
+	return &api.Pressure{CPU: stall(p.CPU), Memory: stall(p.Memory), IO: stall(p.IO)}
+}

@@ -163,7 +163,9 @@ func (e *env) startWith(c *http.Client, base string) {
 	}
 	e.waited = make(chan error, 1)
 	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(e.cmd, e.waited)
-	eventually(e.t, 20*time.Second, "agent /healthz", func() bool {
+	// Ready can take a session TTL (10 s) when the agent restarts before its
+	// previous session's lease expired, and longer on a loaded machine.
+	eventually(e.t, 60*time.Second, "agent /healthz", func() bool {
 		select {
 		case err := <-e.waited:
 			e.waited <- err

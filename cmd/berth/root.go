@@ -36,11 +36,13 @@ func commands(configPath *string) []*cobra.Command {
 		validateCmd(configPath),
 		reloadCmd(configPath),
 		statusCmd(configPath),
+		topCmd(configPath),
 		logsCmd(configPath),
 		applyCmd(configPath),
 		connectorsCmd(configPath),
 		membersCmd(configPath),
 		versionCmd(),
+		gendocsCmd(),
 	}
 }
 
@@ -65,6 +67,7 @@ runs unseen or twice.`,
 		return &exitError{code: 2, err: fmt.Errorf("%w (run '%s -h' for usage)", err, c.CommandPath())}
 	})
 	root.AddCommand(commands(&configPath)...)
+	setupCompletion(root, &configPath)
 	return root
 }
 
