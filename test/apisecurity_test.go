@@ -172,6 +172,13 @@ name = "vault"
 	if err != nil || !strings.Contains(string(out), "vault") || !strings.Contains(string(out), "running") {
 		t.Errorf("berth status: %v\n%s", err, out)
 	}
+	// Completion and berth top reach it the same way.
+	if got := strings.Join(complete(t, e.config, "logs", ""), " "); got != "vault" {
+		t.Errorf("berth logs <TAB> against the TLS agent: %q, want vault", got)
+	}
+	if out, err := exec.Command(berthBin, "top", "--config", e.config, "--batch", "-n", "1").CombinedOutput(); err != nil || !strings.Contains(string(out), "vault") {
+		t.Errorf("berth top --batch: %v\n%s", err, out)
+	}
 	// berth reload asks the agent for its PID and the reload's result.
 	if out, err := exec.Command(berthBin, "reload", "--config", e.config).CombinedOutput(); err != nil || !strings.Contains(string(out), "accepted") {
 		t.Errorf("berth reload: %v\n%s", err, out)
