@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,9 @@ import (
 
 // secBackend is a Backend over fixed data, for the handler's own logic.
 type secBackend struct {
+	Backend // nil: the methods these tests do not call
+	mu      sync.Mutex
+	writes  []string // SetTarget calls: "connector state by who"
 	wl      *config.Workload
 	jobs    []Job
 	self    string
@@ -47,6 +51,13 @@ func (b *secBackend) Assignment() (Assignment, bool)            { return Assignm
 func (b *secBackend) Workload() *config.Workload                { return b.wl }
 func (b *secBackend) Owners() (string, map[string]string)       { return b.self, b.owners }
 func (b *secBackend) Groups() []Group                           { return nil }
+func (b *secBackend) Target(string) config.TargetState          { return config.TargetRunning }
+func (b *secBackend) SetTarget(_ context.Context, c string, st config.TargetState, by string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.writes = append(b.writes, c+" "+string(st)+" by "+by)
+	return nil
+}
 func (b *secBackend) PeerClient(addr string) (*Client, error) {
 	return NewClientFor(addr, b.auth, false)
 }
@@ -73,7 +84,7 @@ func secretWorkload() *config.Workload {
 // No environment value is served: GET /connectors/{name} names each
 // variable with the value "[hidden]" and shows the env_file's path.
 func TestConnectorViewHidesEnvironmentValues(t *testing.T) {
-	h := Handler(newSecBackend("a", secretWorkload()), nil)
+	h := Handler(newSecBackend("a", secretWorkload()), Options{})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -126,6 +137,13 @@ type secured struct {
 // user "prometheus".
 func serveSecured(t *testing.T, h http.Handler, clientAuth string, users bool) *secured {
 	t.Helper()
+	return serveSecuredWith(t, func(string) http.Handler { return h }, clientAuth, users)
+}
+
+// serveSecuredWith is serveSecured with the handler made from the web
+// configuration file's path.
+func serveSecuredWith(t *testing.T, handler func(web string) http.Handler, clientAuth string, users bool) *secured {
+	t.Helper()
 	s := &secured{ca: testutil.NewCA(t, "berth-test"), password: "scrape-" + t.Name()}
 	srvCert, srvKey := s.ca.Issue("agent", "127.0.0.1")
 	s.cert, s.key = s.ca.Issue("client")
@@ -152,7 +170,7 @@ func serveSecured(t *testing.T, h http.Handler, clientAuth string, users bool) *
 		t.Fatal(err)
 	}
 	s.addr = ln.Addr().String()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: handler(s.web), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- Serve(ln, srv, s.web, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	t.Cleanup(func() {
@@ -167,7 +185,7 @@ func serveSecured(t *testing.T, h http.Handler, clientAuth string, users bool) *
 // TLS with basic auth: a request without credentials, or with a wrong
 // password, gets 401; the client of [agent.client] gets in.
 func TestServeBasicAuthOverTLS(t *testing.T) {
-	s := serveSecured(t, Handler(newSecBackend("a", &config.Workload{}), nil), "", true)
+	s := serveSecured(t, Handler(newSecBackend("a", &config.Workload{}), Options{}), "", true)
 	ctx := context.Background()
 
 	// Plain HTTP to a TLS listener is refused by the TLS layer.
@@ -220,7 +238,7 @@ func TestServeBasicAuthOverTLS(t *testing.T) {
 // Client certificates: with RequireAndVerifyClientCert a client without
 // one fails the handshake; with its certificate it gets in.
 func TestServeClientCertificates(t *testing.T) {
-	s := serveSecured(t, Handler(newSecBackend("a", &config.Workload{}), nil), "RequireAndVerifyClientCert", false)
+	s := serveSecured(t, Handler(newSecBackend("a", &config.Workload{}), Options{}), "RequireAndVerifyClientCert", false)
 	ctx := context.Background()
 	noCert, err := NewClientFor(s.addr, config.APIClient{TLS: config.TLS{CA: s.ca.File}}, true)
 	if err != nil {
@@ -302,7 +320,7 @@ func httptestRequest(t *testing.T) *http.Request {
 func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 	wl := secretWorkload()
 	peerJobs := []Job{{ID: "orders-0", Connector: "orders", Kind: "task", State: worker.Running, PID: 42}}
-	peer := serveSecured(t, Handler(newSecBackend("b", wl, peerJobs...), nil), "RequireAndVerifyClientCert", true)
+	peer := serveSecured(t, Handler(newSecBackend("b", wl, peerJobs...), Options{}), "RequireAndVerifyClientCert", true)
 
 	self := newSecBackend("a", wl, Job{ID: "orders", Connector: "orders", Kind: "connector", State: worker.Running, PID: 7}).
 		member("b", "https://"+peer.addr).owns("orders", "a").owns("orders-0", "b")
@@ -319,5 +337,69 @@ func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 	if len(st.Tasks) != 1 || st.Tasks[0].State != "UNASSIGNED" || !strings.Contains(st.Tasks[0].Trace, "did not answer") {
 		b, _ := json.Marshal(st)
 		t.Errorf("status %s: want task 0 UNASSIGNED, b did not answer", b)
+	}
+}
+
+// Off loopback, a write (pause) is allowed only to a request the listener
+// authenticated: basic auth checked against basic_auth_users, or a client
+// certificate verified against the client CA; over TLS without either it
+// gets 403. The log line names who asked.
+func TestWritesNeedAuthenticationOffLoopback(t *testing.T) {
+	put := func(s *secured, auth config.APIClient) (int, string) {
+		t.Helper()
+		c, err := NewClientFor(s.addr, auth, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPut, c.Base+"/connectors/orders/pause", nil)
+		resp, err := c.HTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	serve := func(b *secBackend, clientAuth string, users bool) *secured {
+		return serveSecuredWith(t, func(web string) http.Handler {
+			return Handler(b, Options{Listen: "0.0.0.0:9750", WebConfigFile: web})
+		}, clientAuth, users)
+	}
+
+	// Client certificates only (optional ones): with a verified one the
+	// write is taken; without, 403 naming what to configure.
+	certs := newSecBackend("a", secretWorkload())
+	sc := serve(certs, "VerifyClientCertIfGiven", false)
+	if code, body := put(sc, config.APIClient{TLS: config.TLS{CA: sc.ca.File}}); code != http.StatusForbidden || !strings.Contains(body, "web_config_file") {
+		t.Errorf("a write without credentials: %d %s, want 403 naming web_config_file", code, body)
+	}
+	if code, body := put(sc, config.APIClient{TLS: config.TLS{CA: sc.ca.File}, Username: "anyone", Password: "unchecked"}); code != http.StatusForbidden {
+		t.Errorf("a write with basic auth nobody checks: %d %s, want 403", code, body)
+	}
+	if code, body := put(sc, config.APIClient{TLS: config.TLS{CA: sc.ca.File, Cert: sc.cert, Key: sc.key}}); code != http.StatusAccepted {
+		t.Errorf("a write with a verified client certificate: %d %s, want 202", code, body)
+	}
+
+	// Basic auth: the listener answers 401 to a wrong password before the
+	// API sees it; the right one gets the write.
+	users := newSecBackend("a", secretWorkload())
+	su := serve(users, "", true)
+	if code, _ := put(su, config.APIClient{TLS: config.TLS{CA: su.ca.File}, Username: "prometheus", Password: "wrong"}); code != http.StatusUnauthorized {
+		t.Errorf("a write with a wrong password: %d, want 401", code)
+	}
+	if code, body := put(su, config.APIClient{TLS: config.TLS{CA: su.ca.File}, Username: "prometheus", Password: su.password}); code != http.StatusAccepted {
+		t.Errorf("a write with basic auth: %d %s, want 202", code, body)
+	}
+
+	for _, c := range []struct {
+		b    *secBackend
+		want string
+	}{{certs, " as certificate CN=client "}, {users, " as user prometheus "}} {
+		c.b.mu.Lock()
+		writes := c.b.writes
+		c.b.mu.Unlock()
+		if len(writes) != 1 || !strings.HasPrefix(writes[0], "orders paused by api ") || !strings.Contains(writes[0], c.want) {
+			t.Errorf("writes %q, want one pause by an api client%s", writes, c.want)
+		}
 	}
 }

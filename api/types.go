@@ -15,7 +15,11 @@ type Job struct {
 	Task      *int         `json:"task,omitempty"` // task index; absent for a connector job
 	Group     string       `json:"group,omitempty"`
 	State     worker.State `json:"state"`
-	Reason    string       `json:"reason,omitempty"` // why the job is failed or waiting
+	Reason    string       `json:"reason,omitempty"` // why the job is failed, waiting, paused or stopped
+	// Trace says why a job is FAILED in Connect's terms (ConnectState): the
+	// start error or how its last run ended (exit status, signal, OOM
+	// kill), then the last lines of its log; empty otherwise.
+	Trace string `json:"trace,omitempty"`
 	// UpdateBlocked says why the job's new definition cannot start on this
 	// host (user, program or working directory missing); the job keeps
 	// running its previous definition meanwhile.
@@ -178,6 +182,15 @@ type Assignment struct {
 	Conflicts  []Conflict          `json:"conflicts"`
 }
 
+// ServerInfo is GET / in Kafka Connect's shape: the agent's version and
+// commit; kafka_cluster_id carries the berth cluster's name (there is no
+// Kafka cluster).
+type ServerInfo struct {
+	Version        string `json:"version"`
+	Commit         string `json:"commit"`
+	KafkaClusterID string `json:"kafka_cluster_id"`
+}
+
 // ConnectorInfo is GET /connectors/{name} in Kafka Connect's shape: the
 // config flattened into Connect-style dotted string keys ("tasks.max",
 // "task.command", "task.limits.memory"; list values JSON-encoded). Every
@@ -196,18 +209,37 @@ type TaskRef struct {
 	Task      int    `json:"task"`
 }
 
+// TaskInfo is one entry of GET /connectors/{name}/tasks in Kafka Connect's
+// shape: the task's ID and its configuration (the task's own job, its
+// command expanded, flattened as ConnectorInfo's config is).
+type TaskInfo struct {
+	ID     TaskRef           `json:"id"`
+	Config map[string]string `json:"config"`
+}
+
+// ConnectorExpanded is one value of GET /connectors?expand=status and/or
+// expand=info (Kafka Connect's shape): the connector's info, its status,
+// or both.
+type ConnectorExpanded struct {
+	Info   *ConnectorInfo   `json:"info,omitempty"`
+	Status *ConnectorStatus `json:"status,omitempty"`
+}
+
 // ConnectorStatus is GET /connectors/{name}/status in Kafka Connect's
-// shape: the state of the connector's own job and of each task, with the
-// agent that runs it as worker_id.
+// shape: the state of the connector and of each task, with the agent that
+// runs it as worker_id. A connector with its own job ([connector.run]) has
+// that job's state; one without has its target state (RUNNING, PAUSED,
+// STOPPED) with the cluster's leader as worker_id, since Connect always
+// reports a connector. A stopped connector has no tasks (KIP-875).
 type ConnectorStatus struct {
 	Name      string       `json:"name"`
-	Connector *JobStatus   `json:"connector,omitempty"`
+	Connector JobStatus    `json:"connector"`
 	Tasks     []TaskStatus `json:"tasks"`
 	Type      string       `json:"type"`
 }
 
-// JobStatus is the state of one job in Connect's words (RUNNING, FAILED,
-// UNASSIGNED, RESTARTING, STOPPED).
+// JobStatus is the state of one job in Connect's words (ConnectState:
+// UNASSIGNED, RUNNING, PAUSED, STOPPED, RESTARTING, FAILED).
 type JobStatus struct {
 	State    string `json:"state"`
 	WorkerID string `json:"worker_id"`

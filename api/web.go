@@ -103,3 +103,19 @@ func Authenticated(r *http.Request, webConfigFile string) bool {
 	c, err := readWebConfig(webConfigFile)
 	return err == nil && c != nil && len(c.Users) > 0
 }
+
+// Identity names who the listener authenticated r as, for logs: "user
+// NAME" (basic auth checked against basic_auth_users), "certificate
+// CN=NAME" (a verified client certificate), or "" when it did not
+// (Authenticated is false).
+func Identity(r *http.Request, webConfigFile string) string {
+	if !Authenticated(r, webConfigFile) {
+		return ""
+	}
+	if u, _, ok := r.BasicAuth(); ok {
+		if c, err := readWebConfig(webConfigFile); err == nil && c != nil && len(c.Users) > 0 {
+			return "user " + u
+		}
+	}
+	return "certificate CN=" + r.TLS.VerifiedChains[0][0].Subject.CommonName
+}

@@ -120,7 +120,11 @@ func rmdirRetry(ctx context.Context, dir string) error {
 // the error names every directory that remains.
 func (h *Hierarchy) Remove(ctx context.Context) error {
 	if h.delegated {
-		return h.deleteRel(ctx, JobsDir)
+		var errs []error
+		for _, sub := range Subtrees() {
+			errs = append(errs, h.deleteRel(ctx, sub))
+		}
+		return errors.Join(errs...)
 	}
 	return h.deleteRel(ctx, "")
 }

@@ -52,10 +52,10 @@ type Placement struct {
 }
 
 // New creates (or loads, when it exists) the cgroup at rel under the root,
-// e.g. "jobs/orders-sink-0" or "jobs/g-sinks/orders-sink-0", and applies res.
+// e.g. "jobs/orders-sink-0" or "groups/sinks/orders-sink-0" (JobRel), and applies res.
 //
 // Parent directories are created as needed, but a sharing group's own limits
-// must be set by creating it first: New("jobs/g-sinks", groupRes). A nil res,
+// must be set by creating it first: New("groups/sinks", groupRes). A nil res,
 // or a nil field of res, leaves that setting as it is (unlimited on a new
 // group).
 //

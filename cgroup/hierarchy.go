@@ -209,7 +209,7 @@ func cleanRoot(root string) (string, error) {
 }
 
 // cleanRel validates a group path relative to the root, such as
-// "jobs/g-sinks/orders-sink-0", and returns it cleaned ("" for the root).
+// "groups/sinks/orders-sink-0", and returns it cleaned ("" for the root).
 func cleanRel(rel string) (string, error) {
 	if strings.HasPrefix(rel, "/") {
 		return "", fmt.Errorf("%w: %q must be relative to the root", ErrInvalidPath, rel)

@@ -84,14 +84,16 @@ func TestPrepareIdempotent(t *testing.T) {
 			t.Fatalf("Prepare #%d: %v", i+2, err)
 		}
 	}
-	for _, d := range h.dirs(JobsDir) {
-		if st, err := os.Stat(d); err != nil || !st.IsDir() {
-			t.Errorf("%s missing after Prepare: %v", d, err)
+	for _, sub := range Subtrees() {
+		for _, d := range h.dirs(sub) {
+			if st, err := os.Stat(d); err != nil || !st.IsDir() {
+				t.Errorf("%s missing after Prepare: %v", d, err)
+			}
 		}
-	}
-	if cs := h.v1Dir("cpuset", JobsDir); cs != "" {
-		if got := readFile(t, filepath.Join(cs, "cpuset.cpus")); got == "" {
-			t.Error("v1 cpuset.cpus of jobs is empty: tasks could not join")
+		if cs := h.v1Dir("cpuset", sub); cs != "" {
+			if got := readFile(t, filepath.Join(cs, "cpuset.cpus")); got == "" {
+				t.Errorf("v1 cpuset.cpus of %s is empty: tasks could not join", sub)
+			}
 		}
 	}
 }

@@ -91,7 +91,7 @@ func TestUnifiedPrepareDelegatedMovesAgent(t *testing.T) {
 		t.Errorf("%s/agent holds %q, want the agent", root, got)
 	}
 	avail := strings.Fields(readFile(t, filepath.Join(dir, "cgroup.controllers")))
-	for _, d := range []string{dir, filepath.Join(dir, JobsDir)} {
+	for _, d := range []string{dir, filepath.Join(dir, JobsDir), filepath.Join(dir, GroupsDir)} {
 		on := strings.Fields(readFile(t, filepath.Join(d, "cgroup.subtree_control")))
 		for _, c := range v2Controllers {
 			if slices.Contains(avail, c) && !slices.Contains(on, c) {

@@ -52,8 +52,9 @@ func (c *Client) PutGroup(ctx context.Context, name string, body []byte) error {
 	return c.putDef(ctx, KindGroup, name, body)
 }
 
-// DeleteConnector removes connector name. It returns ErrNotFound (wrapped)
-// when there is none, or a store error.
+// DeleteConnector removes connector name, with its target state and
+// pending restart requests, in one transaction. It returns ErrNotFound
+// (wrapped) when there is none, or a store error.
 func (c *Client) DeleteConnector(ctx context.Context, name string) error {
 	return c.deleteDef(ctx, KindConnector, name)
 }
@@ -122,11 +123,16 @@ func (c *Client) deleteDef(ctx context.Context, kind, name string) error {
 		return err
 	}
 	key := c.defDir(kind) + name
-	resp, err := c.etcd.Delete(ctx, key)
+	ops := []clientv3.Op{clientv3.OpDelete(key)}
+	if kind == KindConnector {
+		// A connector's target state and pending restarts go with it.
+		ops = append(ops, clientv3.OpDelete(c.targetKey(name)), clientv3.OpDelete(c.restartsDir(name), clientv3.WithPrefix()))
+	}
+	resp, err := c.etcd.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("delete %s %s at %s: %w", kind, name, key, err)
 	}
-	if resp.Deleted == 0 {
+	if resp.Responses[0].GetResponseDeleteRange().Deleted == 0 {
 		return fmt.Errorf("delete %s %s: %w", kind, name, ErrNotFound)
 	}
 	return nil

@@ -563,9 +563,27 @@ func (d *decoder) process(t *table) *Process {
 			d.errs.add(t.key("user"), "%v", err)
 		}
 	}
-	p.Dir = t.str("dir", "")
-	if _, ok := t.m["dir"]; ok && !strings.HasPrefix(p.Dir, "/") {
-		d.errs.add(t.key("dir"), "must be an absolute path, not %q", p.Dir)
+	// working_directory, as systemd's WorkingDirectory=; "dir" is its older
+	// name and still read, so that files and stored definitions that use
+	// it keep working.
+	_, hasWD := t.m["working_directory"]
+	_, hasDir := t.m["dir"]
+	dirKey := ""
+	switch {
+	case hasWD && hasDir:
+		t.str("dir", "")
+		d.errs.add(t.key("dir"), "is the older name of working_directory: set only working_directory")
+		dirKey = "working_directory"
+	case hasWD:
+		dirKey = "working_directory"
+	case hasDir:
+		dirKey = "dir"
+	}
+	if dirKey != "" {
+		p.Dir = t.str(dirKey, "")
+		if _, isStr := t.m[dirKey].(string); isStr && !strings.HasPrefix(p.Dir, "/") {
+			d.errs.add(t.key(dirKey), "must be an absolute path, not %q", p.Dir)
+		}
 	}
 	p.Restart = Restart(t.oneOf("restart", "a restart policy", string(DefaultRestart)))
 	p.StopTimeout = t.duration("stop_timeout", 0)
@@ -615,7 +633,11 @@ func (d *decoder) group(t *table) Group {
 	if _, ok := t.m["name"]; !ok {
 		d.errs.add(t.path, "name is required")
 	} else {
-		d.checkName(t.key("name"), "group name", g.Name)
+		if d.checkName(t.key("name"), "group name", g.Name) {
+			if err := checkCgroupName(g.Name); err != nil {
+				d.errs.add(t.key("name"), "group name %v", err)
+			}
+		}
 	}
 	g.Limits = d.limitsTable(t.sub("limits"))
 	return g
@@ -628,7 +650,11 @@ func (d *decoder) connector(t *table) Connector {
 	if _, ok := t.m["name"]; !ok {
 		d.errs.add(t.path, "name is required")
 	} else {
-		d.checkName(t.key("name"), "connector name", c.Name)
+		if d.checkName(t.key("name"), "connector name", c.Name) {
+			if err := checkCgroupName(c.Name); err != nil {
+				d.errs.add(t.key("name"), "connector name %v", err)
+			}
+		}
 	}
 	if n, ok := t.inRange("tasks"); ok {
 		c.Tasks = int(n)

@@ -48,6 +48,24 @@ name = "empty"
 tasks = 0
 `
 
+// The older key "dir" still sets the working directory (files and stored
+// definitions written before working_directory keep working).
+func TestDirIsWorkingDirectory(t *testing.T) {
+	w, err := Parse("t.toml", []byte(connectorsFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range w.Connectors {
+		if c.Name == "clicks" {
+			if c.Run.Dir != "/tmp" {
+				t.Errorf("clicks run dir = %q, want /tmp", c.Run.Dir)
+			}
+			return
+		}
+	}
+	t.Fatal("no connector clicks")
+}
+
 // checkRoundTrip parses every body of defs back and compares it with the
 // definition parsed from the whole file.
 func checkRoundTrip(t *testing.T, defs *Defs, w Workload) {

@@ -52,7 +52,7 @@ group = "sinks"               # optional; must name a [[group]]
   command = ["/opt/sink/bin/sink", "--task=${BERTH_TASK}"]
   env = { SINK_URL = "http://127.0.0.1:8080" }
   user = "nobody"             # optional; "user" or "user:group" (names or numeric ids)
-  dir = "/"                   # optional working directory
+  working_directory = "/"     # optional working directory
   restart = "on-failure"      # always | on-failure | never (default on-failure)
   stop_timeout = "10s"        # optional, overrides [agent]
   [connector.task.limits]
@@ -84,6 +84,9 @@ func TestParseFullExample(t *testing.T) {
 	}
 	if len(c.Groups) != 1 || c.Groups[0].Limits.CPU != 2 || c.Groups[0].Limits.Memory != 1<<30 {
 		t.Errorf("groups = %+v", c.Groups)
+	}
+	if d := c.Connectors[0].Task.Dir; d != "/" {
+		t.Errorf("task working_directory = %q, want /", d)
 	}
 	l := c.Connectors[0].Task.Limits
 	want := limits.Limits{CPU: 1.5, CPUWeight: 100, Cpuset: "0-1", Memory: 512 << 20, MemoryHigh: 448 << 20, Pids: 128, IOWeight: 100,
@@ -195,6 +198,10 @@ func TestValidationErrors(t *testing.T) {
 			"t.toml:6:20: connector[0].task.limits.io[0].device: resolve device /proc/self: its file system (device"},
 		{"bad connector name", "[[connector]]\nname = \"-a\"\n", "t.toml:2:1: connector[0].name: connector name \"-a\" is not a valid name (allowed: [A-Za-z0-9][A-Za-z0-9._-]*, at most 128 bytes)"},
 		{"name with slash", "[[group]]\nname = \"a/b\"\n", "t.toml:2:1: group[0].name: group name \"a/b\" is not a valid name"},
+		{"connector named like a kernel file (C15)", "[[connector]]\nname = \"tasks\"\n", "t.toml:2:1: connector[0].name: connector name \"tasks\" is the name of a file the kernel puts in every cgroup"},
+		{"group named with a controller prefix (C15)", "[[group]]\nname = \"memory.max\"\n", "t.toml:2:1: group[0].name: group name \"memory.max\" starts with \"memory.\", the prefix of the kernel's memory interface files"},
+		{"relative working directory", "[[connector]]\nname = \"a\"\n[connector.run]\ncommand = [\"x\"]\nworking_directory = \"tmp\"\n", "t.toml:5:1: connector[0].run.working_directory: must be an absolute path, not \"tmp\""},
+		{"working directory by both names", "[[connector]]\nname = \"a\"\n[connector.run]\ncommand = [\"x\"]\nworking_directory = \"/tmp\"\ndir = \"/\"\n", "t.toml:6:1: connector[0].run.dir: is the older name of working_directory: set only working_directory"},
 		{"name too long", "[[group]]\nname = \"" + strings.Repeat("g", 129) + "\"\n", "t.toml:2:1: group[0].name: group name \"" + strings.Repeat("g", 129) + "\" is longer than 128 bytes"},
 		{"unknown reference", conn("command = [\"x\", \"${HOME}\"]\n"), "t.toml:5:17: connector[0].task.command[1]: unknown reference ${HOME} in \"${HOME}\""},
 		{"unterminated reference", conn("command = [\"x\", \"${BERTH_TASK\"]\n"), "t.toml:5:17: connector[0].task.command[1]: unterminated \"${\""},

@@ -55,7 +55,8 @@ type Process struct {
 	// User is "" (the agent's user), "user" or "user:group", names or
 	// numeric IDs, resolved when the worker starts.
 	User string
-	// Dir is the absolute working directory, or "" for "/".
+	// Dir is the absolute working directory (working_directory, or its
+	// older name dir), or "" for "/".
 	Dir string
 	// Restart is the restart policy (default DefaultRestart).
 	Restart Restart

@@ -19,6 +19,7 @@ import (
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/worker"
+	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -31,6 +32,7 @@ type Agent struct {
 	clock  clockwork.Clock
 	hier   *cgroup.Hierarchy
 	source source.Source
+	build  [2]string // version, commit
 
 	// fenceMu orders fencing against starting jobs: a start (claim, then
 	// worker) holds it shared; fencing holds it exclusively, so that no
@@ -54,6 +56,10 @@ type Agent struct {
 	// declWarned is set once the [static] entries have been checked
 	// against a known workload (the file's and the store's).
 	declWarned bool
+	// handled maps a job to the store revision of the restart request this
+	// agent has carried out for it, until the request is gone from the
+	// store: a request is carried out once even when its removal fails.
+	handled map[string]int64
 
 	logs     jobLogs
 	envFiles envFiles // the env_files' values, read on this host
@@ -68,13 +74,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Source says which jobs to run. nil: the agent is a cluster member
 	// over etcd ([cluster]; an embedded etcd when it names no endpoints).
-	// source.NewStatic runs the file's [static] jobs with no store.
 	Source source.Source
 	// Host holds the facts definitions are checked against; nil:
 	// config.LocalHost().
 	Host *config.Host
 	// Clock times retries; nil: the real clock.
 	Clock clockwork.Clock
+	// Version and Commit are the agent's build, as GET / reports them.
+	Version, Commit string
 }
 
 // New returns an agent for cfg, whose file is path (re-read on Reload). It
@@ -93,6 +100,8 @@ func New(cfg *config.Config, path string, opts Options) *Agent {
 		groups:   map[string]*groupNode{},
 		assigned: map[string]bool{},
 		retries:  map[string]*retryState{},
+		handled:  map[string]int64{},
+		build:    [2]string{opts.Version, opts.Commit},
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -122,7 +131,7 @@ func (a *Agent) Config() *config.Config {
 }
 
 // Run opens the cgroup hierarchy, kills whatever an earlier run left in
-// <cgroup_root>/jobs, serves HTTP on the configured listen address, starts
+// <cgroup_root>/jobs and <cgroup_root>/groups, serves HTTP on the configured listen address, starts
 // its source (joins the cluster) and reconciles until ctx is cancelled. It
 // then stops every worker, removes every cgroup it made and returns nil. It
 // returns an error when another agent holds its data_dir or cgroup root,
@@ -161,13 +170,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.hier = hier
 	hier.SetLogger(a.log)
 	a.log.Info("cgroup hierarchy", "mode", hier.Mode().String(), "root", cfg.Agent.CgroupRoot)
+	warnJournal(a.log, cfg.Agent.LogSink)
 	if err := hier.Prepare(); err != nil {
 		return fmt.Errorf("prepare cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
 	}
 	// A job that nobody claims must not run: kill what an earlier run of the
 	// agent left behind before anything else (failure case C1).
-	if err := hier.Cleanup(ctx, cgroup.JobsDir); err != nil {
-		return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, cgroup.JobsDir, err)
+	for _, sub := range cgroup.Subtrees() {
+		if err := hier.Cleanup(ctx, sub); err != nil {
+			return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, sub, err)
+		}
 	}
 
 	a.registry, err = metrics.NewRegistry(a.log, a, a)
@@ -176,7 +188,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
 	// until the agent is a member and has reconciled.
-	h := api.Handler(a, a.registry.Handler())
+	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
+		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name})
 	a.mu.Lock()
 	a.handler = h
 	a.mu.Unlock()
@@ -355,6 +368,9 @@ func (a *Agent) reload(ctx context.Context) error {
 		a.log.Info("config changed", "key", c.Key, "old", c.Old, "new", c.New)
 	}
 	warnRestartOnly(a.log, old.Agent, cfg.Agent)
+	if old.Agent.LogSink != cfg.Agent.LogSink {
+		warnJournal(a.log, cfg.Agent.LogSink)
+	}
 	a.reconcile(ctx, true)
 	warnings := a.warnFile(cfg, true)
 	a.mu.Lock()
@@ -421,5 +437,15 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 		if c.old != c.new {
 			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)
 		}
+	}
+}
+
+// warnJournal warns when log_sink = "journal" but this host has no journal
+// to write to (no /run/systemd/journal/socket, sd_journal_send(3)): jobs'
+// output then goes only to their files, and without this line nothing would
+// say so.
+func warnJournal(log *slog.Logger, sink string) {
+	if sink == "journal" && !journal.Enabled() {
+		log.Warn("log_sink = \"journal\" but this host has no journal (no /run/systemd/journal/socket): job output goes to the log files only", "key", "agent.log_sink")
 	}
 }

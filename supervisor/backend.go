@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"time"
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cgroup"
@@ -27,6 +28,12 @@ var (
 // state is the job's state and why, as API and metrics report it.
 func (j *job) state() (worker.Status, string) {
 	switch {
+	case j.restarting:
+		return worker.Status{State: worker.Restarting}, "restart requested"
+	case j.held == config.TargetPaused:
+		return worker.Status{State: worker.Paused}, heldReason("paused", j.heldBy, j.heldAt)
+	case j.held == config.TargetStopped:
+		return worker.Status{State: worker.Stopped}, heldReason("stopped", j.heldBy, j.heldAt)
 	case j.holder != "":
 		reason := "claim held by " + j.holder
 		if j.err != "" {
@@ -38,6 +45,18 @@ func (j *job) state() (worker.Status, string) {
 	}
 	st := j.w.Status()
 	return st, st.Reason
+}
+
+// heldReason says who paused or stopped a job and when.
+func heldReason(what, by string, at time.Time) string {
+	r := what
+	if by != "" {
+		r += " by " + by
+	}
+	if !at.IsZero() {
+		r += " at " + at.UTC().Format(time.RFC3339)
+	}
+	return r
 }
 
 // snapshotJobs returns the agent's jobs sorted by ID.
@@ -90,11 +109,11 @@ func (a *Agent) jobInfo(j *job) api.Job {
 		t := spec.Task
 		info.Task = &t
 	}
-	st, reason := j.state()
-	info.State, info.Reason, info.PID, info.Restarts, info.LastExit = st.State, reason, st.PID, st.Restarts, st.LastExit
 	a.mu.RLock()
+	st, reason := j.state()
 	info.UpdateBlocked = j.blocked
 	a.mu.RUnlock()
+	info.State, info.Reason, info.PID, info.Restarts, info.LastExit = st.State, reason, st.PID, st.Restarts, st.LastExit
 	if !st.StartedAt.IsZero() {
 		t := st.StartedAt
 		info.StartedAt = &t
@@ -102,6 +121,9 @@ func (a *Agent) jobInfo(j *job) api.Job {
 	if !st.NextRestart.IsZero() {
 		t := st.NextRestart
 		info.NextRestart = &t
+	}
+	if api.ConnectState(info) == api.StateFailed {
+		info.Trace = a.trace(spec.ID, info)
 	}
 	if j.group != nil {
 		if s, err := j.group.Stats(); err == nil {
@@ -152,7 +174,7 @@ func (a *Agent) Groups() []api.Group {
 		a.mu.RLock()
 		lim := g.limits
 		a.mu.RUnlock()
-		ag := api.Group{Name: g.name, Cgroup: path.Join("/", a.hier.Root(), cgroup.JobsDir, groupDir(g.name)),
+		ag := api.Group{Name: g.name, Cgroup: path.Join("/", a.hier.Root(), cgroup.GroupRel(g.name)),
 			Limits: lim, Jobs: members[g.name]}
 		if ag.Jobs == nil {
 			ag.Jobs = []string{}
@@ -258,13 +280,13 @@ func (a *Agent) Snapshot() metrics.Snapshot {
 	for name, g := range a.groups {
 		s.Groups = append(s.Groups, metrics.Group{Name: name, Jobs: jobsOf[name], Cgroup: g.group})
 	}
-	a.mu.RUnlock()
 	sort.Slice(s.Groups, func(i, k int) bool { return s.Groups[i].Name < s.Groups[k].Name })
 	for _, j := range js {
 		st, _ := j.state()
 		s.Jobs = append(s.Jobs, metrics.Job{ID: j.spec.ID, Connector: j.spec.Connector, Kind: string(j.spec.Kind),
 			Group: j.spec.Group, State: st.State, Restarts: st.Restarts, Cgroup: j.group, UpdateBlocked: blocked[j]})
 	}
+	a.mu.RUnlock()
 	return s
 }
 

@@ -35,9 +35,9 @@ type secureAPI struct {
 }
 
 // newSecureAPI writes a web configuration: TLS with the agents'
-// certificate, client_auth_type clientAuth (client CA: the test's CA) and
-// basic_auth_users with one bcrypt-hashed user.
-func newSecureAPI(t *testing.T, clientAuth string) *secureAPI {
+// certificate, client_auth_type clientAuth (client CA: the test's CA) and,
+// with users, basic_auth_users with one bcrypt-hashed user.
+func newSecureAPI(t *testing.T, clientAuth string, users bool) *secureAPI {
 	t.Helper()
 	dir := t.TempDir()
 	s := &secureAPI{ca: testutil.NewCA(t, "berth-e2e"), user: "prometheus", password: "pw-" + randSuffix()}
@@ -52,9 +52,10 @@ func newSecureAPI(t *testing.T, clientAuth string) *secureAPI {
   key_file: %s
   client_auth_type: %s
   client_ca_file: %s
-basic_auth_users:
-  %s: %s
-`, srvCert, srvKey, clientAuth, s.ca.File, s.user, hash)
+`, srvCert, srvKey, clientAuth, s.ca.File)
+	if users {
+		web += fmt.Sprintf("basic_auth_users:\n  %s: %s\n", s.user, hash)
+	}
 	s.web = filepath.Join(dir, "web.yml")
 	s.passwordFile = filepath.Join(dir, "api-password")
 	for f, body := range map[string]string{s.web: web, s.passwordFile: s.password + "\n"} {
@@ -126,7 +127,7 @@ func getWith(c *http.Client, url string, v any) (int, string, error) {
 // env_file, is in any answer, though the job has them.
 func TestAPISecurity(t *testing.T) {
 	e := newEnv(t)
-	s := newSecureAPI(t, "RequireAndVerifyClientCert")
+	s := newSecureAPI(t, "RequireAndVerifyClientCert", true)
 	envFile := filepath.Join(e.dir, "vault.env")
 	if err := os.WriteFile(envFile, []byte("API_TOKEN=from-env-file-"+randSuffix()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -293,7 +294,7 @@ name = "vault"
 // record.
 func TestPeerStatusOverTLS(t *testing.T) {
 	endpoints := embeddedEtcd(t)
-	s := newSecureAPI(t, "RequireAndVerifyClientCert")
+	s := newSecureAPI(t, "RequireAndVerifyClientCert", true)
 	c := clusterSpec{name: clusterName(), endpoints: endpoints}
 	a, b := newAgent(t, "a"), newAgent(t, "b")
 	a.agentKeys, b.agentKeys = s.agentKeys(), s.agentKeys()
@@ -331,4 +332,63 @@ func TestPeerStatusOverTLS(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, berthBin, "members", "--config", a.config).CombinedOutput(); errors.As(err, &ee) || !strings.Contains(string(out), "https://"+b.addr) {
 		t.Errorf("berth members: %v\n%s", err, out)
 	}
+}
+
+// Off loopback, the write endpoints answer an authenticated request: an
+// agent on 0.0.0.0 whose web configuration verifies client certificates
+// (VerifyClientCertIfGiven, no basic-auth users) refuses a pause without a
+// certificate with 403, and carries out one with a certificate: the job
+// stops and shows paused, with who asked; resume runs it again.
+func TestWritesAuthenticatedOffLoopback(t *testing.T) {
+	e := newEnv(t)
+	port := e.addr[strings.LastIndexByte(e.addr, ':'):]
+	e.addr = "0.0.0.0" + port
+	s := newSecureAPI(t, "VerifyClientCertIfGiven", false)
+	e.write(e.header("1s") + fmt.Sprintf("web_config_file = %q\n", s.web) + `
+[static]
+
+[[connector]]
+name = "a"
+  [connector.run]
+  command = ["sleep", "infinity"]
+`)
+	withCert := s.client(t, true, "")
+	base := "https://127.0.0.1" + port
+	e.startWith(withCert, base)
+	jobState := func() string {
+		var js []api.Job
+		if code, _, err := getWith(withCert, base+"/v1/jobs", &js); err != nil || code != http.StatusOK || len(js) != 1 {
+			return ""
+		}
+		return string(js[0].State) + " " + js[0].Reason
+	}
+	eventually(t, 20*time.Second, "a running", func() bool { return strings.HasPrefix(jobState(), "running") })
+	put := func(c *http.Client, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPut, base+path, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := put(s.client(t, false, ""), "/connectors/a/pause"); code != http.StatusForbidden {
+		t.Errorf("pause without a certificate: %d %s, want 403", code, body)
+	}
+	if st := jobState(); !strings.HasPrefix(st, "running") {
+		t.Errorf("a refused write changed the job: %s", st)
+	}
+	if code, body := put(withCert, "/connectors/a/pause"); code != http.StatusAccepted {
+		t.Fatalf("pause with a certificate: %d %s, want 202", code, body)
+	}
+	eventually(t, 20*time.Second, "a paused", func() bool { return strings.HasPrefix(jobState(), "paused") })
+	if st := jobState(); !strings.Contains(st, "certificate CN=client") {
+		t.Errorf("paused job %q does not say who asked (certificate CN=client)", st)
+	}
+	if code, body := put(withCert, "/connectors/a/resume"); code != http.StatusAccepted {
+		t.Fatalf("resume with a certificate: %d %s, want 202", code, body)
+	}
+	eventually(t, 20*time.Second, "a running again", func() bool { return strings.HasPrefix(jobState(), "running") })
 }

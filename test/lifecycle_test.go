@@ -91,7 +91,7 @@ group = "pair"
 	}
 	for _, d := range e.cgroupDirs() {
 		_ = filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
-			if err == nil && de.IsDir() && strings.Contains(p, "/jobs/") {
+			if err == nil && de.IsDir() && (strings.Contains(p, "/jobs/") || strings.Contains(p, "/groups/")) {
 				t.Errorf("job cgroup %s left after the agent exited", p)
 			}
 			return nil
@@ -105,8 +105,8 @@ group = "pair"
 			t.Errorf("lock file %s left after a clean stop (stat: %v)", lock, err)
 		}
 	}
-	if js["grouped"].Cgroup != "/"+e.root+"/jobs/g-pair/grouped" {
-		t.Errorf("grouped job's cgroup = %q, want /%s/jobs/g-pair/grouped", js["grouped"].Cgroup, e.root)
+	if js["grouped"].Cgroup != "/"+e.root+"/groups/pair/grouped" {
+		t.Errorf("grouped job's cgroup = %q, want /%s/groups/pair/grouped", js["grouped"].Cgroup, e.root)
 	}
 }
 

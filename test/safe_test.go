@@ -265,7 +265,7 @@ group = "pair"
 	g := groups[0]
 	if g.Name != "pair" || strings.Join(g.Jobs, ",") != "x,y" || g.Limits.Memory != 64<<20 || g.Usage == nil ||
 		g.Usage.MemoryLimitBytes != 64<<20 || g.Usage.PidsLimit != 50 || g.Usage.CPULimitCores != 1 || g.Usage.Pids < 2 ||
-		g.Cgroup != "/"+e.root+"/jobs/g-pair" {
+		g.Cgroup != "/"+e.root+"/groups/pair" {
 		t.Errorf("group: %+v usage %+v", g, g.Usage)
 	}
 	m := e.metrics()

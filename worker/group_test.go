@@ -80,12 +80,14 @@ func newTestGroupRes(t testing.TB, res *specs.LinuxResources) *testGroup {
 		if err := g.Delete(ctx); err != nil {
 			t.Errorf("cleanup delete: %v", err)
 		}
-		// The cgroup package keeps <root>/jobs and <root>; remove them too.
+		// The cgroup package keeps <root>/jobs, <root>/groups and <root>;
+		// remove them too.
 		for _, d := range dirs {
 			if d == "" {
 				continue
 			}
-			for _, up := range []string{filepath.Dir(d), filepath.Dir(filepath.Dir(d))} {
+			root := filepath.Dir(filepath.Dir(d))
+			for _, up := range []string{filepath.Dir(d), filepath.Join(root, cgroup.GroupsDir), root} {
 				if err := unix.Rmdir(up); err != nil && !errors.Is(err, unix.ENOENT) {
 					t.Errorf("cleanup remove %s: %v", up, err)
 				}

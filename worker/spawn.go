@@ -27,6 +27,13 @@ func spawn(spec *Spec, g Group, logw *os.File) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	env, err := jobEnv(spec.Env, cred)
+	if err != nil {
+		return nil, err
+	}
+	withEnv := *spec
+	withEnv.Env = env
+	spec = &withEnv
 	if spec.Dir != "" {
 		fi, err := os.Stat(spec.Dir)
 		if err != nil {

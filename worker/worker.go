@@ -37,11 +37,14 @@ type Spec struct {
 	// errors.
 	JobID string
 	// Path is the command (command[0]). A name without a slash is looked up
-	// in the PATH of Env, or the agent's PATH when Env has none.
+	// in the PATH of Env (DefaultPath when Env sets none).
 	Path string
 	// Args is the full argv, Args[0] included; empty means {Path}.
 	Args []string
-	// Env is the job's whole environment ("KEY=value"); nil means empty.
+	// Env is the job's environment ("KEY=value"), completed as systemd
+	// completes a service's: PATH=DefaultPath when Env sets no PATH, and
+	// with User also USER, LOGNAME, HOME and SHELL from the user's passwd
+	// entry, each only when Env does not set it (see jobEnv).
 	Env []string
 	// Dir is the working directory; "" means the agent's.
 	Dir string

@@ -246,6 +246,52 @@ func TestEnvArgsDirUser(t *testing.T) {
 	}
 }
 
+// C18 (supervisor#307): a job run as another user gets USER, LOGNAME,
+// HOME and SHELL from the user's passwd entry and systemd's default PATH,
+// as systemd sets them for User=; what the job's env sets wins.
+func TestLoginEnvironment(t *testing.T) {
+	g := newTestGroup(t, 0)
+	var logs syncBuffer
+	spec := sh(g, `echo "user=$USER logname=$LOGNAME home=$HOME shell=$SHELL path=$PATH sleep=$(command -v sleep)"`)
+	spec.Env = []string{"HOME=/tmp"}
+	spec.User = "nobody"
+	spec.Log = &logs
+	w := startWorker(t, spec)
+	st := waitState(t, w, Exited)
+	if st.LastExit == nil || st.LastExit.Code != 0 {
+		t.Fatalf("last exit %+v\n%s", st.LastExit, logs.String())
+	}
+	<-w.Done()
+	sleep := "" // where the default PATH finds sleep on this host
+	for _, d := range filepath.SplitList(DefaultPath) {
+		if _, err := os.Stat(filepath.Join(d, "sleep")); err == nil {
+			sleep = filepath.Join(d, "sleep")
+			break
+		}
+	}
+	want := "user=nobody logname=nobody home=/tmp shell=" + shellOf(t, "nobody") + " path=" + DefaultPath + " sleep=" + sleep + "\n"
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("log:\n%s\nwant a line %q", logs.String(), want)
+	}
+}
+
+// shellOf reads the login shell of name from /etc/passwd.
+func shellOf(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) == 7 && f[0] == name {
+			return f[6]
+		}
+	}
+	t.Fatalf("%s not in /etc/passwd", name)
+	return ""
+}
+
 func TestUserWithGroup(t *testing.T) {
 	g := newTestGroup(t, 0)
 	var logs syncBuffer

@@ -59,7 +59,7 @@ func runAgent(path string) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	agent := supervisor.New(cfg, path, supervisor.Options{Logger: log, Host: host})
+	agent := supervisor.New(cfg, path, supervisor.Options{Logger: log, Host: host, Version: version, Commit: commit})
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx) }()
 	log.Info("agent starting", "version", version, "commit", commit, "config", path, "id", cfg.Agent.ID)
