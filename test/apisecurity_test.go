@@ -238,12 +238,21 @@ name = "vault"
 	if info.Config["run.env.DB_PASSWORD"] != api.Hidden || info.Config["run.env_file"] != envFile {
 		t.Errorf("GET /connectors/vault config = %v, want run.env.DB_PASSWORD %s and run.env_file %s", info.Config, api.Hidden, envFile)
 	}
-	for _, path := range []string{"/v1/jobs", "/v1/jobs/vault", "/connectors", "/connectors/vault", "/connectors/vault/status",
-		"/v1/agent", "/v1/members", "/v1/assignment", "/metrics"} {
-		code, body, err := getWith(good, base+path, nil)
+	for _, path := range []string{"/", "/v1/jobs", "/v1/jobs/vault", "/connectors", "/connectors?expand=info", "/connectors?expand=status",
+		"/connectors/vault", "/connectors/vault/config", "/connectors/vault/status", "/connectors/vault/tasks",
+		"/v1/agent", "/v1/groups", "/v1/members", "/v1/assignment", "/metrics", "html /"} {
+		c, html := good, false
+		if p, ok := strings.CutPrefix(path, "html "); ok {
+			// The status page, as a browser asks for it.
+			path, c, html = p, &http.Client{Timeout: good.Timeout, Transport: acceptHTML{good.Transport}}, true
+		}
+		code, body, err := getWith(c, base+path, nil)
 		if err != nil || code != http.StatusOK {
 			t.Errorf("GET %s: %d %v", path, code, err)
 			continue
+		}
+		if html && !strings.Contains(body, "<html") {
+			t.Errorf("GET %s as a browser: not the status page:\n%.200s", path, body)
 		}
 		for _, secret := range []string{secretInFile, fromFile} {
 			if strings.Contains(body, secret) {
@@ -391,4 +400,13 @@ name = "a"
 		t.Fatalf("resume with a certificate: %d %s, want 202", code, body)
 	}
 	eventually(t, 20*time.Second, "a running again", func() bool { return strings.HasPrefix(jobState(), "running") })
+}
+
+// acceptHTML asks for HTML, as a browser does.
+type acceptHTML struct{ rt http.RoundTripper }
+
+func (a acceptHTML) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Accept", "text/html")
+	return a.rt.RoundTrip(r)
 }
