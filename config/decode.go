@@ -566,8 +566,8 @@ func (d *decoder) process(t *table) *Process {
 	// working_directory, as systemd's WorkingDirectory=; "dir" is its older
 	// name and still read, so that files and stored definitions that use
 	// it keep working.
-	_, hasWD := t.m["working_directory"]
-	_, hasDir := t.m["dir"]
+	_, hasWD := t.get("working_directory")
+	_, hasDir := t.get("dir")
 	dirKey := ""
 	switch {
 	case hasWD && hasDir:
