@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/api"
 )
 
 // Operator actions in a two-agent cluster (balanced placement): a restart
@@ -19,7 +21,7 @@ import (
 // placed is where each job runs and in what state, over agents.
 type placed map[string]struct {
 	agent string
-	job   apiJob
+	job   api.Job
 }
 
 // waitPlaced waits until every job of want is reported by exactly one
@@ -43,13 +45,13 @@ func waitPlaced(t *testing.T, want map[string]string, agents ...*agent) placed {
 					seen[id]++
 					p[id] = struct {
 						agent string
-						job   apiJob
+						job   api.Job
 					}{a.id, j}
 				}
 			}
 			var bad []string
 			for id, st := range want {
-				if seen[id] != 1 || p[id].job.State != st || (st == "running" && p[id].job.PID == 0) {
+				if seen[id] != 1 || string(p[id].job.State) != st || (st == "running" && p[id].job.PID == 0) {
 					bad = append(bad, fmt.Sprintf("%s: %d agents, %s", id, seen[id], p[id].job.State))
 				}
 			}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/api"
 )
 
 // settle bounds every wait for the cluster to converge: a few session TTLs
@@ -105,7 +107,7 @@ func declaredJobs(t *testing.T, endpoints []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byID := map[string]apiMember{}
+	byID := map[string]api.Member{}
 	for _, m := range ms {
 		byID[m.ID] = m
 	}
@@ -140,7 +142,7 @@ func declaredJobs(t *testing.T, endpoints []string) {
 	for _, x := range []struct {
 		a    *agent
 		want []string
-		was  map[string]apiJob
+		was  map[string]api.Job
 	}{{a, wantA, ja}, {b, wantB, jb}} {
 		now := x.a.waitExactly(settle, x.want...)
 		for id, j := range now {
@@ -317,7 +319,7 @@ func watchTwo(t *testing.T, jobs []string, x, y *agent) *twoWatch {
 			jy, erry := y.tryJobs()
 			for _, pair := range []struct {
 				a  *agent
-				js map[string]apiJob
+				js map[string]api.Job
 			}{{x, jx}, {y, jy}} {
 				for id, j := range pair.js {
 					if j.State == "waiting" {
@@ -414,13 +416,13 @@ func TestClusterOneBalancedMemberBalancesAll(t *testing.T) {
 // waitBalanced waits until the running jobs of the agents are exactly all,
 // each once, counts within 1, and equal to the published assignment that
 // every agent reports (same generation); it returns each agent's jobs.
-func waitBalanced(t *testing.T, all []string, agents ...*agent) map[string]map[string]apiJob {
+func waitBalanced(t *testing.T, all []string, agents ...*agent) map[string]map[string]api.Job {
 	t.Helper()
-	var got map[string]map[string]apiJob
+	var got map[string]map[string]api.Job
 	var last string
 	deadline := time.Now().Add(settle)
 	for {
-		got = map[string]map[string]apiJob{}
+		got = map[string]map[string]api.Job{}
 		ok := true
 		var seen []string
 		lo, hi := len(all), 0
@@ -525,7 +527,7 @@ func applyScenario(t *testing.T, change func(t *testing.T, via *applyAgent, work
 	a.start()
 	b.start()
 	wantA := []string{"x", "x-0", "x-1", "y", "y-0", "y-1"}
-	before := map[string]apiJob{}
+	before := map[string]api.Job{}
 	for id, j := range a.waitExactly(settle, wantA...) {
 		before[id] = j
 	}
@@ -574,7 +576,7 @@ func applyScenario(t *testing.T, change func(t *testing.T, via *applyAgent, work
 	after = allJobs(t, a, b, wantA)
 	for id, j := range after {
 		if id == "y-0" || id == "y-1" {
-			a.checkOnProc(map[string]apiJob{id: j})
+			a.checkOnProc(map[string]api.Job{id: j})
 		}
 	}
 	for id, j := range before {
@@ -586,9 +588,9 @@ func applyScenario(t *testing.T, change func(t *testing.T, via *applyAgent, work
 }
 
 // allJobs is the running jobs of a (exactly wantA) and b (exactly z, z-0).
-func allJobs(t *testing.T, a, b *applyAgent, wantA []string) map[string]apiJob {
+func allJobs(t *testing.T, a, b *applyAgent, wantA []string) map[string]api.Job {
 	t.Helper()
-	out := map[string]apiJob{}
+	out := map[string]api.Job{}
 	for id, j := range a.waitExactly(settle, wantA...) {
 		out[id] = j
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/api"
 )
 
 // Kafka Connect's REST contract, on the real agent: the paths, shapes,
@@ -28,7 +30,7 @@ func (e *env) call(method, path string) (int, []byte, http.Header) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	resp, err := apiClient.Do(req)
+	resp, err := api.NewClient(e.addr).HTTP.Do(req)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -6,13 +6,16 @@ package test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,19 +286,27 @@ func procsUnder(dir string) []int {
 	return pids
 }
 
-func getJSON(t testing.TB, url string, v any) int {
+// getJSON GETs rawURL with the API's client (api.Client) and decodes a
+// 2xx JSON answer into v (nil: the body is not decoded); it returns the
+// status code, and fails the test when the agent cannot be reached.
+func getJSON(t testing.TB, rawURL string, v any) int {
 	t.Helper()
-	resp, err := http.Get(url)
+	u, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if v != nil && resp.StatusCode == http.StatusOK {
-		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-			t.Fatal(err)
-		}
+	if v == nil {
+		v = new(json.RawMessage)
 	}
-	return resp.StatusCode
+	err = api.NewClient(u.Scheme+"://"+u.Host).Get(context.Background(), u.RequestURI(), v)
+	var apiErr *api.Error
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr.Code
+	case err != nil:
+		t.Fatal(err)
+	}
+	return http.StatusOK
 }
 
 func (e *env) jobs() map[string]api.Job {

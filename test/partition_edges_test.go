@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/api"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -58,7 +59,7 @@ func TestPartitionWhileWaitingForAClaim(t *testing.T) {
 	a.configure(clusterSpec{name: name, endpoints: []string{px.endpoint()}}, staticTable([]string{"p", "q"}, nil)+workload)
 	b.configure(clusterSpec{name: name, endpoints: eps}, staticTable(nil, nil)+workload)
 	a.start()
-	var ja map[string]apiJob
+	var ja map[string]api.Job
 	eventually(t, settle, "a runs p and waits for q's claim", func() bool {
 		var err error
 		ja, err = a.tryJobs()
@@ -66,17 +67,17 @@ func TestPartitionWhileWaitingForAClaim(t *testing.T) {
 	})
 	b.start()
 	b.waitMember(settle)
-	waitStamped(t, stamps, map[string]apiJob{"p": ja["p"]})
+	waitStamped(t, stamps, map[string]api.Job{"p": ja["p"]})
 	cut := time.Now()
 	px.partition(stall)
 	eventually(t, settle, "a fenced", func() bool { ai, err := a.info(); return err == nil && ai.State == "fenced" })
-	var jb map[string]apiJob
+	var jb map[string]api.Job
 	eventually(t, settle, "b runs p", func() bool {
 		var err error
 		jb, err = b.tryJobs()
 		return err == nil && jb["p"].State == "running"
 	})
-	waitStamped(t, stamps, map[string]apiJob{"p": jb["p"]})
+	waitStamped(t, stamps, map[string]api.Job{"p": jb["p"]})
 	checkNoOverlap(t, filepath.Join(stamps, "p.log"), cut, a, b)
 	px.heal()
 }
@@ -102,7 +103,7 @@ func TestPartitionThenStop(t *testing.T) {
 	px.partition(stall)
 	done := make(chan error, 1)
 	go func() { done <- a.stop(syscall.SIGTERM) }()
-	var jb map[string]apiJob
+	var jb map[string]api.Job
 	eventually(t, settle, "b runs p", func() bool {
 		var err error
 		jb, err = b.tryJobs()
@@ -112,7 +113,7 @@ func TestPartitionThenStop(t *testing.T) {
 		t.Errorf("agent stopped while cut: %v", err)
 	}
 	t.Logf("a exited %s after the cut", time.Since(cut).Round(time.Millisecond))
-	waitStamped(t, stamps, map[string]apiJob{"p": jb["p"]})
+	waitStamped(t, stamps, map[string]api.Job{"p": jb["p"]})
 	checkNoOverlap(t, filepath.Join(stamps, "p.log"), cut, a, b)
 	px.heal()
 }
