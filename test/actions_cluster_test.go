@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // Operator actions in a two-agent cluster (balanced placement): a restart
@@ -86,7 +87,7 @@ tasks = 2
 	}
 	all := map[string]string{"p": "running", "p-0": "running", "p-1": "running", "p-2": "running", "q-0": "running", "q-1": "exited"}
 	var first placed
-	eventually(t, settle, "jobs spread over both agents", func() bool {
+	testutil.Eventually(t, settle, "jobs spread over both agents", func() bool {
 		first = waitPlaced(t, all, x, y)
 		n := map[string]int{}
 		for _, pl := range first {
@@ -109,7 +110,7 @@ tasks = 2
 		t.Fatalf("berth restart %s: %v\n%s", task, err, out)
 	}
 	second := waitPlaced(t, all, x, y)
-	eventually(t, settle, task+" restarted on y", func() bool {
+	testutil.Eventually(t, settle, task+" restarted on y", func() bool {
 		second = waitPlaced(t, all, x, y)
 		return second[task].job.PID != first[task].job.PID
 	})
@@ -133,7 +134,7 @@ tasks = 2
 	}
 	q1 := second["q-1"]
 	owner := map[string]*agent{"x": x, "y": y}[q1.agent]
-	eventually(t, settle, "q-1 ran again", func() bool {
+	testutil.Eventually(t, settle, "q-1 ran again", func() bool {
 		n := strings.Count(owner.out.String(), `msg="job running" job_id=q-1 `)
 		return n >= 2
 	})
@@ -149,7 +150,7 @@ tasks = 2
 	pausedP := map[string]string{"p": "paused", "p-0": "paused", "p-1": "paused", "p-2": "paused", "q-0": "running", "q-1": "exited"}
 	p1 := waitPlaced(t, pausedP, x, y)
 	for id, pl := range third {
-		if strings.HasPrefix(id, "p") && alive(pl.job.PID) {
+		if strings.HasPrefix(id, "p") && testutil.Alive(pl.job.PID) {
 			t.Errorf("paused %s: process %d alive", id, pl.job.PID)
 		}
 	}
@@ -172,7 +173,7 @@ tasks = 2
 	waitPlaced(t, pausedP, x)
 	y.start()
 	waitPlaced(t, pausedP, x, y)
-	eventually(t, settle, "jobs back on y", func() bool {
+	testutil.Eventually(t, settle, "jobs back on y", func() bool {
 		js, err := y.tryJobs()
 		return err == nil && len(js) > 0
 	})

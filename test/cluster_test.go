@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // settle bounds every wait for the cluster to converge: a few session TTLs
@@ -55,7 +56,7 @@ func declaredJobs(t *testing.T, endpoints []string) {
 	// Every agent shows the same published assignment, generation and
 	// membership; exactly one is leader.
 	var gen int64
-	eventually(t, settle, "the same assignment on both agents", func() bool {
+	testutil.Eventually(t, settle, "the same assignment on both agents", func() bool {
 		gen = -1
 		for _, x := range []*agent{a, b} {
 			as, err := x.assignment()
@@ -291,7 +292,7 @@ func watchTwo(t *testing.T, jobs []string, x, y *agent) *twoWatch {
 	liveIn := func(a *agent, job string) map[int]bool {
 		out := map[int]bool{}
 		for _, p := range a.jobProcs(job) {
-			if alive(p) {
+			if testutil.Alive(p) {
 				out[p] = true
 			}
 		}
@@ -337,7 +338,7 @@ func watchTwo(t *testing.T, jobs []string, x, y *agent) *twoWatch {
 						continue
 					}
 					okP, _ := x.inJobCgroup(p.PID, job)
-					if okP && alive(p.PID) && alive(q.PID) {
+					if okP && testutil.Alive(p.PID) && testutil.Alive(q.PID) {
 						w.res.overlaps = append(w.res.overlaps, fmt.Sprintf("%s: /v1/jobs running on %s (pid %d) and %s (pid %d)", job, x.id, p.PID, y.id, q.PID))
 					}
 				}
@@ -543,7 +544,7 @@ func applyScenario(t *testing.T, change func(t *testing.T, via *applyAgent, work
 	// 1. Limits only: y's tasks are updated in place. The change goes in
 	// through b, the agent that does not run y.
 	change(t, b, applyWorkload("64MiB", "1"))
-	eventually(t, settle, "y-0 and y-1 limited to 64MiB", func() bool {
+	testutil.Eventually(t, settle, "y-0 and y-1 limited to 64MiB", func() bool {
 		for _, id := range []string{"y-0", "y-1"} {
 			if m, ok := a.memoryLimit(id); !ok || m != 64<<20 {
 				return false
@@ -560,7 +561,7 @@ func applyScenario(t *testing.T, change func(t *testing.T, via *applyAgent, work
 
 	// 2. Command (env) change: y's tasks restart, nothing else does.
 	change(t, b, applyWorkload("64MiB", "2"))
-	eventually(t, settle, "y-0 and y-1 restarted with MODE=2", func() bool {
+	testutil.Eventually(t, settle, "y-0 and y-1 restarted with MODE=2", func() bool {
 		js, err := a.tryJobs()
 		if err != nil {
 			return false
@@ -650,7 +651,7 @@ tasks = 1
 		t.Fatalf("a exit on SIGTERM: %v", err)
 	}
 	left := time.Now()
-	eventually(t, settle, "a's jobs unassigned, held for a", func() bool {
+	testutil.Eventually(t, settle, "a's jobs unassigned, held for a", func() bool {
 		as, err := b.assignment()
 		return err == nil && as.Unassigned["d"] != "" && as.Unassigned["d-0"] != ""
 	})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // Kafka Connect's REST contract, on the real agent: the paths, shapes,
@@ -135,7 +136,7 @@ func (e *env) connectStatus(name string) ctStatus {
 func (e *env) waitConnect(name, want string, tasks int) ctStatus {
 	e.t.Helper()
 	var s ctStatus
-	eventually(e.t, 20*time.Second, name+" "+want, func() bool {
+	testutil.Eventually(e.t, 20*time.Second, name+" "+want, func() bool {
 		s = e.connectStatus(name)
 		if len(s.Tasks) != tasks {
 			return false
@@ -269,7 +270,7 @@ tasks = 1
 	// Restart the connector alone (KIP-745 default): 204; only its job.
 	before := e.waitRunning("a", "a-0", "a-1")
 	e.expect("POST", "/connectors/a/restart", 204, nil)
-	eventually(t, 20*time.Second, "a restarted", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a restarted", func() bool {
 		j := e.jobs()["a"]
 		return j.State == "running" && j.PID != before["a"].PID
 	})

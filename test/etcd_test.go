@@ -22,6 +22,7 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // sessionTTL is the session lease TTL every test agent uses: the smallest
@@ -36,7 +37,7 @@ const externalEtcdBin = "/usr/bin/etcd"
 // temporary directory, closed in Cleanup, and returns its client URLs.
 func embeddedEtcd(t testing.TB) []string {
 	t.Helper()
-	needRoot(t)
+	testutil.NeedRoot(t)
 	em, err := cluster.StartEmbedded(t.TempDir())
 	if err != nil {
 		t.Fatalf("start embedded etcd: %v", err)
@@ -51,19 +52,19 @@ func embeddedEtcd(t testing.TB) []string {
 // is not installed.
 func externalEtcd(t testing.TB) []string {
 	t.Helper()
-	needRoot(t)
+	testutil.NeedRoot(t)
 	if _, err := os.Stat(externalEtcdBin); err != nil {
 		t.Skipf("%s not installed (apt-get install -y etcd-server): %v", externalEtcdBin, err)
 	}
 	dir := t.TempDir()
-	client := "http://" + freePort(t)
-	peer := "http://" + freePort(t)
+	client := "http://" + testutil.FreePort(t)
+	peer := "http://" + testutil.FreePort(t)
 	cmd := exec.Command(externalEtcdBin,
 		"--name", "berth-e2e", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "berth-e2e="+peer, "--log-level", "error")
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -78,7 +79,7 @@ func externalEtcd(t testing.TB) []string {
 			t.Logf("etcd (%s) output:\n%s", externalEtcdBin, out)
 		}
 	})
-	eventually(t, 20*time.Second, "external etcd /health", func() bool {
+	testutil.Eventually(t, 20*time.Second, "external etcd /health", func() bool {
 		select {
 		case err := <-exited:
 			exited <- err
@@ -277,7 +278,7 @@ func describeJobs(js map[string]api.Job) string {
 func (a *agent) waitMember(timeout time.Duration) api.Agent {
 	a.t.Helper()
 	var ai api.Agent
-	eventually(a.t, timeout, "agent "+a.id+" state member", func() bool {
+	testutil.Eventually(a.t, timeout, "agent "+a.id+" state member", func() bool {
 		var err error
 		ai, err = a.info()
 		return err == nil && ai.State == "member"
@@ -350,7 +351,7 @@ func (a *agent) jobProcs(job string) []int {
 func (a *agent) checkOnProc(js map[string]api.Job) {
 	a.t.Helper()
 	for id, j := range js {
-		if !alive(j.PID) {
+		if !testutil.Alive(j.PID) {
 			a.t.Errorf("agent %s: job %s pid %d is not alive", a.id, id, j.PID)
 			continue
 		}
@@ -490,7 +491,7 @@ func overlaps(ivs []interval) [][2]interval {
 func waitStamped(t testing.TB, dir string, js map[string]api.Job) {
 	t.Helper()
 	for id, j := range js {
-		eventually(t, 10*time.Second, fmt.Sprintf("a stamp of job %s from pid %d", id, j.PID), func() bool {
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("a stamp of job %s from pid %d", id, j.PID), func() bool {
 			ss, err := readStamps(filepath.Join(dir, id+".log"))
 			if err != nil {
 				return false
