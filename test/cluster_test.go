@@ -1,6 +1,6 @@
 package test
 
-// Issue 3 end to end: several real agents on this host, one etcd, asserting
+// The cluster end to end: several real agents on this host, one etcd, asserting
 // from the agents' HTTP API (/v1/jobs, /v1/assignment, /v1/members,
 // /v1/agent) and from /proc.
 

@@ -1,6 +1,6 @@
 package test
 
-// Harness for the cluster end-to-end tests (issue 3): an etcd per test
+// Harness for the cluster end-to-end tests: an etcd per test
 // (embedded in the test process, or Debian's etcd-server as a child), agents
 // that are cluster members, readers of the cluster API, /proc checks, and
 // the job that stamps its own lifetime into a file.
