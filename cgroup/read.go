@@ -61,20 +61,20 @@ func readUint(path string) (uint64, error) {
 }
 
 // readKeys parses a flat keyed file ("key value" lines: cpu.stat,
-// memory.oom_control) into the wanted keys.
+// memory.oom_control) into the wanted keys, with the parser the scrape
+// uses (keyedValue); a key the file lacks is left as it was.
 func readKeys(path string, want map[string]*uint64) error {
 	b, err := readSmall(path)
 	if err != nil {
 		return err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if p, found := want[k]; ok && found {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return fmt.Errorf("parse %s %s: %w", path, k, err)
-			}
-			*p = n
+	for k, p := range want {
+		v, found, err := keyedValue(b, k)
+		if err != nil {
+			return fmt.Errorf("parse %s %s: %w", path, k, err)
+		}
+		if found {
+			*p = v
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -47,7 +48,7 @@ func TestAppliedAndUsage(t *testing.T) {
 
 	startIn(t, g, "while :; do :; done")
 	var u Usage
-	if !eventually(t, 10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		u, err = g.Usage()
 		return err == nil && u.CPUUserSeconds+u.CPUSystemSeconds > 0.05 && u.Pids >= 1 && u.MemoryBytes > 0
 	}) {
@@ -71,5 +72,53 @@ func TestAppliedAndUsage(t *testing.T) {
 	}
 	if _, err := g.Usage(); err == nil {
 		t.Error("Usage of a deleted group: no error")
+	}
+}
+
+// The scrape's parser of flat keyed files and numbers, on contents in the
+// shapes the kernel writes (Documentation/admin-guide/cgroup-v2.rst
+// "Interface Files"; v1 memory.oom_control): a key is matched whole, the
+// last line may lack its newline, "max" reads as 0, and anything else that
+// is not a decimal number is an error. Runs without root.
+func TestKeyedValueFixtures(t *testing.T) {
+	events := []byte("low 0\nhigh 12\nmax 40\noom 3\noom_kill 2\noom_group_kill 0")
+	for _, c := range []struct {
+		key   string
+		want  uint64
+		found bool
+	}{
+		{"oom", 3, true}, // not oom_kill, not oom_group_kill
+		{"oom_kill", 2, true},
+		{"oom_group_kill", 0, true},
+		{"low", 0, true},
+		{"oom_k", 0, false},
+		{"absent", 0, false},
+	} {
+		v, found, err := keyedValue(events, c.key)
+		if err != nil || v != c.want || found != c.found {
+			t.Errorf("keyedValue(memory.events, %q) = %d, %v, %v; want %d, %v, nil", c.key, v, found, err, c.want, c.found)
+		}
+	}
+	if _, _, err := keyedValue([]byte("usage_usec many\n"), "usage_usec"); err == nil {
+		t.Error("keyedValue of a value that is not a number: no error")
+	}
+	for _, c := range []struct {
+		text    string
+		want    uint64
+		wantErr bool
+	}{
+		{"1048576\n", 1048576, false},
+		{"max\n", 0, false},
+		{" 7 ", 7, false},
+		{"18446744073709551615", 1<<64 - 1, false},
+		{"18446744073709551616", 0, true},
+		{"-1", 0, true},
+		{"12 34", 0, true},
+		{"", 0, true},
+	} {
+		v, err := parseUint([]byte(c.text))
+		if (err != nil) != c.wantErr || v != c.want {
+			t.Errorf("parseUint(%q) = %d, %v; want %d, error %v", c.text, v, err, c.want, c.wantErr)
+		}
 	}
 }

@@ -74,7 +74,7 @@ func main() {
 		}
 		r, err := measure(*bin, n, *scrapes, *idle, *profDir)
 		if err != nil {
-			fail(fmt.Errorf("n=%d: %w", n, err))
+			fail(fmt.Errorf("with %d jobs: %w", n, err))
 		}
 		rows = append(rows, r)
 		if *csvPath != "" {
