@@ -603,10 +603,17 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 //
 // While the agent fences, an exit is fencing's kill, not the job's doing:
 // it is logged as such (at INFO, after the fencing line that says why),
-// never as a crash to restart.
+// never as a crash to restart. The worker reports it as Exited or
+// BackingOff when its exit step runs before the Stop that fencing sends,
+// and as Stopping then Stopped (with the exit) when the Stop's step runs
+// first; either order gives one line.
 func (a *Agent) logTransitions(id string) func(worker.Status) {
+	var prev worker.State // the worker calls OnChange one call at a time
 	return func(st worker.Status) {
-		if a.fencing.Load() && (st.State == worker.Exited || st.State == worker.BackingOff) {
+		was := prev
+		prev = st.State
+		if a.fencing.Load() && st.LastExit != nil && (st.State == worker.Exited || st.State == worker.BackingOff ||
+			st.State == worker.Stopped && was == worker.Stopping) {
 			a.log.Info("job killed by fencing", "job_id", id, "exit", st.LastExit.Reason)
 			return
 		}
