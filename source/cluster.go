@@ -389,8 +389,12 @@ func (c *Cluster) Release(ctx context.Context, job string) error {
 func (c *Cluster) Info() Info {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Info{ID: c.member.ID, State: c.state, Leader: c.published.Leader == c.member.ID,
+	i := Info{ID: c.member.ID, State: c.state, Leader: c.published.Leader == c.member.ID,
 		Generation: c.published.Generation, Conflicts: len(c.published.Assignment.Conflicts)}
+	if s := c.session; s != nil {
+		i.LastRenewal, i.Deadline = s.LastRenewal(), s.Deadline()
+	}
+	return i
 }
 
 // Members implements Source.

@@ -45,6 +45,15 @@ type Info struct {
 	// Conflicts counts jobs declared by more than one member in the
 	// published assignment (KIP-987 static; the lowest member ID wins).
 	Conflicts int
+	// LastRenewal is when the last successful renewal of the session's
+	// lease was sent (cluster.Session.LastRenewal): the store cannot expire
+	// the lease before LastRenewal + the session TTL. Zero while the agent
+	// holds no session, and always for a static source (no lease).
+	LastRenewal time.Time
+	// Deadline is the local fencing deadline (cluster.Session.Deadline):
+	// LastRenewal + TTL - max(1 s, TTL/5); without a renewal by then every
+	// worker is killed. Zero when LastRenewal is.
+	Deadline time.Time
 }
 
 // Env is what a Source needs of the agent that runs it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/config"
@@ -114,7 +115,12 @@ func (a *Agent) jobInfo(j *job) api.Job {
 // AgentInfo implements api.Backend.
 func (a *Agent) AgentInfo() api.Agent {
 	i := a.source.Info()
-	return api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation}
+	out := api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation}
+	if !i.LastRenewal.IsZero() {
+		r, d := i.LastRenewal, i.Deadline
+		out.LastRenewal, out.LeaseDeadline = &r, &d
+	}
+	return out
 }
 
 // Reconciled implements api.Backend.
@@ -194,3 +200,9 @@ func (a *Agent) MemberUp() bool { return a.source.Info().State == source.Member 
 
 // Conflicts implements metrics.ClusterState.
 func (a *Agent) Conflicts() int { return a.source.Info().Conflicts }
+
+// Lease implements metrics.ClusterState.
+func (a *Agent) Lease() (lastRenewal, deadline time.Time) {
+	i := a.source.Info()
+	return i.LastRenewal, i.Deadline
+}
