@@ -1,0 +1,89 @@
+//go:build soak
+
+package soak
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cutRound is one partition of TestSoakPartitions.
+type cutRound struct {
+	victim      string
+	mode        cutMode
+	length      time.Duration // how long the link stayed cut
+	lastRenewal time.Time     // the victim's, as first reported after the cut
+	settle      time.Duration // from the heal until every agent ran its own jobs again
+}
+
+// TestSoakPartitions cuts one agent at a time from the etcd cluster,
+// -soak.partitions times, one every few seconds, for 0.3 s to 5 s —
+// alternately its link set down and every packet dropped — while
+// -soak.burners processes burn CPU. The workers' own stamps must show no
+// two workers of one job alive at once, and for every session an agent
+// lost, its workers dead before last renewal + TTL. A cut agent's last
+// renewal before the cut is read from its /v1/agent over the management
+// link, which is never cut.
+func TestSoakPartitions(t *testing.T) {
+	w := newWorld(t)
+	rng := newRand(t)
+	startBurners(t, *flagBurners)
+	var rounds []cutRound
+	for i := 0; i < *flagPartitions; i++ {
+		m := w.agents[rng.IntN(len(w.agents))]
+		r := cutRound{victim: m.id, mode: linkDown, length: 300*time.Millisecond + time.Duration(rng.Int64N(int64(4700*time.Millisecond)))}
+		if i%2 == 1 {
+			r.mode = dropAll
+		}
+		cutAt := time.Now()
+		if err := m.host.partition(r.mode); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(r.length)
+		healAt := time.Now()
+		if err := m.host.heal(); err != nil {
+			t.Fatal(err)
+		}
+		if lr, ok := m.poller.renewalAt(cutAt, healAt); ok {
+			r.lastRenewal = lr
+			if lr.After(cutAt) {
+				t.Errorf("round %d: agent %s renewed its lease at %s, during the cut (%s at %s)", i, m.id,
+					lr.Format("15:04:05.000000"), r.mode, cutAt.Format("15:04:05.000000"))
+			}
+		}
+		r.settle = w.settle(2 * time.Minute)
+		rounds = append(rounds, r)
+		// One partition every few seconds.
+		time.Sleep(500*time.Millisecond + time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
+	}
+	w.stop()
+	v := w.judge()
+
+	var lines []string
+	var settles []time.Duration
+	cutLinks, cutDrops := 0, 0
+	for i, r := range rounds {
+		settles = append(settles, r.settle)
+		if r.mode == linkDown {
+			cutLinks++
+		} else {
+			cutDrops++
+		}
+		lr := "—"
+		if !r.lastRenewal.IsZero() {
+			lr = r.lastRenewal.Format("15:04:05.000")
+		}
+		lines = append(lines, fmt.Sprintf("round %3d: %s %-9s for %5s (last renewal %s), settled %s after the heal",
+			i, r.victim, r.mode, r.length.Round(time.Millisecond), lr, r.settle.Round(time.Millisecond)))
+	}
+	t.Logf("rounds:\n%s", strings.Join(lines, "\n"))
+	rows := [][2]string{
+		{"partitions", fmt.Sprintf("%d (%d link down, %d %s), 0.3–5 s each", len(rounds), cutLinks, cutDrops, w.net.dropMechanism())},
+		{"agents, etcd members, session TTL", fmt.Sprintf("%d, %d, %s", len(w.agents), len(w.etcd.members), w.ttl)},
+		{"CPU burners", fmt.Sprint(*flagBurners)},
+		{"settled after a heal (median, 95th percentile)", fmt.Sprintf("%s, %s", percentile(settles, 50).Round(time.Millisecond), percentile(settles, 95).Round(time.Millisecond))},
+	}
+	writeFigures(t, "partitions", append(rows, v.rows()...))
+}
