@@ -398,7 +398,7 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 	if j.Process.StopTimeout > 0 {
 		stop = j.Process.StopTimeout
 	}
-	out := a.logs.writer(cfg, j.ID)
+	out := a.logs.writer(cfg, j.ID, a.log)
 	return worker.Spec{
 		JobID:       j.ID,
 		Path:        j.Process.Command[0],
