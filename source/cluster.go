@@ -76,7 +76,12 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return fmt.Errorf("embedded etcd: create data_dir %s: %w", dir, err)
 		}
-		e, err := cluster.StartEmbedded(dir)
+		e, err := cluster.StartEmbeddedWithFatal(dir, func(err error) {
+			c.log.Error("the embedded etcd cannot go on; the agent exits", "data_dir", dir, "error", err)
+			if env.StoreFailed != nil {
+				env.StoreFailed(err)
+			}
+		})
 		if err != nil {
 			return fmt.Errorf("start embedded etcd in %s: %w", dir, err)
 		}

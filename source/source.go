@@ -71,6 +71,12 @@ type Env struct {
 	// OnRenew, when set, is told the round-trip time of every successful
 	// lease renewal. It must not block.
 	OnRenew func(time.Duration)
+	// StoreFailed, when set, is called when the store the source runs
+	// inside the agent's process (the embedded etcd) cannot go on — its
+	// WAL cannot be created, a commit to its database failed: a full or
+	// broken data_dir — with the store's reason. The process exits with
+	// status 1 when it returns.
+	StoreFailed func(error)
 }
 
 // Source tells an agent which jobs are its to run. Every method but Start
