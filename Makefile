@@ -6,8 +6,9 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 CONFIG    ?= packaging/examples/berth.toml
 PKGS      := ./...
 TESTFLAGS ?=
+TESTFORMAT ?= pkgname
 
-.PHONY: build run test test-race lint bench soak soak-short fuzz test-v2 test-systemd deb clean
+.PHONY: build run test test-race lint bench bench-scale soak soak-short fuzz test-v2 test-systemd deb clean
 
 build: ## bin/berth
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
@@ -15,20 +16,27 @@ build: ## bin/berth
 run: build ## run the agent on the example config (as root)
 	./bin/berth agent --config $(CONFIG)
 
-test: build ## every test, with the race detector, as root
+test: build ## every test, with the race detector, as root; installs the Debian packages the tests use; ends with pass/fail/skip counts
+	test/deps.sh
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+	$(GO) tool gotestsum --format $(TESTFORMAT) --jsonfile test.json -- -race -count=1 -timeout 30m $(TESTFLAGS) $(PKGS)
 
-lint:
+lint: ## gofmt, go vet, staticcheck (pinned in go.mod)
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags soak ./test/soak
-	staticcheck $(PKGS)
-	staticcheck -tags soak ./test/soak
+	$(GO) tool staticcheck $(PKGS)
+	$(GO) tool staticcheck -tags soak ./test/soak
 
 bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
 	$(GO) test -run '^$$' -bench Failover -benchtime 5x ./test | tee -a bench.out
+
+SCALE_N ?= 100,1000,5000
+bench-scale: build ## the real agent with N jobs beside process-exporter (as root); table to stdout, docs/scale.png
+	test -x /usr/bin/prometheus-process-exporter || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-process-exporter)
+	$(GO) run ./test/scale -n $(SCALE_N) -bin bin/berth -csv scale.csv | tee bench-scale.out
+	$(GO) run ./test/scale/plot -csv scale.csv -o docs/scale.png
 
 SOAKFLAGS ?=
 soak: build ## the soaks, long form (100 agent kills, 100 partitions, etcd faults, full file systems); figures in soak.md, method in RELIABILITY.md
@@ -51,4 +59,4 @@ deb: build ## dist/berth_<version>_amd64.deb (nfpm)
 	VERSION=$(VERSION) test/vm/deb.sh
 
 clean:
-	rm -rf bin dist bench.out soak.md
+	rm -rf bin dist bench.out bench-scale.out scale.csv test.json soak.md

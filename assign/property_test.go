@@ -363,7 +363,7 @@ func TestPropertyAddMemberMovesFewest(t *testing.T) {
 		in.Members = append(in.Members, bal("new"))
 		next := Compute(in)
 		checkInvariants(t, in, next)
-		revoked, added := Diff(prev, next)
+		revoked, added := diff(prev, next)
 		moved := 0
 		for _, js := range revoked {
 			moved += len(js)
@@ -404,7 +404,7 @@ func TestPropertyRemoveMemberMovesOnlyItsJobs(t *testing.T) {
 		if groups || (!wasStatic && newView(in).static) {
 			return
 		}
-		revoked, _ := Diff(prev, next)
+		revoked, _ := diff(prev, next)
 		for m, js := range revoked {
 			if m != gone {
 				t.Fatalf("member %s lost %v when %s left", m, js, gone)

@@ -63,6 +63,8 @@ type jobAccount struct {
 	gone procTotals
 	// cgroup counters survive a cgroup being made anew for the job.
 	cpuUser, cpuSystem, throttledPeriods, throttledSeconds, oomKills counter
+	// pressure: cpu some, cpu full, memory some, memory full, io some, io full.
+	pressure [6]counter
 }
 
 func newJobAccount() *jobAccount { return &jobAccount{live: map[procKey]procReading{}} }

@@ -78,7 +78,7 @@ type Registry struct {
 }
 
 // NewRegistry builds the registry of an agent: collectors agent, cgroup,
-// procfs and cluster (state read from cs) over lister. It returns an
+// procfs, pressure and cluster (state read from cs) over lister. It returns an
 // error when procfs cannot be opened.
 func NewRegistry(log *slog.Logger, lister Lister, cs ClusterState) (*Registry, error) {
 	proc, err := newProcfs(log)
@@ -87,10 +87,11 @@ func NewRegistry(log *slog.Logger, lister Lister, cs ClusterState) (*Registry, e
 	}
 	cm := newClusterMetrics(cs)
 	exp := NewExporter(log, lister, map[string]Collector{
-		"agent":   agentCollector{},
-		"cgroup":  newCgroup(log),
-		"procfs":  proc,
-		"cluster": cm,
+		"agent":    agentCollector{},
+		"cgroup":   newCgroup(log),
+		"procfs":   proc,
+		"pressure": newPressure(log),
+		"cluster":  cm,
 	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), exp)

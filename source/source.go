@@ -125,3 +125,22 @@ func memberOf(cfg *config.Config) assign.Member {
 		Tasks:      cfg.Static.Tasks,
 	}
 }
+
+// owners maps every assigned job to its member.
+func owners(a assign.Assignment) map[string]string {
+	out := map[string]string{}
+	for member, jobs := range a.Members {
+		for _, j := range jobs {
+			out[j] = member
+		}
+	}
+	return out
+}
+
+// signal wakes the reader of ch without blocking.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

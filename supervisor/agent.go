@@ -16,6 +16,7 @@ import (
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/worker"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -134,6 +135,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer ln.Close()
 
+	// The agent reaps every process of every job (a child subreaper):
+	// refuse to start if it cannot be one.
+	if err := worker.Prepare(); err != nil {
+		return fmt.Errorf("start the worker reaper: %w", err)
+	}
 	hier, err := cgroup.Open(cfg.Agent.CgroupRoot)
 	if err != nil {
 		return fmt.Errorf("open cgroup root %q: %w", cfg.Agent.CgroupRoot, err)

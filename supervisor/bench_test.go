@@ -15,12 +15,6 @@ import (
 	"github.com/berthd/berth/worker"
 )
 
-func TestMain(m *testing.M) {
-	// Workers start through this test binary re-executed as the helper.
-	worker.MaybeRunHelper()
-	os.Exit(m.Run())
-}
-
 // startAgent runs an agent in this process on the given connectors and
 // waits until it is ready. The agent is stopped in cleanup.
 func startAgent(tb testing.TB, body string) *Agent {

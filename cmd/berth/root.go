@@ -61,7 +61,7 @@ runs unseen or twice.`,
 	root.SetVersionTemplate("berth {{.Version}}\n")
 	root.PersistentFlags().StringVarP(&configPath, "config", "c", defaultConfig, "agent configuration file")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &exitError{code: 2, err: fmt.Errorf("%w\nRun '%s -h' for usage.", err, c.CommandPath())}
+		return &exitError{code: 2, err: fmt.Errorf("%w (run '%s -h' for usage)", err, c.CommandPath())}
 	})
 	root.AddCommand(commands(&configPath)...)
 	return root

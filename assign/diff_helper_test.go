@@ -2,13 +2,13 @@ package assign
 
 import "sort"
 
-// Diff returns the jobs each member loses and gains going from prev to next
+// diff returns the jobs each member loses and gains going from prev to next
 // (member ID -> sorted job IDs; members with no change are absent). Rule 7:
 // the cluster layer revokes every job in revoked — the worker stopped, its
 // claim released — before the member in added may start it, so no job ever
 // runs twice. A job that moves from Unassigned to a member is only added; a
 // member absent from next loses all its prev jobs.
-func Diff(prev, next Assignment) (revoked, added map[string][]string) {
+func diff(prev, next Assignment) (revoked, added map[string][]string) {
 	return minus(prev.Members, next.Members), minus(next.Members, prev.Members)
 }
 
