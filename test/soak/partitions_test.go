@@ -27,7 +27,7 @@ type cutRound struct {
 // renewal before the cut is read from its /v1/agent over the management
 // link, which is never cut.
 func TestSoakPartitions(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, 2*time.Second) // the smallest TTL the agent takes: the least slack
 	rng := newRand(t)
 	startBurners(t, *flagBurners)
 	var rounds []cutRound

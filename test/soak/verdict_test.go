@@ -121,7 +121,7 @@ func (v verdict) rows() [][2]string {
 		{"sessions lost (fencings logged)", fmt.Sprintf("%d (%d)", v.losses, v.fencingsLogged)},
 		{"lost sessions whose workers outlived last renewal + TTL", fmt.Sprint(v.outlived)},
 		{"least headroom: last renewal + TTL − last stamp", dur(v.headroom, "—")},
-		{"latest kill after the local deadline (last renewal + TTL − 1 s)", dur(v.lateness, "—")},
+		{"latest kill after the local deadline (last renewal + TTL − max(1 s, TTL/5))", dur(v.lateness, "—")},
 	}
 }
 

@@ -47,12 +47,12 @@ type member struct {
 	poller  *poller
 }
 
-// newWorld builds the world and starts its agents; it returns once each
-// runs its own jobs. The session TTL is 2 s, the smallest the agent takes.
-func newWorld(t *testing.T) *world {
+// newWorld builds the world with session TTL ttl (whole seconds, at least
+// 2 s) and starts its agents; it returns once each runs its own jobs.
+func newWorld(t *testing.T, ttl time.Duration) *world {
 	t.Helper()
 	needRoot(t)
-	w := &world{t: t, net: newNetwork(t), tag: randHex(3), stamps: t.TempDir(), ttl: 2 * time.Second}
+	w := &world{t: t, net: newNetwork(t), tag: randHex(3), stamps: t.TempDir(), ttl: ttl}
 	w.etcd = startEtcd(t, 3, w.net.store.ip(1).String())
 	p, q := w.tag+"-p", w.tag+"-q"
 	decl := map[string][]string{
