@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path"
 	"sort"
 	"strconv"
 
@@ -119,7 +120,32 @@ func Handler(b Backend, metrics http.Handler) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "no such resource: "+r.Method+" "+r.URL.Path)
 	})
-	return mux
+	return canonicalOnly(mux)
+}
+
+// canonicalOnly answers a request whose path is not in canonical form
+// ("/v1//jobs", "/v1/jobs/../agent", "*") with a JSON 404 instead of
+// letting the mux answer it with an HTML redirect or an empty 400: every
+// answer of the API is JSON.
+func canonicalOnly(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if r.Method != http.MethodConnect && (p == "" || p[0] != '/' || cleanPath(p) != p) {
+			WriteError(w, http.StatusNotFound, "no such resource: "+r.Method+" "+p+" (not a canonical path)")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath is the canonical form of a request path as http.ServeMux
+// defines it: path.Clean, keeping a trailing slash.
+func cleanPath(p string) string {
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 func connector(b Backend, name string) (config.Connector, bool) {
