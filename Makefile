@@ -39,15 +39,25 @@ bench-scale: build ## the real agent with N jobs beside process-exporter (as roo
 	$(GO) run ./test/scale/plot -csv scale.csv -o docs/scale.png
 
 SOAKFLAGS ?=
-soak: build ## the soaks, long form (100 agent kills, 100 partitions, etcd faults, full file systems); figures in soak.md, method in RELIABILITY.md
+soak: build ## the soaks, long form (100 agent kills, 100 partitions, etcd faults, full file systems), as root; figures in soak.md, method in RELIABILITY.md
+	test/deps.sh
 	rm -f soak.md
 	$(GO) test -tags soak -count=1 -v -timeout 3h ./test/soak -soak.bin=$(CURDIR)/bin/berth \
 		-soak.kills=100 -soak.partitions=100 -soak.report=$(CURDIR)/soak.md $(SOAKFLAGS)
 	cat soak.md
 
-soak-short: build ## the soaks' short form, as CI runs it (10 kills, 10 partitions)
+soak-short: build ## the soaks' short form, as CI runs it (10 kills, 10 partitions), as root
+	test/deps.sh
 	$(GO) test -tags soak -count=1 -v -timeout 15m ./test/soak -soak.bin=$(CURDIR)/bin/berth \
 		-soak.kills=10 -soak.partitions=10 $(SOAKFLAGS)
+
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./config:FuzzParse ./config:FuzzDefinitions ./config:FuzzParseConnector ./config:FuzzParseGroup \
+	./workload:FuzzParse ./assign:FuzzCompute ./api:FuzzHandler
+fuzz: ## every fuzz target for FUZZTIME each; seed corpora in <pkg>/testdata/fuzz, where a failing input is also written
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; done
 
 test-v2: ## cgroup, worker and supervisor tests on a pure cgroup v2 kernel under qemu (lane 1)
 	test/vm/lane1.sh cgroup worker supervisor -- $(TESTFLAGS)

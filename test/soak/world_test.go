@@ -101,17 +101,6 @@ func (m *member) start() {
 	}
 }
 
-// agent returns the member with that ID.
-func (w *world) agent(id string) *member {
-	for _, m := range w.agents {
-		if m.id == id {
-			return m
-		}
-	}
-	w.t.Fatalf("no agent %s", id)
-	return nil
-}
-
 // settled reports whether every agent is a member and runs exactly its own
 // jobs, each with a stamp from its current worker; when not, it says why.
 func (w *world) settled() (bool, string) {
