@@ -45,6 +45,21 @@ func (l *jobLogs) writer(cfg *config.Config, id string, log *slog.Logger) io.Wri
 	return w
 }
 
+// release closes the job's log file when the agent no longer runs the job
+// (stopped, moved, fenced): its descriptor is not held for nothing. The
+// writer is kept, and opens the file again on its next write should the
+// job come back.
+func (l *jobLogs) release(id string) {
+	l.mu.Lock()
+	w := l.files[id]
+	l.mu.Unlock()
+	if w != nil {
+		w.mu.Lock()
+		_ = w.file.Close()
+		w.mu.Unlock()
+	}
+}
+
 // closeAll closes every job log file (at agent stop).
 func (l *jobLogs) closeAll() {
 	l.mu.Lock()

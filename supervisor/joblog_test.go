@@ -78,3 +78,37 @@ func (zeroReader) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// A job the agent no longer runs does not keep its log file open; its
+// writer opens the file again, appending, when the job comes back.
+func TestJobLogReleased(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &config.Config{Agent: config.Agent{LogDir: dir, LogMaxSize: 1 << 20, LogMaxFiles: 1}}
+	var logs jobLogs
+	defer logs.closeAll()
+	file := filepath.Join(dir, "moved.log")
+	open := func() bool {
+		es, _ := os.ReadDir("/proc/self/fd")
+		for _, e := range es {
+			if p, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && p == file {
+				return true
+			}
+		}
+		return false
+	}
+	w := logs.writer(cfg, "moved", slog.Default())
+	_, _ = w.Write([]byte("first\n"))
+	if !open() {
+		t.Fatal("the log file is not open after a write")
+	}
+	logs.release("moved")
+	if open() {
+		t.Fatal("the log file is still open after release")
+	}
+	w = logs.writer(cfg, "moved", slog.Default())
+	_, _ = w.Write([]byte("second\n"))
+	b, err := os.ReadFile(file)
+	if err != nil || string(b) != "first\nsecond\n" {
+		t.Fatalf("log after the job came back = %q (%v), want both lines", b, err)
+	}
+}

@@ -378,10 +378,14 @@ func (a *Agent) fenceAll() error {
 				_ = j.group.Delete(ctx)
 			}
 			a.mu.Lock()
-			if a.jobs[j.spec.ID] == j {
+			gone := a.jobs[j.spec.ID] == j
+			if gone {
 				delete(a.jobs, j.spec.ID)
 			}
 			a.mu.Unlock()
+			if gone {
+				a.logs.release(j.spec.ID)
+			}
 		}()
 	}
 	wg.Wait()
@@ -510,6 +514,7 @@ func (a *Agent) removeJob(id string) {
 	a.mu.Lock()
 	delete(a.jobs, id)
 	a.mu.Unlock()
+	a.logs.release(id)
 }
 
 // stopAll stops every job and removes every cgroup the agent made,
