@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,22 +77,12 @@ func startAgent(t testing.TB, config, addr, logFile string, ns netns.NsHandle) *
 }
 
 // startIn starts cmd from a thread that has entered ns, so that the child
-// is born in that network namespace. The thread is never given back to the
-// Go scheduler (the goroutine ends locked), so it dies with its namespace.
+// is born in that network namespace.
 func startIn(ns netns.NsHandle, cmd *exec.Cmd) error {
 	if !ns.IsOpen() {
 		return cmd.Start()
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := netns.Set(ns); err != nil {
-			errc <- fmt.Errorf("enter network namespace: %w", err)
-			return
-		}
-		errc <- cmd.Start()
-	}()
-	return <-errc
+	return inNS(ns, cmd.Start)
 }
 
 // kill SIGKILLs the agent (if it still runs) and waits for its exit.

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -192,20 +190,13 @@ func TestSoakNetworkCuts(t *testing.T) {
 		}()
 	}
 	dial := func(addr string) error {
-		errc := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread ends in the namespace
-			if err := netns.Set(h.ns); err != nil {
-				errc <- err
-				return
-			}
+		return inNS(h.ns, func() error {
 			c, err := net.DialTimeout("tcp", addr, 1500*time.Millisecond)
 			if err == nil {
 				c.Close()
 			}
-			errc <- err
-		}()
-		return <-errc
+			return err
+		})
 	}
 	if err := dial(store.Addr().String()); err != nil {
 		t.Fatalf("healed: connect to the store bridge from the namespace: %v", err)

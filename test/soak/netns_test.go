@@ -3,6 +3,7 @@
 package soak
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -153,11 +154,44 @@ func newNamedNS(name string) (netns.NsHandle, error) {
 	defer orig.Close()
 	ns, err := netns.NewNamed(name) // switches this thread into it
 	if serr := netns.Set(orig); serr != nil {
-		// This thread must not run anything else: keep it locked forever.
+		// This thread must not run anything else: it stays locked, so it
+		// ends with this goroutine.
 		runtime.LockOSThread()
 		return netns.None(), fmt.Errorf("back to the host's namespace: %w", serr)
 	}
 	return ns, err
+}
+
+// inNS runs f on a thread that has entered ns, then returns the thread to
+// the namespace it came from. The thread must not end (a Go thread ends
+// when its goroutine returns locked): a child started with Pdeathsig from
+// that thread earlier — an etcd member, a burner — would be killed with
+// it. Only a thread that cannot go back is left to end.
+func inNS(ns netns.NsHandle, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter network namespace: %w", err)
+			return
+		}
+		ferr := f()
+		if err := netns.Set(orig); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("back to the host's namespace: %w", err)) // the thread ends, locked
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
 }
 
 // link makes a veth pair: hostSide a port of b, inside (with ip/24) in the
