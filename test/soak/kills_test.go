@@ -24,7 +24,7 @@ const (
 	atStartup killMoment = "start-up" // within the first 600 ms after exec: lock, cgroup clean-up, listen, connect
 	atClaims  killMoment = "claims"   // within 150 ms after "joined the cluster": the claims and first starts
 	atReload  killMoment = "reload"   // within 600 ms after SIGHUP with a changed file
-	atStop    killMoment = "stop"     // within 2.5 s after SIGTERM (a job ignores SIGTERM: stop takes stop_timeout)
+	atStop    killMoment = "stop"     // within 1.8 s after SIGTERM (a job ignores SIGTERM: the stop takes stop_timeout, 2 s)
 	atBackoff killMoment = "backoff"  // within 300 ms after a job exited and waits to restart
 	atSteady  killMoment = "steady"   // within 500 ms, every job running
 )
@@ -212,7 +212,7 @@ func (s *killSoak) drive(a *agentProc, m killMoment, round int) {
 		time.Sleep(s.uniform(600 * time.Millisecond))
 	case atStop:
 		a.signal(syscall.SIGTERM)
-		time.Sleep(s.uniform(2500 * time.Millisecond))
+		time.Sleep(s.uniform(1800 * time.Millisecond))
 	case atBackoff:
 		select {
 		case <-a.out.next("job exited; restarting"):
