@@ -261,7 +261,10 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 		if c.env.OnFence != nil {
 			c.env.OnFence()
 		}
-		c.log.Error("session lost: every worker killed (fenced)", "member", c.declared().ID, "error", s.Err())
+		// The last renewal tells when the store may expire the lease (at
+		// the earliest last_renewal + TTL): every worker died before.
+		c.log.Error("session lost: every worker killed (fenced)", "member", c.declared().ID,
+			"last_renewal", s.LastRenewal().UTC().Format(time.RFC3339Nano), "lease_ttl", s.TTL(), "error", s.Err())
 		signal(c.changed)
 		_ = s.Close()
 		c.mu.Lock()
