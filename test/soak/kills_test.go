@@ -260,8 +260,13 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 		return true
 	})
 	if !ok {
-		t.Fatalf("round %d: the agent (running %v, %v) did not run its jobs within 90s: %v, want %v\n%s",
-			round, a.running(), a.err, last, s.jobs, a.out.tail(40))
+		var why string
+		if a.out.count("another berth agent") > 0 {
+			lock := filepath.Join(s.file.dir, "data", "agent.lock")
+			why = fmt.Sprintf("\nholders of %s:\n%s", lock, strings.Join(holders(lock), "\n"))
+		}
+		t.Fatalf("round %d: the agent (running %v, %v) did not run its jobs within 90s: %v, want %v\n%s%s",
+			round, a.running(), a.err, last, s.jobs, a.out.tail(40), why)
 	}
 	s.fig.toSteady = append(s.fig.toSteady, time.Since(a.start))
 	s.fig.checks++
@@ -270,7 +275,7 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 	// agent, and every process seen when an earlier run was killed.
 	_, agentStart, _, _ := stat(a.pid)
 	bad := map[int]string{}
-	for _, p := range tagged("SOAK_TAG", s.tag, s.helperJobs()) {
+	for _, p := range append(tagged("SOAK_TAG", s.tag, s.helperJobs()), withArgv(a.cmd.Args)...) {
 		if p.start < agentStart {
 			bad[p.pid] = p.String() + " in\n" + cgroupsOf(p.pid)
 		}
@@ -339,7 +344,7 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 // recordEarlier notes, after a kill, every process and cgroup directory
 // the killed run left: each must be gone once the next run is up.
 func (s *killSoak) recordEarlier() {
-	procs := tagged("SOAK_TAG", s.tag, s.helperJobs())
+	procs := append(tagged("SOAK_TAG", s.tag, s.helperJobs()), withArgv([]string{berthBin, "agent", "--config", s.config})...)
 	for _, p := range procs {
 		s.earlierProcs[p.pid] = p.start
 	}

@@ -114,3 +114,50 @@ func cgroupsOf(pid int) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	return strings.TrimSpace(string(b))
 }
+
+// withArgv lists every live process whose command line is argv: a copy of
+// the agent forked but not yet exec'd has the agent's.
+func withArgv(argv []string) []proc {
+	want := strings.Join(argv, "\x00")
+	entries, _ := os.ReadDir("/proc")
+	var out []proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || strings.TrimSuffix(string(cmd), "\x00") != want {
+			continue
+		}
+		if comm, start, zombie, ok := stat(pid); ok && !zombie {
+			out = append(out, proc{pid: pid, start: start, comm: comm, argv: argv})
+		}
+	}
+	return out
+}
+
+// holders describes every process that has path open: PID, state, parent,
+// what it waits in, command line and cgroups; for a failure message.
+func holders(path string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err != nil || l != path {
+				continue
+			}
+			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
+			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			out = append(out, fmt.Sprintf("pid %d fd %s: stat %s; wchan %s; cmdline %q; cgroups:\n%s",
+				pid, fd.Name(), strings.TrimSpace(string(st)), wchan, strings.Split(string(cmd), "\x00"), cgroupsOf(pid)))
+		}
+	}
+	return out
+}

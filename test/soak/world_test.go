@@ -166,16 +166,6 @@ func (w *world) stop() {
 	}
 }
 
-// fencings counts, per agent, the fencings its log reports: one "session
-// lost" line each.
-func (w *world) fencings() map[string]int {
-	out := map[string]int{}
-	for _, m := range w.agents {
-		out[m.id] = m.proc.out.count("session lost: every worker killed")
-	}
-	return out
-}
-
 func describe(js map[string]api.Job) string {
 	ids := sortedKeys(js)
 	var parts []string
