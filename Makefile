@@ -8,7 +8,7 @@ PKGS      := ./...
 TESTFLAGS ?=
 TESTFORMAT ?= pkgname
 
-.PHONY: build run test test-race lint bench bench-scale soak soak-short fuzz test-v2 test-systemd deb clean
+.PHONY: build run test test-race lint bench bench-scale soak soak-short fuzz test-v2 test-systemd deb docs man completion clean
 
 build: ## bin/berth
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
@@ -65,8 +65,21 @@ test-v2: ## cgroup, worker and supervisor tests on a pure cgroup v2 kernel under
 test-systemd: build ## install the .deb in Debian with systemd under qemu and check the service (lane 2)
 	VERSION=$(VERSION) test/vm/lane2.sh
 
-deb: build ## dist/berth_<version>_amd64.deb (nfpm)
+deb: build ## dist/berth_<version>_amd64.deb (nfpm), with man pages and completion
 	VERSION=$(VERSION) test/vm/deb.sh
+
+docs: ## regenerate docs/config.md from config/keys.go (a test fails when it is stale)
+	$(GO) run ./cmd/berth gendocs --config-md docs/config.md
+
+man: build ## bin/man: berth(1), one page per command, berth.toml(5) (man -l bin/man/berth.1)
+	rm -rf bin/man
+	./bin/berth gendocs --man bin/man
+
+completion: build ## bin/completion: bash (berth), zsh (_berth) and fish (berth.fish) scripts
+	mkdir -p bin/completion
+	./bin/berth completion bash >bin/completion/berth
+	./bin/berth completion zsh >bin/completion/_berth
+	./bin/berth completion fish >bin/completion/berth.fish
 
 clean:
 	rm -rf bin dist bench.out bench-scale.out scale.csv test.json soak.md

@@ -77,6 +77,12 @@ func (c *Client) Agent(ctx context.Context) (Agent, error) {
 	return a, c.Get(ctx, "/v1/agent", &a)
 }
 
+// Groups is GET /v1/groups.
+func (c *Client) Groups(ctx context.Context) ([]Group, error) {
+	var gs []Group
+	return gs, c.Get(ctx, "/v1/groups", &gs)
+}
+
 // Members is GET /v1/members.
 func (c *Client) Members(ctx context.Context) ([]Member, error) {
 	var ms []Member

@@ -4,19 +4,88 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/worker"
 )
 
-// connectorInfo is GET /connectors/{name}: berth's definition flattened
-// into Connect-style dotted keys.
-func connectorInfo(c config.Connector) ConnectorInfo {
-	tasks := make([]TaskRef, 0, c.Tasks)
-	for i := 0; i < c.Tasks; i++ {
-		tasks = append(tasks, TaskRef{Connector: c.Name, Task: i})
+// The states of connectors and tasks in Kafka Connect's words (its
+// AbstractStatus.State; STOPPED from KIP-875).
+const (
+	StateUnassigned = "UNASSIGNED"
+	StateRunning    = "RUNNING"
+	StatePaused     = "PAUSED"
+	StateStopped    = "STOPPED"
+	StateRestarting = "RESTARTING"
+	StateFailed     = "FAILED"
+)
+
+// connectorType is the "type" of every connector: Connect's ConnectorType
+// is source, sink or unknown, and a berth connector is neither of the
+// first two.
+const connectorType = "unknown"
+
+// ConnectState names a job's state as Kafka Connect names a task's:
+//
+//	running                          RUNNING
+//	paused                           PAUSED
+//	stopping, stopped                STOPPED
+//	exited 0 (restart policy ended)  STOPPED
+//	exited non-zero, killed by a signal or OOM-killed, not restarted: FAILED
+//	failed (could not start)         FAILED
+//	starting, backoff, restarting    RESTARTING
+//	waiting (claim held elsewhere)   UNASSIGNED
+//
+// A dead task is never reported as healthy (docs/cases.md C17).
+func ConnectState(j Job) string {
+	switch j.State {
+	case worker.Running:
+		return StateRunning
+	case worker.Paused:
+		return StatePaused
+	case worker.Failed:
+		return StateFailed
+	case worker.Exited:
+		if j.LastExit != nil && j.LastExit.Code != 0 {
+			return StateFailed // a non-zero status, a signal (Code -1), an OOM kill
+		}
+		return StateStopped
+	case worker.Starting, worker.BackingOff, worker.Restarting:
+		return StateRestarting
+	case worker.Stopping, worker.Stopped:
+		return StateStopped
 	}
+	return StateUnassigned // waiting for a claim
+}
+
+// jobStatus is j's JobStatus as its agent (workerID) reports it: the trace
+// of a FAILED job, else the reason of a job that is not running.
+func jobStatus(j Job, workerID string) JobStatus {
+	st := JobStatus{State: ConnectState(j), WorkerID: workerID, Trace: j.Trace}
+	if st.Trace == "" && st.State != StateRunning {
+		st.Trace = j.Reason
+	}
+	return st
+}
+
+// connectorInfo is GET /connectors/{name}: berth's definition flattened
+// into Connect-style dotted keys. A stopped connector lists no tasks
+// (KIP-875).
+func connectorInfo(c config.Connector, target config.TargetState) ConnectorInfo {
+	tasks := []TaskRef{}
+	if target != config.TargetStopped {
+		for i := 0; i < c.Tasks; i++ {
+			tasks = append(tasks, TaskRef{Connector: c.Name, Task: i})
+		}
+	}
+	return ConnectorInfo{Name: c.Name, Config: connectorConfig(c), Tasks: tasks, Type: connectorType}
+}
+
+// connectorConfig is GET /connectors/{name}/config: "name", "tasks.max",
+// "group" and each process's keys under "run." and "task.".
+func connectorConfig(c config.Connector) map[string]string {
 	cfg := map[string]string{"name": c.Name, "tasks.max": fmt.Sprint(c.Tasks)}
 	if c.Group != "" {
 		cfg["group"] = c.Group
@@ -26,18 +95,46 @@ func connectorInfo(c config.Connector) ConnectorInfo {
 			flattenProcess(cfg, prefix, p)
 		}
 	}
-	return ConnectorInfo{Name: c.Name, Config: cfg, Tasks: tasks, Type: "berth"}
+	return cfg
+}
+
+// taskInfos is GET /connectors/{name}/tasks: each task's own job, its
+// command expanded; none for a stopped connector (KIP-875).
+func taskInfos(c config.Connector, target config.TargetState) []TaskInfo {
+	out := []TaskInfo{}
+	if target == config.TargetStopped {
+		return out
+	}
+	wl := config.Workload{Connectors: []config.Connector{c}}
+	for _, j := range wl.Jobs(0) {
+		if j.Kind != config.KindTask {
+			continue
+		}
+		cfg := map[string]string{"connector": c.Name, "task.id": fmt.Sprint(j.Task), "job.id": j.ID}
+		flattenProcess(cfg, "task", &j.Process)
+		out = append(out, TaskInfo{ID: TaskRef{Connector: c.Name, Task: j.Task}, Config: cfg})
+	}
+	return out
 }
 
 func flattenProcess(cfg map[string]string, prefix string, p *config.Process) {
-	enc := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	enc := func(v any) string {
+		var b strings.Builder
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false) // commands hold & and <, kept as written
+		_ = e.Encode(v)
+		return strings.TrimSuffix(b.String(), "\n")
+	}
 	cfg[prefix+".command"] = enc(p.Command)
 	cfg[prefix+".restart"] = string(p.Restart)
 	if p.User != "" {
 		cfg[prefix+".user"] = p.User
 	}
 	if p.Dir != "" {
-		cfg[prefix+".dir"] = p.Dir
+		cfg[prefix+".working_directory"] = p.Dir
+	}
+	if p.StopTimeout > 0 {
+		cfg[prefix+".stop_timeout"] = p.StopTimeout.String()
 	}
 	for k, v := range p.Env {
 		cfg[prefix+".env."+k] = v
@@ -63,9 +160,11 @@ func flattenProcess(cfg map[string]string, prefix string, p *config.Process) {
 
 // connectorStatus is GET /connectors/{name}/status: each job's state as
 // the agent that runs it reports it (its /v1/jobs), as a Connect worker
-// reads its peers' statuses.
+// reads its peers' statuses. A connector without its own job reports its
+// target state; a stopped connector has no tasks (KIP-875).
 func connectorStatus(ctx context.Context, b Backend, c config.Connector) ConnectorStatus {
 	self, owners := b.Owners()
+	target := b.Target(c.Name)
 	remote, answered := remoteStates(ctx, b, owners, self)
 	local := map[string]Job{}
 	for _, j := range b.Jobs() {
@@ -75,31 +174,49 @@ func connectorStatus(ctx context.Context, b Backend, c config.Connector) Connect
 		owner := owners[id]
 		switch {
 		case owner == "":
-			return JobStatus{State: "UNASSIGNED"}
+			return JobStatus{State: StateUnassigned}
 		case owner != self:
 			if j, ok := remote[id]; ok {
-				return JobStatus{State: connectState(j.State), WorkerID: owner, Trace: j.Reason}
+				return jobStatus(j, owner)
 			}
 			if answered[owner] {
-				return JobStatus{State: "UNASSIGNED", WorkerID: owner, Trace: "assigned to " + owner + ", not started there yet"}
+				return JobStatus{State: StateUnassigned, WorkerID: owner, Trace: "assigned to " + owner + ", not started there yet"}
 			}
-			return JobStatus{State: "UNASSIGNED", WorkerID: owner, Trace: "agent " + owner + " did not answer"}
+			return JobStatus{State: StateUnassigned, WorkerID: owner, Trace: "agent " + owner + " did not answer"}
 		}
 		j, ok := local[id]
 		if !ok {
-			return JobStatus{State: "UNASSIGNED", WorkerID: self, Trace: "about to start"}
+			return JobStatus{State: StateUnassigned, WorkerID: self, Trace: "about to start"}
 		}
-		return JobStatus{State: connectState(j.State), WorkerID: self, Trace: j.Reason}
+		return jobStatus(j, self)
 	}
-	out := ConnectorStatus{Name: c.Name, Type: "berth", Tasks: make([]TaskStatus, 0, c.Tasks)}
+	out := ConnectorStatus{Name: c.Name, Type: connectorType, Tasks: []TaskStatus{}}
 	if c.Run != nil {
-		s := state(c.Name)
-		out.Connector = &s
+		out.Connector = state(c.Name)
+	} else {
+		out.Connector = JobStatus{State: targetState(target), WorkerID: self}
+		if a, ok := b.Assignment(); ok && a.Leader != "" {
+			out.Connector.WorkerID = a.Leader
+		}
+	}
+	if target == config.TargetStopped {
+		return out
 	}
 	for i := 0; i < c.Tasks; i++ {
 		out.Tasks = append(out.Tasks, TaskStatus{ID: i, JobStatus: state(config.TaskID(c.Name, i))})
 	}
 	return out
+}
+
+// targetState is a target state in Connect's words.
+func targetState(t config.TargetState) string {
+	switch t {
+	case config.TargetPaused:
+		return StatePaused
+	case config.TargetStopped:
+		return StateStopped
+	}
+	return StateRunning
 }
 
 // remoteStates asks every other agent that owns a job (GET /v1/jobs at the
@@ -135,19 +252,4 @@ func remoteStates(ctx context.Context, b Backend, owners map[string]string, self
 		}
 	}
 	return jobs, answered
-}
-
-// connectState names a job state as Kafka Connect names task states.
-func connectState(s worker.State) string {
-	switch s {
-	case worker.Running:
-		return "RUNNING"
-	case worker.Failed:
-		return "FAILED"
-	case worker.Starting, worker.BackingOff:
-		return "RESTARTING"
-	case worker.Stopping, worker.Stopped, worker.Exited:
-		return "STOPPED"
-	}
-	return "UNASSIGNED" // waiting for a claim
 }

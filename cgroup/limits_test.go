@@ -67,15 +67,15 @@ func TestCPUQuotaEnforced(t *testing.T) {
 	}
 }
 
-// CASES C5 class: a job allocating 200 MB in a 32 MiB group (swap off) is
+// A job allocating 200 MB in a 32 MiB group (swap off) is
 // OOM-killed; OOMKills counts it, for the job and for its sharing group node.
 func TestMemoryLimitOOMKill(t *testing.T) {
 	h := testHierarchy(t)
-	if _, err := h.New("jobs/g-mem", &specs.LinuxResources{}); err != nil {
+	if _, err := h.New("groups/mem", &specs.LinuxResources{}); err != nil {
 		t.Fatal(err)
 	}
 	lim := int64(32 << 20)
-	g, err := h.New("jobs/g-mem/hog", &specs.LinuxResources{
+	g, err := h.New("groups/mem/hog", &specs.LinuxResources{
 		Memory: &specs.LinuxMemory{Limit: &lim, Swap: &lim},
 	})
 	if err != nil {
@@ -101,7 +101,7 @@ func TestMemoryLimitOOMKill(t *testing.T) {
 	}) {
 		t.Fatalf("OOMKills = %d, %v; want >= 1", n, err)
 	}
-	parent, err := h.Load("jobs/g-mem")
+	parent, err := h.Load("groups/mem")
 	if err != nil {
 		t.Fatal(err)
 	}

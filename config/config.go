@@ -5,12 +5,23 @@ import "time"
 // Config is a parsed and validated agent file.
 type Config struct {
 	// File is the name the configuration was read from.
-	File    string
+	File string
+	// SHA256 is the hex SHA-256 of the file's bytes as parsed: which
+	// version of the file is in force (GET /v1/agent).
+	SHA256  string
 	Agent   Agent
 	Static  Static
 	Cluster Cluster
 	// Workload holds the [[group]] and [[connector]] blocks of the file.
 	Workload
+	// Warnings are values that validate but may not mean what was meant,
+	// each "FILE:LINE:COL: key: message": a byte size whose one-letter
+	// unit systemd reads otherwise ("1G"), and [static] entries that name
+	// no job of the file (CheckDeclarations). `berth validate --strict`
+	// treats them as errors; the agent logs them.
+	Warnings []*Problem
+
+	pos *positions // where each key of the file is, for CheckDeclarations
 }
 
 // Agent is the [agent] table.

@@ -16,7 +16,14 @@ import (
 // path instead of stopping at the first.
 type decoder struct {
 	errs problemList
-	host *Host
+	// warns are values that validate but may not mean what the operator
+	// expects (a unit read otherwise by systemd, a declaration that names
+	// no job).
+	warns problemList
+	host  *Host
+	// read records, per section ID, every key the decoder asked for (a
+	// test compares it with the reference in keys.go).
+	read map[string]map[string]bool
 }
 
 // tomlType names the TOML type of a decoded value for messages.
@@ -46,18 +53,21 @@ func tomlType(v any) string {
 type table struct {
 	d    *decoder
 	path string
+	// sec is the ID of the table's Section in the reference; "" for a
+	// table of free names (env).
+	sec  string
 	m    map[string]any
 	used map[string]bool
 }
 
-// open returns v at path as a table; a non-table is reported and gives an
-// empty table.
-func (d *decoder) open(path string, v any) *table {
+// open returns v at path as a table of section sec; a non-table is
+// reported and gives an empty table.
+func (d *decoder) open(path, sec string, v any) *table {
 	m, ok := v.(map[string]any)
 	if !ok && v != nil {
 		d.errs.add(path, "must be a table, not %s", tomlType(v))
 	}
-	return &table{d: d, path: path, m: m, used: map[string]bool{}}
+	return &table{d: d, path: path, sec: sec, m: m, used: map[string]bool{}}
 }
 
 func (t *table) key(k string) string { return join(t.path, k) }
@@ -65,6 +75,12 @@ func (t *table) key(k string) string { return join(t.path, k) }
 // get returns the value of k and marks it used.
 func (t *table) get(k string) (any, bool) {
 	t.used[k] = true
+	if t.sec != "" && t.d.read != nil {
+		if t.d.read[t.sec] == nil {
+			t.d.read[t.sec] = map[string]bool{}
+		}
+		t.d.read[t.sec][k] = true
+	}
 	v, ok := t.m[k]
 	return v, ok
 }
@@ -84,13 +100,21 @@ func (t *table) done() {
 	}
 }
 
-// sub returns the sub-table k, or nil when absent.
+// ref is key k of the table's section in the reference.
+func (t *table) ref(k string) Key { return mustKey(t.sec, k) }
+
+// sub returns the sub-table k, or nil when absent; its section is the one
+// the reference gives k.
 func (t *table) sub(k string) *table {
 	v, ok := t.get(k)
 	if !ok {
 		return nil
 	}
-	return t.d.open(t.key(k), v)
+	sec := ""
+	if t.sec != "" {
+		sec = t.ref(k).Section
+	}
+	return t.d.open(t.key(k), sec, v)
 }
 
 func (t *table) wrongType(k string, v any, want string) {
@@ -157,6 +181,9 @@ func (t *table) bytes(k string) (int64, bool) {
 			t.d.errs.add(t.key(k), "%v", err)
 			return 0, false
 		}
+		if w := siUnitWarning(n, b); w != "" {
+			t.d.warns.add(t.key(k), "%s", w)
+		}
 		return b, true
 	case int64:
 		if n < 0 {
@@ -167,6 +194,29 @@ func (t *table) bytes(k string) (int64, bool) {
 	}
 	t.wrongType(k, v, `a byte size (a string like "512MiB" or an integer number of bytes)`)
 	return 0, false
+}
+
+// siUnitWarning explains a byte size written with a one-letter unit (K,
+// M, G, T): berth reads those as powers of 1000 (SI), while systemd's
+// MemoryMax= and friends read them as powers of 1024 (systemd.resource-
+// control(5)), so "1G" is 10^9 bytes here and 2^30 there. It returns ""
+// for every other unit.
+func siUnitWarning(s string, b int64) string {
+	num := strings.TrimRight(s, "KMGT")
+	unit := s[len(num):]
+	num = strings.TrimRight(num, " ")
+	exp := strings.Index("KMGT", unit) + 1
+	if len(unit) != 1 || exp == 0 {
+		return ""
+	}
+	var systemd string
+	if v, err := limits.ParseBytes(num + unit + "iB"); err == nil {
+		systemd = fmt.Sprintf("%d bytes (%s × 2^%d)", v, num, 10*exp)
+	} else {
+		systemd = fmt.Sprintf("%s × 2^%d bytes", num, 10*exp)
+	}
+	return fmt.Sprintf("%q is %d bytes (%s × 10^%d): K, M, G, T are powers of 1000 here, but systemd reads %q as %s; write %q for that, or %q to keep %d bytes",
+		s, b, num, 3*exp, s, systemd, num+unit+"iB", num+[]string{"kB", "MB", "GB", "TB"}[exp-1], b)
 }
 
 // duration reads a Go duration string (time.ParseDuration), >= 0.
@@ -233,11 +283,59 @@ func (t *table) tables(k string) []*table {
 		t.wrongType(k, v, "an array of tables")
 		return nil
 	}
+	sec := t.ref(k).Section
 	out := make([]*table, len(elems))
 	for i, e := range elems {
-		out[i] = t.d.open(fmt.Sprintf("%s[%d]", t.key(k), i), e)
+		out[i] = t.d.open(fmt.Sprintf("%s[%d]", t.key(k), i), sec, e)
 	}
 	return out
+}
+
+// oneOf reads k, a string that must be one of the values the reference
+// lists for it, described as what ("a log sink"); def when absent or
+// wrong.
+func (t *table) oneOf(k, what, def string) string {
+	v, ok := t.m[k]
+	if !ok {
+		t.get(k)
+		return def
+	}
+	s := t.str(k, def)
+	if _, isStr := v.(string); !isStr {
+		return def
+	}
+	allowed := t.ref(k).Values
+	for _, a := range allowed {
+		if s == a {
+			return s
+		}
+	}
+	t.d.errs.add(t.key(k), "%q is not %s (allowed: %s)", s, what, strings.Join(allowed, ", "))
+	return def
+}
+
+// inRange reads the integer k and checks it against the reference's Range
+// for k; ok is false when k is absent or wrong.
+func (t *table) inRange(k string) (n int64, ok bool) {
+	v, set := t.m[k]
+	if !set {
+		t.get(k)
+		return 0, false
+	}
+	n = t.integer(k, 0)
+	if _, isInt := v.(int64); !isInt {
+		return 0, false
+	}
+	r := t.ref(k).Range
+	if n < r.Min || n > r.Max {
+		src := ""
+		if r.Source != "" {
+			src = " (" + r.Source + ")"
+		}
+		t.d.errs.add(t.key(k), "must be between %d and %d%s, not %d", r.Min, r.Max, src, n)
+		return 0, false
+	}
+	return n, true
 }
 
 // checkName reports s at key unless it is a valid cgroup directory name
@@ -342,14 +440,8 @@ func (d *decoder) limitsTable(t *table) limits.Limits {
 			l.MemorySwap = m
 		}
 	}
-	if v, ok := t.m["pids"]; ok {
-		if n := t.integer("pids", 0); n < 1 || n > limits.MaxPids {
-			if _, isInt := v.(int64); isInt {
-				d.errs.add(t.key("pids"), "must be between 1 and %d (the kernel's PID_MAX_LIMIT), not %d", limits.MaxPids, n)
-			}
-		} else {
-			l.Pids = n
-		}
+	if n, ok := t.inRange("pids"); ok {
+		l.Pids = n
 	}
 	l.IOWeight = d.weight(t, "io_weight")
 	for i, e := range t.tables("io") {
@@ -398,18 +490,10 @@ func (d *decoder) limitsTable(t *table) limits.Limits {
 }
 
 // weight reads a cgroup v2 weight (cpu.weight, io.weight): 1..10000,
-// Documentation/admin-guide/cgroup-v2.rst "Weights".
+// Documentation/admin-guide/cgroup-v2.rst "Weights"; 0 when absent.
 func (d *decoder) weight(t *table, k string) uint64 {
-	v, ok := t.m[k]
+	n, ok := t.inRange(k)
 	if !ok {
-		return 0
-	}
-	n := t.integer(k, 0)
-	if _, isInt := v.(int64); !isInt {
-		return 0
-	}
-	if n < limits.MinWeight || n > limits.MaxWeight {
-		d.errs.add(t.key(k), "must be between 1 and 10000 (cgroup v2 weight), not %d", n)
 		return 0
 	}
 	return uint64(n)
@@ -427,7 +511,7 @@ func (d *decoder) process(t *table) *Process {
 	} else if _, isArr := v.([]any); !isArr {
 		if s, isStr := v.(string); isStr {
 			t.get("command")
-			d.errs.add(t.key("command"), "must be an array of strings (argv), not a string: write [%q]", s)
+			d.errs.add(t.key("command"), "must be an array of strings (argv), not a string: %s", suggestArgv(s))
 		} else {
 			t.strings("command")
 		}
@@ -473,24 +557,53 @@ func (d *decoder) process(t *table) *Process {
 			d.errs.add(t.key("user"), "%v", err)
 		}
 	}
-	p.Dir = t.str("dir", "")
-	if _, ok := t.m["dir"]; ok && !strings.HasPrefix(p.Dir, "/") {
-		d.errs.add(t.key("dir"), "must be an absolute path, not %q", p.Dir)
+	// working_directory, as systemd's WorkingDirectory=; "dir" is its older
+	// name and still read, so that files and stored definitions that use
+	// it keep working.
+	_, hasWD := t.m["working_directory"]
+	_, hasDir := t.m["dir"]
+	dirKey := ""
+	switch {
+	case hasWD && hasDir:
+		t.str("dir", "")
+		d.errs.add(t.key("dir"), "is the older name of working_directory: set only working_directory")
+		dirKey = "working_directory"
+	case hasWD:
+		dirKey = "working_directory"
+	case hasDir:
+		dirKey = "dir"
 	}
-	if v, ok := t.m["restart"]; ok {
-		r := Restart(t.str("restart", ""))
-		if _, isStr := v.(string); isStr {
-			switch r {
-			case RestartAlways, RestartOnFailure, RestartNever:
-				p.Restart = r
-			default:
-				d.errs.add(t.key("restart"), "%q is not a restart policy (allowed: always, on-failure, never)", string(r))
-			}
+	if dirKey != "" {
+		p.Dir = t.str(dirKey, "")
+		if _, isStr := t.m[dirKey].(string); isStr && !strings.HasPrefix(p.Dir, "/") {
+			d.errs.add(t.key(dirKey), "must be an absolute path, not %q", p.Dir)
 		}
 	}
+	p.Restart = Restart(t.oneOf("restart", "a restart policy", string(DefaultRestart)))
 	p.StopTimeout = t.duration("stop_timeout", 0)
 	p.Limits = d.limitsTable(t.sub("limits"))
+	for _, pp := range d.host.checkProcess(p, processEnv(p)) {
+		d.errs.add(t.key(pp.key), "%s", pp.msg)
+	}
 	return p
+}
+
+// suggestArgv says how to write a command given as one string: split on
+// blanks into argv, or, when the string needs a shell (quotes, pipes,
+// redirections, variables, globs), run it with /bin/sh -c.
+func suggestArgv(s string) string {
+	if strings.ContainsAny(s, "|&;<>()$`\\\"'*?[]#~") {
+		return fmt.Sprintf("it needs a shell: write [\"/bin/sh\", \"-c\", %q]", s)
+	}
+	fields := strings.Fields(s)
+	if len(fields) == 0 {
+		return "write the program and each argument as its own string"
+	}
+	q := make([]string, len(fields))
+	for i, f := range fields {
+		q[i] = strconv.Quote(f)
+	}
+	return fmt.Sprintf("write each argument as its own string: [%s]", strings.Join(q, ", "))
 }
 
 // checkUser checks the syntax of "user" or "user:group".
@@ -514,7 +627,11 @@ func (d *decoder) group(t *table) Group {
 	if _, ok := t.m["name"]; !ok {
 		d.errs.add(t.path, "name is required")
 	} else {
-		d.checkName(t.key("name"), "group name", g.Name)
+		if d.checkName(t.key("name"), "group name", g.Name) {
+			if err := checkCgroupName(g.Name); err != nil {
+				d.errs.add(t.key("name"), "group name %v", err)
+			}
+		}
 	}
 	g.Limits = d.limitsTable(t.sub("limits"))
 	return g
@@ -527,17 +644,14 @@ func (d *decoder) connector(t *table) Connector {
 	if _, ok := t.m["name"]; !ok {
 		d.errs.add(t.path, "name is required")
 	} else {
-		d.checkName(t.key("name"), "connector name", c.Name)
-	}
-	if v, ok := t.m["tasks"]; ok {
-		n := t.integer("tasks", 0)
-		if _, isInt := v.(int64); isInt {
-			if n < 0 || n > 100000 {
-				d.errs.add(t.key("tasks"), "must be between 0 and 100000, not %d", n)
-			} else {
-				c.Tasks = int(n)
+		if d.checkName(t.key("name"), "connector name", c.Name) {
+			if err := checkCgroupName(c.Name); err != nil {
+				d.errs.add(t.key("name"), "connector name %v", err)
 			}
 		}
+	}
+	if n, ok := t.inRange("tasks"); ok {
+		c.Tasks = int(n)
 	}
 	if _, ok := t.m["group"]; ok {
 		c.Group = t.str("group", "")

@@ -20,6 +20,8 @@ type Defs struct {
 	// Workload is the file's validated [[group]] and [[connector]] blocks,
 	// in file order, as Parse or ParseConnectors returned them.
 	Workload Workload
+	// Warnings are the file's warnings (Config.Warnings).
+	Warnings []*Problem
 }
 
 // Definitions validates the file data (named file in messages) against host
@@ -59,13 +61,13 @@ func Definitions(file string, data []byte, host *Host) (*Defs, error) {
 		if err != nil {
 			return nil, err
 		}
-		defs.Workload = cfg.Workload
+		defs.Workload, defs.Warnings = cfg.Workload, cfg.Warnings
 	} else {
-		w, err := ParseConnectors(file, data, host)
+		w, warns, err := parseConnectors(file, data, host)
 		if err != nil {
 			return nil, err
 		}
-		defs.Workload = *w
+		defs.Workload, defs.Warnings = *w, warns
 	}
 	// The file validated, so "group" and "connector" are arrays of tables
 	// whose every element has a valid, unique name, one per parsed entry.

@@ -48,6 +48,24 @@ name = "empty"
 tasks = 0
 `
 
+// The older key "dir" still sets the working directory (files and stored
+// definitions written before working_directory keep working).
+func TestDirIsWorkingDirectory(t *testing.T) {
+	w, err := Parse("t.toml", []byte(connectorsFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range w.Connectors {
+		if c.Name == "clicks" {
+			if c.Run.Dir != "/tmp" {
+				t.Errorf("clicks run dir = %q, want /tmp", c.Run.Dir)
+			}
+			return
+		}
+	}
+	t.Fatal("no connector clicks")
+}
+
 // checkRoundTrip parses every body of defs back and compares it with the
 // definition parsed from the whole file.
 func checkRoundTrip(t *testing.T, defs *Defs, w Workload) {
@@ -60,7 +78,7 @@ func checkRoundTrip(t *testing.T, defs *Defs, w Workload) {
 		if !ok {
 			t.Fatalf("connector %s missing from defs", want.Name)
 		}
-		got, err := ParseConnector("connectors/"+want.Name, body, LocalHost())
+		got, err := ParseConnector("connectors/"+want.Name, body, limitsHost())
 		if err != nil {
 			t.Fatalf("connector %s body does not parse:\n%s\n%v", want.Name, body, err)
 		}
@@ -73,7 +91,7 @@ func checkRoundTrip(t *testing.T, defs *Defs, w Workload) {
 		if !ok {
 			t.Fatalf("group %s missing from defs", want.Name)
 		}
-		got, err := ParseGroup("groups/"+want.Name, body, LocalHost())
+		got, err := ParseGroup("groups/"+want.Name, body, limitsHost())
 		if err != nil {
 			t.Fatalf("group %s body does not parse:\n%s\n%v", want.Name, body, err)
 		}
@@ -84,11 +102,11 @@ func checkRoundTrip(t *testing.T, defs *Defs, w Workload) {
 }
 
 func TestDefinitionsConnectorsFile(t *testing.T) {
-	defs, err := Definitions("connectors.toml", []byte(connectorsFile), LocalHost())
+	defs, err := Definitions("connectors.toml", []byte(connectorsFile), limitsHost())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ParseConnectors("connectors.toml", []byte(connectorsFile), LocalHost())
+	w, err := ParseConnectors("connectors.toml", []byte(connectorsFile), limitsHost())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +134,11 @@ func TestDefinitionsAgentFile(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("skip: the example needs 2 CPUs (cpu = 2, cpuset = \"0-1\")")
 	}
-	defs, err := Definitions("berth.toml", []byte(fullExample), LocalHost())
+	defs, err := Definitions("berth.toml", []byte(fullExample), limitsHost())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Parse("berth.toml", []byte(fullExample), LocalHost())
+	cfg, err := Parse("berth.toml", []byte(fullExample), limitsHost())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,18 +161,18 @@ func TestDefinitionsAgentFile(t *testing.T) {
 func TestDefinitionsDeterministic(t *testing.T) {
 	a := "[[connector]]\nname = \"x\"\ntasks = 1\n[connector.task]\ncommand = [\"/bin/true\"]\nlimits = { memory = \"8MiB\", pids = 4 }\n"
 	b := "[[connector]]\ntasks = 1\nname = \"x\" # same\n\n[connector.task.limits]\npids = 4\nmemory = \"8MiB\"\n[connector.task]\ncommand = [ \"/bin/true\" ]\n"
-	da, err := Definitions("a.toml", []byte(a), LocalHost())
+	da, err := Definitions("a.toml", []byte(a), limitsHost())
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := Definitions("b.toml", []byte(b), LocalHost())
+	db, err := Definitions("b.toml", []byte(b), limitsHost())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(da.Connectors["x"]) != string(db.Connectors["x"]) {
 		t.Errorf("bodies differ:\n%s\n--\n%s", da.Connectors["x"], db.Connectors["x"])
 	}
-	again, _ := Definitions("a.toml", []byte(a), LocalHost())
+	again, _ := Definitions("a.toml", []byte(a), limitsHost())
 	if string(again.Connectors["x"]) != string(da.Connectors["x"]) {
 		t.Error("two calls give different bytes")
 	}
@@ -181,7 +199,7 @@ func TestDefinitionsErrors(t *testing.T) {
 		{"duplicate connector", "[[connector]]\nname = \"c\"\n[[connector]]\nname = \"c\"\n", []string{"f.toml:4:1: connector[1].name: "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defs, err := Definitions("f.toml", []byte(tc.data), LocalHost())
+			defs, err := Definitions("f.toml", []byte(tc.data), limitsHost())
 			if err == nil {
 				t.Fatalf("accepted: %+v", defs)
 			}
@@ -206,7 +224,7 @@ func TestDefinitionsErrors(t *testing.T) {
 
 func TestDefinitionsEmpty(t *testing.T) {
 	for _, data := range []string{"", "# nothing\n", "[agent]\nid = \"a\"\n"} {
-		defs, err := Definitions("f.toml", []byte(data), LocalHost())
+		defs, err := Definitions("f.toml", []byte(data), limitsHost())
 		if err != nil {
 			t.Fatalf("%q: %v", data, err)
 		}

@@ -20,7 +20,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("[static]\ntasks = [\"c-1\"]\n[[group]]\nname = \"g\"\n"))
 	f.Add([]byte("a.b.\"c\" = '''x'''\n[[x.y]]\n[x.y.z]\nd = 1979-05-27 07:32:00Z\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse("fuzz.toml", data, LocalHost())
+		c, err := Parse("fuzz.toml", data, limitsHost())
 		if err == nil {
 			if c == nil {
 				t.Fatal("nil Config without error")

@@ -44,7 +44,7 @@ restart = "always"
 name = "a"
 tasks = 0
 `
-	c, err := Parse("j.toml", []byte(src), LocalHost())
+	c, err := Parse("j.toml", []byte(src), limitsHost())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ task.limits = { memory = "1MiB", io = [
   { device = "/", read_iops = 0 },
 ] }
 `
-	_, err := Parse("f.toml", []byte(src), LocalHost())
+	_, err := Parse("f.toml", []byte(src), limitsHost())
 	want := []string{
 		"f.toml:9:1: connector[0].task.limits.pids: must be between 1 and 4194304 (the kernel's PID_MAX_LIMIT), not 0",
 		"f.toml:15:5: connector[1].task.limits.io[0].device: resolve device /dev/null: not a block device nor a path on a file system",

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -27,13 +29,21 @@ func Load(path string, host *Host) (*Config, error) {
 // holding every problem found, each "FILE:LINE:COL: key: message"; a TOML
 // syntax error is a single entry with the parser's line and column.
 func Parse(file string, data []byte, host *Host) (*Config, error) {
+	return parse(file, data, host, nil)
+}
+
+// parse is Parse; when read is not nil, it records in it every key the
+// decoder asks for, per section ID (a test compares them with the
+// reference in keys.go).
+func parse(file string, data []byte, host *Host, read map[string]map[string]bool) (*Config, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{host: host}
-	t := d.open("", root)
-	c := &Config{File: file}
+	d := &decoder{host: host, read: read}
+	t := d.open("", SectionFile, root)
+	sum := sha256.Sum256(data)
+	c := &Config{File: file, SHA256: hex.EncodeToString(sum[:])}
 	c.Agent = d.agent(t.sub("agent"))
 	if s := t.sub("static"); s != nil {
 		c.Static.Connectors = s.strings("connectors")
@@ -48,6 +58,10 @@ func Parse(file string, data []byte, host *Host) (*Config, error) {
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
 	}
+	c.pos = pos
+	d.warns.list = append(d.warns.list, c.CheckDeclarations(&c.Workload, "this file")...)
+	d.warns.attachDefs(&c.Workload)
+	c.Warnings = d.warns.placed(file, pos)
 	return c, nil
 }
 
@@ -55,19 +69,26 @@ func Parse(file string, data []byte, host *Host) (*Config, error) {
 // blocks (the input of "berth apply"), validated by the same rules as the
 // agent file. Errors are as for Parse.
 func ParseConnectors(file string, data []byte, host *Host) (*Workload, error) {
+	w, _, err := parseConnectors(file, data, host)
+	return w, err
+}
+
+// parseConnectors is ParseConnectors that also returns the warnings.
+func parseConnectors(file string, data []byte, host *Host) (*Workload, []*Problem, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d := &decoder{host: host}
-	t := d.open("", root)
+	t := d.open("", SectionDefinitions, root)
 	w := d.workload(t)
 	t.done()
 	d.errs.attachDefs(&w)
 	if err := d.errs.result(file, pos); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &w, nil
+	d.warns.attachDefs(&w)
+	return &w, d.warns.placed(file, pos), nil
 }
 
 // ParseConnector parses one connector definition whose keys are at the top
@@ -81,7 +102,7 @@ func ParseConnector(file string, data []byte, host *Host) (*Connector, error) {
 		return nil, err
 	}
 	d := &decoder{host: host}
-	c := d.connector(d.open("", root))
+	c := d.connector(d.open("", SectionConnector, root))
 	d.errs.attachDef(DefConnector, c.Name)
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
@@ -97,7 +118,7 @@ func ParseGroup(file string, data []byte, host *Host) (*Group, error) {
 		return nil, err
 	}
 	d := &decoder{host: host}
-	g := d.group(d.open("", root))
+	g := d.group(d.open("", SectionGroup, root))
 	d.errs.attachDef(DefGroup, g.Name)
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
@@ -123,11 +144,11 @@ func decodeTOML(file string, data []byte) (map[string]any, *positions, error) {
 func (d *decoder) agent(t *table) Agent {
 	a := Agent{
 		DataDir: DefaultDataDir, LogDir: DefaultLogDir, LogMaxSize: DefaultLogMaxSize,
-		LogMaxFiles: DefaultLogMaxFiles, LogSink: "file", Listen: DefaultListen,
+		LogMaxFiles: DefaultLogMaxFiles, LogSink: LogSinkFile, Listen: DefaultListen,
 		CgroupRoot: DefaultCgroupRoot, StopTimeout: DefaultStopTimeout,
 	}
 	if t == nil {
-		t = d.open("agent", map[string]any{})
+		t = d.open("agent", SectionAgent, map[string]any{})
 	}
 	defer t.done()
 	if _, ok := t.m["id"]; ok {
@@ -158,20 +179,10 @@ func (d *decoder) agent(t *table) Agent {
 			a.LogMaxSize = n
 		}
 	}
-	if v, ok := t.m["log_max_files"]; ok {
-		n := t.integer("log_max_files", DefaultLogMaxFiles)
-		if _, isInt := v.(int64); isInt && (n < 1 || n > 10000) {
-			d.errs.add(t.key("log_max_files"), "must be between 1 and 10000, not %d", n)
-		} else {
-			a.LogMaxFiles = int(n)
-		}
+	if n, ok := t.inRange("log_max_files"); ok {
+		a.LogMaxFiles = int(n)
 	}
-	if _, ok := t.m["log_sink"]; ok {
-		a.LogSink = t.str("log_sink", a.LogSink)
-		if a.LogSink != "file" && a.LogSink != "journal" {
-			d.errs.add(t.key("log_sink"), "%q is not a log sink (allowed: file, journal)", a.LogSink)
-		}
-	}
+	a.LogSink = t.oneOf("log_sink", "a log sink", a.LogSink)
 	if _, ok := t.m["listen"]; ok {
 		a.Listen = t.str("listen", a.Listen)
 		if _, port, err := net.SplitHostPort(a.Listen); err != nil || port == "" {
@@ -218,12 +229,7 @@ func (d *decoder) cluster(t *table) Cluster {
 		d.errs.add(t.key("session_ttl"), "must be a whole number of seconds (etcd lease TTLs are seconds), not %v", c.SessionTTL)
 	}
 	c.RebalanceDelay = t.duration("rebalance_delay", 0)
-	if _, ok := t.m["protocol"]; ok {
-		c.Protocol = Protocol(t.str("protocol", string(c.Protocol)))
-		if c.Protocol != ProtocolStatic && c.Protocol != ProtocolBalanced {
-			d.errs.add(t.key("protocol"), "%q is not a protocol (allowed: static, balanced)", string(c.Protocol))
-		}
-	}
+	c.Protocol = Protocol(t.oneOf("protocol", "a protocol", string(c.Protocol)))
 	if tls := t.sub("tls"); tls != nil {
 		c.TLS = TLS{CA: tls.str("ca", ""), Cert: tls.str("cert", ""), Key: tls.str("key", "")}
 		if (c.TLS.Cert == "") != (c.TLS.Key == "") {

@@ -105,6 +105,12 @@ func (l *problemList) result(file string, pos *positions) error {
 	if len(l.list) == 0 {
 		return nil
 	}
+	return &Problems{List: l.placed(file, pos)}
+}
+
+// placed sets every problem's file and position (from pos) and returns
+// them sorted by position, those without one last.
+func (l *problemList) placed(file string, pos *positions) []*Problem {
 	for _, e := range l.list {
 		e.File = file
 		if e.Line == 0 && pos != nil {
@@ -121,7 +127,7 @@ func (l *problemList) result(file string, pos *positions) error {
 		}
 		return a.Col < b.Col
 	})
-	return &Problems{List: l.list}
+	return l.list
 }
 
 // attachDefs sets Def on every problem whose key lies in a [[connector]] or

@@ -55,6 +55,24 @@ const (
 	RestartNever Restart = "never"
 )
 
+// TargetState is what an operator wants of a connector's jobs, as Kafka
+// Connect's target state (KIP-52 pause and resume, KIP-875 stop): set by
+// `berth pause|resume|stop` or the REST API, kept in the cluster store
+// with the definition, and held by every agent that runs one of its jobs.
+type TargetState string
+
+// Target states.
+const (
+	// TargetRunning: the jobs run (Connect's STARTED). The default.
+	TargetRunning TargetState = "running"
+	// TargetPaused: every job's process is stopped and its cgroup removed;
+	// the jobs stay assigned and show PAUSED.
+	TargetPaused TargetState = "paused"
+	// TargetStopped: as paused, and the connector shows STOPPED with no
+	// tasks (KIP-875).
+	TargetStopped TargetState = "stopped"
+)
+
 // DefKind is the kind of a stored workload definition: one [[connector]] or
 // one [[group]] block.
 type DefKind string

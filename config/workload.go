@@ -50,7 +50,8 @@ type Process struct {
 	// User is "" (the agent's user), "user" or "user:group", names or
 	// numeric IDs, resolved when the worker starts.
 	User string
-	// Dir is the absolute working directory, or "" for "/".
+	// Dir is the absolute working directory (working_directory, or its
+	// older name dir), or "" for "/".
 	Dir string
 	// Restart is the restart policy (default DefaultRestart).
 	Restart Restart
@@ -128,48 +129,139 @@ func (w *Workload) check(errs *problemList) {
 	}
 }
 
-// checkStatic checks [static] against the connectors: a tasks entry naming
-// a known connector's task must be in range. Entries naming connectors that
-// do not exist are allowed (docs/design.md, assignment rule 3).
+// checkStatic checks the syntax of [static]: every entry is a valid name
+// and none is declared twice. Whether an entry names a job is a warning,
+// not an error (CheckDeclarations): the cluster's store may define jobs the
+// file does not (docs/design.md, assignment rule 3).
 func (c *Config) checkStatic(errs *problemList) {
+	for _, list := range []struct {
+		key, what string
+		names     []string
+	}{{"static.connectors", "connector name", c.Static.Connectors}, {"static.tasks", "task ID", c.Static.Tasks}} {
+		seen := map[string]int{}
+		for i, s := range list.names {
+			key := fmt.Sprintf("%s[%d]", list.key, i)
+			if err := validName(s); err != nil {
+				errs.add(key, "%s %v", list.what, err)
+				continue
+			}
+			if j, dup := seen[s]; dup {
+				errs.add(key, "%q is declared twice (also %s[%d])", s, list.key, j)
+			}
+			seen[s] = i
+		}
+	}
+}
+
+// CheckDeclarations returns a warning for every [static] entry of c that
+// names no job of w, each "FILE:LINE:COL: static.tasks[2]: message" with
+// the entry's position in c's file: a connector entry whose connector does
+// not exist or has no [connector.run] (no connector job), a task entry
+// that is not "<connector>-<n>" of an existing connector with n below its
+// tasks (a typo in the name, a missing or out-of-range index, a connector
+// name given as a task). where says what w is, for the message ("this
+// file", "this file or the cluster's store"). A message suggests the
+// nearest job ID of w when one is close. An entry that is not a valid
+// name is left to Parse's errors. nil when every entry names a job.
+//
+// Such an entry is legal (KIP-987 lets a worker declare a job before it
+// exists; docs/design.md, assignment rule 3) and is ignored by the
+// assignment, so it is a warning; `berth validate --strict` makes it an
+// error.
+func (c *Config) CheckDeclarations(w *Workload, where string) []*Problem {
 	byName := map[string]Connector{}
-	for _, k := range c.Connectors {
+	var connJobs, taskJobs []string
+	for _, k := range w.Connectors {
 		byName[k.Name] = k
+		if k.Run != nil {
+			connJobs = append(connJobs, k.Name)
+		}
+		if k.Task != nil {
+			for n := 0; n < k.Tasks; n++ {
+				taskJobs = append(taskJobs, TaskID(k.Name, n))
+			}
+		}
 	}
-	seen := map[string]int{}
+	var l problemList
 	for i, s := range c.Static.Connectors {
-		if err := validName(s); err != nil {
-			errs.add(fmt.Sprintf("static.connectors[%d]", i), "connector name %v", err)
-		}
-		if j, dup := seen[s]; dup {
-			errs.add(fmt.Sprintf("static.connectors[%d]", i), "%q is declared twice (also static.connectors[%d])", s, j)
-		}
-		seen[s] = i
-	}
-	seen = map[string]int{}
-	for i, s := range c.Static.Tasks {
-		key := fmt.Sprintf("static.tasks[%d]", i)
-		if err := validName(s); err != nil {
-			errs.add(key, "task ID %v", err)
+		key := fmt.Sprintf("static.connectors[%d]", i)
+		if validName(s) != nil {
 			continue
 		}
-		if j, dup := seen[s]; dup {
-			errs.add(key, "%q is declared twice (also static.tasks[%d])", s, j)
-		}
-		seen[s] = i
-		for cut := strings.LastIndexByte(s, '-'); cut > 0; cut = strings.LastIndexByte(s[:cut], '-') {
-			k, ok := byName[s[:cut]]
-			if !ok {
-				continue
+		k, ok := byName[s]
+		switch {
+		case ok && k.Run != nil:
+		case ok:
+			l.add(key, "connector %q has no [connector.run], so it has no connector job%s", s, declareTasks(k))
+		default:
+			if k, n, ok := taskOf(byName, s); ok && n < k.Tasks {
+				l.add(key, "%q is task %d of connector %q, not a connector job: declare it in static.tasks", s, n, k.Name)
+			} else {
+				l.add(key, "%q names no connector with a [connector.run] in %s%s; it runs only once one is defined", s, where, didYouMean(s, connJobs))
 			}
-			n, err := strconv.Atoi(s[cut+1:])
-			if err != nil || n < 0 || strconv.Itoa(n) != s[cut+1:] {
-				continue
-			}
-			if n >= k.Tasks {
-				errs.add(key, "task %d of connector %q is out of range (tasks = %d)", n, k.Name, k.Tasks)
-			}
-			break
 		}
 	}
+	for i, s := range c.Static.Tasks {
+		key := fmt.Sprintf("static.tasks[%d]", i)
+		if validName(s) != nil {
+			continue
+		}
+		if k, n, ok := taskOf(byName, s); ok {
+			if n >= k.Tasks {
+				l.add(key, "task %d of connector %q is out of range (tasks = %d: %s)", n, k.Name, k.Tasks, taskRange(k))
+			}
+			continue
+		}
+		if k, ok := byName[s]; ok {
+			msg := fmt.Sprintf("%q is a connector, not a task ID", s)
+			if k.Tasks > 0 {
+				msg += fmt.Sprintf(": its tasks are %s", taskRange(k))
+			}
+			if k.Run != nil {
+				msg += "; its own job is declared in static.connectors"
+			}
+			l.add(key, "%s", msg)
+			continue
+		}
+		l.add(key, "%q names no task of a connector in %s%s; it runs only once one is defined", s, where, didYouMean(s, taskJobs))
+	}
+	return l.placed(c.File, c.pos)
+}
+
+// taskOf splits a task ID "<connector>-<n>" whose connector is in byName:
+// the connector, n, and true; false when no known connector has the
+// prefix or the index is not a canonical non-negative integer.
+func taskOf(byName map[string]Connector, s string) (Connector, int, bool) {
+	for cut := strings.LastIndexByte(s, '-'); cut > 0; cut = strings.LastIndexByte(s[:cut], '-') {
+		k, ok := byName[s[:cut]]
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(s[cut+1:])
+		if err != nil || n < 0 || strconv.Itoa(n) != s[cut+1:] {
+			continue
+		}
+		return k, n, true
+	}
+	return Connector{}, 0, false
+}
+
+// taskRange names a connector's task IDs: "orders-0" .. "orders-2".
+func taskRange(k Connector) string {
+	switch k.Tasks {
+	case 0:
+		return "it has none"
+	case 1:
+		return strconv.Quote(TaskID(k.Name, 0))
+	}
+	return fmt.Sprintf("%q .. %q", TaskID(k.Name, 0), TaskID(k.Name, k.Tasks-1))
+}
+
+// declareTasks says where a connector without a connector job declares its
+// tasks, when it has any.
+func declareTasks(k Connector) string {
+	if k.Tasks == 0 {
+		return ""
+	}
+	return ": declare its tasks (" + taskRange(k) + ") in static.tasks"
 }

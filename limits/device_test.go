@@ -187,7 +187,7 @@ func loopWithPartition(t *testing.T) (disk, part string) {
 	return disk, part
 }
 
-// TestResolvePartitionOfLoopDevice is the resolution half of CASES C7: a
+// TestResolvePartitionOfLoopDevice is the resolution half of failure case C7: a
 // limit on a partition applies to the whole disk, with a note.
 func TestResolvePartitionOfLoopDevice(t *testing.T) {
 	requireRoot(t)

@@ -87,7 +87,7 @@ func IOWeightToBlkioWeight(weight uint64) uint16 {
 // group's cgroup. A zero field of l leaves the resource unset.
 //
 //   - CPU.Quota (µs) = cores × period rounded to the nearest µs
-//     (deterministic, CASES C6); CPU.Period (µs) = cpu_period or 100000.
+//     (deterministic, failure case C6 in docs/cases.md); CPU.Period (µs) = cpu_period or 100000.
 //   - CPU.Shares = CPUWeightToShares(cpu_weight) for v1; the exact weight is
 //     also in Unified["cpu.weight"].
 //   - CPU.Cpus = cpuset.

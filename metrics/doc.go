@@ -1,7 +1,8 @@
 // Package metrics is berth's Prometheus exposition, built as node_exporter
 // builds its own: small collectors, one per source of numbers (agent: job
-// states; cgroup: kernel accounting; procfs: per-process counters;
-// cluster: membership), each read at scrape time by one method,
+// states, reloads; cgroup: kernel accounting per job; group: kernel
+// accounting per sharing group; procfs: per-process counters; pressure:
+// per-job PSI; cluster: membership), each read at scrape time by one method,
 //
 //	Update(ch chan<- prometheus.Metric, s Snapshot) error
 //

@@ -78,8 +78,8 @@ type Registry struct {
 }
 
 // NewRegistry builds the registry of an agent: collectors agent, cgroup,
-// procfs, pressure and cluster (state read from cs) over lister. It returns an
-// error when procfs cannot be opened.
+// group (sharing groups), procfs, pressure and cluster (state read from cs)
+// over lister. It returns an error when procfs cannot be opened.
 func NewRegistry(log *slog.Logger, lister Lister, cs ClusterState) (*Registry, error) {
 	proc, err := newProcfs(log)
 	if err != nil {
@@ -89,6 +89,7 @@ func NewRegistry(log *slog.Logger, lister Lister, cs ClusterState) (*Registry, e
 	exp := NewExporter(log, lister, map[string]Collector{
 		"agent":    agentCollector{},
 		"cgroup":   newCgroup(log),
+		"group":    newGroupCollector(log),
 		"procfs":   proc,
 		"pressure": newPressure(log),
 		"cluster":  cm,

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/worker"
 )
@@ -17,6 +19,19 @@ type Job struct {
 	// Cgroup is the job's cgroup; nil when it has none (waiting, failed
 	// before its cgroup was made).
 	Cgroup *cgroup.Group
+	// UpdateBlocked is true while the job's new definition cannot start on
+	// this host and the job keeps running its previous one.
+	UpdateBlocked bool
+}
+
+// Group is one sharing group with jobs on this agent.
+type Group struct {
+	// Name is the group's name, the `group` label.
+	Name string
+	// Jobs counts the group's jobs on this agent.
+	Jobs int
+	// Cgroup is the group's parent cgroup, whose limits cap its jobs' sum.
+	Cgroup *cgroup.Group
 }
 
 // Snapshot is the agent as one scrape sees it.
@@ -30,6 +45,15 @@ type Snapshot struct {
 	Generation int64
 	// Unassigned counts jobs that exist but that no agent runs.
 	Unassigned int
+	// Groups are the sharing groups with jobs on this agent, sorted by
+	// name.
+	Groups []Group
+	// ReloadSuccessful is false when the last reload of the configuration
+	// file was refused (true before any reload: the start loaded it).
+	ReloadSuccessful bool
+	// ReloadSuccessTime is when the file was last put in force (start or
+	// a successful reload).
+	ReloadSuccessTime time.Time
 }
 
 // Lister gives the collectors the agent's jobs; the agent implements it.

@@ -49,6 +49,11 @@ type Cluster struct {
 	stopping  bool
 	published cluster.Published
 	workload  *config.Workload
+	actions   cluster.Actions
+	// actionsRead is set once the target states have been read: until
+	// then no job is given to the agent, which could otherwise start a
+	// paused connector's job at start-up.
+	actionsRead bool
 }
 
 // NewCluster returns the cluster source of the agent file cfg, whose
@@ -126,7 +131,7 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 	if err := c.join(ctx); err != nil {
 		return err
 	}
-	for _, f := range []func(context.Context){c.watchAssignment, c.watchWorkload, c.lead, c.keepMembership} {
+	for _, f := range []func(context.Context){c.watchAssignment, c.watchWorkload, c.watchActions, c.lead, c.keepMembership} {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -137,8 +142,9 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 }
 
 // applyFile stores the agent file's own [[connector]] and [[group]]
-// blocks: create or update, never delete (many agents may share a cluster,
-// each with its own file).
+// blocks as this agent's file's (create or update), and gives up the ones
+// that left the file: deleted unless another agent's file holds them or
+// `berth apply` stored them (workload.ApplyFile).
 func (c *Cluster) applyFile(ctx context.Context, cfg *config.Config) error {
 	data, err := os.ReadFile(cfg.File)
 	if err != nil {
@@ -148,15 +154,16 @@ func (c *Cluster) applyFile(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	if len(defs.Connectors) == 0 && len(defs.Groups) == 0 {
-		return nil
-	}
-	plan, err := workload.Apply(ctx, c.client, defs, false, c.host)
+	plan, err := workload.ApplyFile(ctx, c.client, defs, cfg.Agent.ID, c.host)
 	if err != nil {
 		return fmt.Errorf("apply the connectors of %s to the cluster: %w", cfg.File, err)
 	}
-	if len(plan.Created)+len(plan.Updated) > 0 {
-		c.log.Info("workload applied", "file", cfg.File, "created", plan.Created, "updated", plan.Updated)
+	if len(plan.Created)+len(plan.Updated)+len(plan.Deleted)+len(plan.Released) > 0 {
+		c.log.Info("workload applied", "file", cfg.File, "created", plan.Created, "updated", plan.Updated,
+			"deleted", plan.Deleted, "released", plan.Released)
+	}
+	if len(plan.Kept) > 0 {
+		c.log.Warn("definitions left the file but a stored connector still names them; kept until unused", "file", cfg.File, "kept", plan.Kept)
 	}
 	return nil
 }
@@ -246,9 +253,14 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 		}
 		// The lease can no longer be proven: kill every worker now, before
 		// the server may expire it and another agent may claim the jobs.
+		// The cause is logged first, then what fencing did to each job.
 		c.mu.Lock()
 		c.state, c.session = Fenced, nil
 		c.mu.Unlock()
+		// The last renewal tells when the store may expire the lease (at
+		// the earliest last_renewal + lease_ttl): every worker dies before.
+		c.log.Error("session lost: fencing (every worker is killed now)", "member", c.declared().ID,
+			"last_renewal", s.LastRenewal().UTC().Format(time.RFC3339Nano), "lease_ttl", s.TTL(), "error", s.Err())
 		// A worker that survived the kill keeps the lease (no revoke, which
 		// would free its claims at once); it expires on its own and the
 		// kill is repeated.
@@ -261,10 +273,7 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 		if c.env.OnFence != nil {
 			c.env.OnFence()
 		}
-		// The last renewal tells when the store may expire the lease (at
-		// the earliest last_renewal + TTL): every worker died before.
-		c.log.Error("session lost: every worker killed (fenced)", "member", c.declared().ID,
-			"last_renewal", s.LastRenewal().UTC().Format(time.RFC3339Nano), "lease_ttl", s.TTL(), "error", s.Err())
+		c.log.Warn("fenced: every worker killed; joining again when the store answers", "member", c.declared().ID)
 		signal(c.changed)
 		_ = s.Close()
 		c.mu.Lock()
@@ -350,11 +359,53 @@ func (c *Cluster) watchWorkload(ctx context.Context) {
 	}
 }
 
+// watchActions follows the operators' target states and restart requests.
+func (c *Cluster) watchActions(ctx context.Context) {
+	for range c.client.WatchActions(ctx) {
+		// A failed read is retried: the watch signals only on a change.
+		var a cluster.Actions
+		err := retry.Do(ctx, c.clock, retry.Store(), func() error {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			var err error
+			a, err = c.client.Actions(rctx)
+			return err
+		}, func(err error, _ time.Duration) {
+			c.log.Warn("read target states and restart requests; retrying", "error", err)
+		})
+		if err != nil {
+			return // ctx ended
+		}
+		c.mu.Lock()
+		c.actions, c.actionsRead = a, true
+		c.mu.Unlock()
+		signal(c.changed)
+	}
+}
+
+// SetTarget implements Source.
+func (c *Cluster) SetTarget(ctx context.Context, connector string, t cluster.Target) error {
+	return c.client.SetTarget(ctx, connector, t)
+}
+
+// RequestRestarts implements Source.
+func (c *Cluster) RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error {
+	return c.client.RequestRestarts(ctx, connector, jobs, onlyFailed, by, c.clock.Now())
+}
+
+// RestartDone implements Source.
+func (c *Cluster) RestartDone(ctx context.Context, r cluster.RestartRequest) error {
+	return c.client.RestartDone(ctx, r)
+}
+
 // Changed implements Source.
 func (c *Cluster) Changed() <-chan struct{} { return c.changed }
 
 // Desired implements Source: this member's jobs in the published
-// assignment, none while it is not a member.
+// assignment; none while it is not a member; and generation 0 (no
+// assignment yet, so the agent does not report ready) before the workload
+// and the operators' target states have been read, lest a pass start a
+// paused connector's job.
 func (c *Cluster) Desired() Desired {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -363,8 +414,15 @@ func (c *Cluster) Desired() Desired {
 		Unassigned: c.published.Assignment.Unassigned,
 		Owners:     owners(c.published.Assignment),
 		Workload:   c.workload,
+		Targets:    c.actions.Targets,
+		Restarts:   c.actions.Restarts,
 	}
-	if c.state == Member && c.workload != nil {
+	switch {
+	case c.workload == nil || !c.actionsRead:
+		// Not everything a pass needs is known yet: no assignment to act
+		// on (the agent is not ready until one is).
+		d.Generation = 0
+	case c.state == Member:
 		d.Jobs = c.published.Assignment.Members[c.member.ID]
 	}
 	return d

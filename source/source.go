@@ -12,8 +12,7 @@ import (
 
 // Desired is what a Source says this agent must run.
 type Desired struct {
-	// Generation numbers the assignment; it only grows. A static source
-	// raises it on every reload.
+	// Generation numbers the assignment; it only grows.
 	Generation int64
 	// Jobs are the job IDs this agent must run, sorted.
 	Jobs []string
@@ -24,6 +23,12 @@ type Desired struct {
 	Owners map[string]string
 	// Workload holds the definitions of every job; nil: none known yet.
 	Workload *config.Workload
+	// Targets maps a connector to the target state an operator set (pause,
+	// resume, stop); a connector absent here runs.
+	Targets map[string]cluster.Target
+	// Restarts maps a job ID to its pending restart request; the agent
+	// that runs the job carries it out once and calls RestartDone.
+	Restarts map[string]cluster.RestartRequest
 }
 
 // State is where an agent stands as a cluster member.
@@ -102,6 +107,17 @@ type Source interface {
 	// (create or update) and its [static] table becomes the member record.
 	// An error refuses the reload and changes nothing.
 	Reload(ctx context.Context, cfg *config.Config) error
+	// SetTarget stores connector's target state for every agent that runs
+	// one of its jobs. It returns an error wrapping cluster.ErrNotFound
+	// when the connector does not exist, or a store error.
+	SetTarget(ctx context.Context, connector string, t cluster.Target) error
+	// RequestRestarts stores a restart request for each of jobs of
+	// connector (KIP-745; onlyFailed: only if FAILED when handled). Errors
+	// as SetTarget.
+	RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error
+	// RestartDone removes request r once it has been carried out; a later
+	// request for the same job is kept. It returns a store error.
+	RestartDone(ctx context.Context, r cluster.RestartRequest) error
 	// Info describes the agent as a member.
 	Info() Info
 	// Members lists the live members.

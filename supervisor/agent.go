@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/worker"
+	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -29,6 +32,7 @@ type Agent struct {
 	clock  clockwork.Clock
 	hier   *cgroup.Hierarchy
 	source source.Source
+	build  [2]string // version, commit
 
 	// fenceMu orders fencing against starting jobs: a start (claim, then
 	// worker) holds it shared; fencing holds it exclusively, so that no
@@ -48,6 +52,14 @@ type Agent struct {
 	desired  source.Desired
 	assigned map[string]bool // IDs of the jobs assigned here (metrics keep their history)
 	retries  map[string]*retryState
+	conf     confState
+	// declWarned is set once the [static] entries have been checked
+	// against a known workload (the file's and the store's).
+	declWarned bool
+	// handled maps a job to the store revision of the restart request this
+	// agent has carried out for it, until the request is gone from the
+	// store: a request is carried out once even when its removal fails.
+	handled map[string]int64
 
 	logs jobLogs
 
@@ -61,13 +73,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Source says which jobs to run. nil: the agent is a cluster member
 	// over etcd ([cluster]; an embedded etcd when it names no endpoints).
-	// source.NewStatic runs the file's [static] jobs with no store.
 	Source source.Source
 	// Host holds the facts definitions are checked against; nil:
 	// config.LocalHost().
 	Host *config.Host
 	// Clock times retries; nil: the real clock.
 	Clock clockwork.Clock
+	// Version and Commit are the agent's build, as GET / reports them.
+	Version, Commit string
 }
 
 // New returns an agent for cfg, whose file is path (re-read on Reload). It
@@ -86,6 +99,8 @@ func New(cfg *config.Config, path string, opts Options) *Agent {
 		groups:   map[string]*groupNode{},
 		assigned: map[string]bool{},
 		retries:  map[string]*retryState{},
+		handled:  map[string]int64{},
+		build:    [2]string{opts.Version, opts.Commit},
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -99,6 +114,7 @@ func New(cfg *config.Config, path string, opts Options) *Agent {
 	if a.source == nil {
 		a.source = source.NewCluster(cfg, a.host)
 	}
+	a.conf.started(cfg, a.clock.Now())
 	return a
 }
 
@@ -114,7 +130,7 @@ func (a *Agent) Config() *config.Config {
 }
 
 // Run opens the cgroup hierarchy, kills whatever an earlier run left in
-// <cgroup_root>/jobs, serves HTTP on the configured listen address, starts
+// <cgroup_root>/jobs and <cgroup_root>/groups, serves HTTP on the configured listen address, starts
 // its source (joins the cluster) and reconciles until ctx is cancelled. It
 // then stops every worker, removes every cgroup it made and returns nil. It
 // returns an error when another agent holds its data_dir or cgroup root,
@@ -147,13 +163,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.hier = hier
 	hier.SetLogger(a.log)
 	a.log.Info("cgroup hierarchy", "mode", hier.Mode().String(), "root", cfg.Agent.CgroupRoot)
+	warnJournal(a.log, cfg.Agent.LogSink)
 	if err := hier.Prepare(); err != nil {
 		return fmt.Errorf("prepare cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
 	}
 	// A job that nobody claims must not run: kill what an earlier run of the
 	// agent left behind before anything else (failure case C1).
-	if err := hier.Cleanup(ctx, cgroup.JobsDir); err != nil {
-		return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, cgroup.JobsDir, err)
+	for _, sub := range cgroup.Subtrees() {
+		if err := hier.Cleanup(ctx, sub); err != nil {
+			return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, sub, err)
+		}
 	}
 
 	a.registry, err = metrics.NewRegistry(a.log, a, a)
@@ -162,7 +181,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
 	// until the agent is a member and has reconciled.
-	h := api.Handler(a, a.registry.Handler())
+	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(),
+		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name})
 	a.mu.Lock()
 	a.handler = h
 	a.mu.Unlock()
@@ -242,6 +262,7 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 		}
 	}
 	pass(func() { a.reconcile(ctx, false) })
+	a.warnFile(a.Config(), false)
 	for {
 		select {
 		case <-ctx.Done():
@@ -253,6 +274,7 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 			markReady()
 		case <-a.source.Changed():
 			pass(func() { a.reconcile(ctx, false) })
+			a.warnDeclarations(false)
 		case reply := <-a.reloads:
 			pass(func() { reply <- a.reload(ctx) })
 		case <-retryTimer.Chan():
@@ -297,29 +319,91 @@ func (a *Agent) Reload(ctx context.Context) error {
 }
 
 func (a *Agent) reload(ctx context.Context) error {
-	cfg, err := config.Load(a.path, a.host)
+	data, err := os.ReadFile(a.path)
+	sum := fileHash(data)
+	var cfg *config.Config
 	if err != nil {
-		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "error", err)
-		return err
+		err = fmt.Errorf("load config %s: %w", a.path, err)
+	} else {
+		cfg, err = config.Parse(a.path, data, a.host)
 	}
-	// The source stores the file's connectors and groups and its [static]
-	// table; a refusal leaves the store and the running jobs as they were.
-	// Bounded: with the store unreachable the reload is refused in
-	// reloadTimeout, and the agent (stop, watchdog) stays responsive.
-	sctx, cancel := context.WithTimeout(ctx, reloadTimeout)
-	defer cancel()
-	if err := a.source.Reload(sctx, cfg); err != nil {
-		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "error", err)
+	if err == nil {
+		// The source stores the file's connectors and groups and its
+		// [static] table; a refusal leaves the store and the running jobs
+		// as they were. Bounded: with the store unreachable the reload is
+		// refused in reloadTimeout, and the agent (stop, watchdog) stays
+		// responsive.
+		sctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+		err = a.source.Reload(sctx, cfg)
+		cancel()
+	}
+	if err != nil {
+		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "sha256", sum, "error", err)
+		a.mu.Lock()
+		a.conf.record(a.clock.Now(), sum, err, nil, nil)
+		a.mu.Unlock()
 		return err
 	}
 	a.mu.Lock()
-	old := a.cfg.Agent
+	old := a.cfg
 	a.cfg = cfg
 	a.mu.Unlock()
-	a.log.Info("reload accepted", "config", a.path)
-	warnRestartOnly(a.log, old, cfg.Agent)
+	changes := config.DiffConfig(old, cfg)
+	a.log.Info("reload accepted", "config", a.path, "sha256", sum, "changes", len(changes))
+	for _, c := range changes {
+		a.log.Info("config changed", "key", c.Key, "old", c.Old, "new", c.New)
+	}
+	warnRestartOnly(a.log, old.Agent, cfg.Agent)
+	if old.Agent.LogSink != cfg.Agent.LogSink {
+		warnJournal(a.log, cfg.Agent.LogSink)
+	}
 	a.reconcile(ctx, true)
+	warnings := a.warnFile(cfg, true)
+	a.mu.Lock()
+	a.conf.record(a.clock.Now(), sum, nil, changes, warnings)
+	a.mu.Unlock()
 	return nil
+}
+
+// warnFile logs the warnings of the file in force and returns them: its
+// values that validate but may not mean what was meant, and its [static]
+// entries that name no job of the file or of the cluster's store (with
+// force, now; else once the source knows the store's workload).
+func (a *Agent) warnFile(cfg *config.Config, force bool) []*config.Problem {
+	var out []*config.Problem
+	for _, w := range cfg.Warnings {
+		if !strings.HasPrefix(w.Key, "static.") {
+			out = append(out, w)
+			a.log.Warn("configuration", "warning", w.Error())
+		}
+	}
+	return append(out, a.warnDeclarations(force)...)
+}
+
+// warnDeclarations logs the [static] entries of the file in force that
+// name no job of the file or of the workload the source knows (the
+// cluster's store) and returns them. Unless force, it does so once, as
+// soon as the source knows a workload.
+func (a *Agent) warnDeclarations(force bool) []*config.Problem {
+	a.mu.Lock()
+	cfg, wl := a.cfg, a.desired.Workload
+	if (!force && a.declWarned) || (wl == nil && !force) {
+		a.mu.Unlock()
+		return nil
+	}
+	a.declWarned = a.declWarned || wl != nil
+	a.mu.Unlock()
+	all := config.Workload{Groups: cfg.Groups, Connectors: cfg.Connectors}
+	where := "this file"
+	if wl != nil {
+		all.Connectors = append(append([]config.Connector(nil), all.Connectors...), wl.Connectors...)
+		where = "this file or the cluster's store"
+	}
+	ws := cfg.CheckDeclarations(&all, where)
+	for _, w := range ws {
+		a.log.Warn("a [static] declaration names no job; it is ignored until one is defined", "warning", w.Error())
+	}
+	return ws
 }
 
 // warnRestartOnly logs the [agent] settings a reload cannot change: they
@@ -338,5 +422,15 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 		if c.old != c.new {
 			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)
 		}
+	}
+}
+
+// warnJournal warns when log_sink = "journal" but this host has no journal
+// to write to (no /run/systemd/journal/socket, sd_journal_send(3)): jobs'
+// output then goes only to their files, and without this line nothing would
+// say so.
+func warnJournal(log *slog.Logger, sink string) {
+	if sink == "journal" && !journal.Enabled() {
+		log.Warn("log_sink = \"journal\" but this host has no journal (no /run/systemd/journal/socket): job output goes to the log files only", "key", "agent.log_sink")
 	}
 }

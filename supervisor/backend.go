@@ -3,10 +3,13 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"os"
+	"path"
 	"sort"
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
@@ -25,6 +28,12 @@ var (
 // state is the job's state and why, as API and metrics report it.
 func (j *job) state() (worker.Status, string) {
 	switch {
+	case j.restarting:
+		return worker.Status{State: worker.Restarting}, "restart requested"
+	case j.held == config.TargetPaused:
+		return worker.Status{State: worker.Paused}, heldReason("paused", j.heldBy, j.heldAt)
+	case j.held == config.TargetStopped:
+		return worker.Status{State: worker.Stopped}, heldReason("stopped", j.heldBy, j.heldAt)
 	case j.holder != "":
 		reason := "claim held by " + j.holder
 		if j.err != "" {
@@ -36,6 +45,18 @@ func (j *job) state() (worker.Status, string) {
 	}
 	st := j.w.Status()
 	return st, st.Reason
+}
+
+// heldReason says who paused or stopped a job and when.
+func heldReason(what, by string, at time.Time) string {
+	r := what
+	if by != "" {
+		r += " by " + by
+	}
+	if !at.IsZero() {
+		r += " at " + at.UTC().Format(time.RFC3339)
+	}
+	return r
 }
 
 // snapshotJobs returns the agent's jobs sorted by ID.
@@ -88,7 +109,10 @@ func (a *Agent) jobInfo(j *job) api.Job {
 		t := spec.Task
 		info.Task = &t
 	}
+	a.mu.RLock()
 	st, reason := j.state()
+	info.UpdateBlocked = j.blocked
+	a.mu.RUnlock()
 	info.State, info.Reason, info.PID, info.Restarts, info.LastExit = st.State, reason, st.PID, st.Restarts, st.LastExit
 	if !st.StartedAt.IsZero() {
 		t := st.StartedAt
@@ -98,14 +122,22 @@ func (a *Agent) jobInfo(j *job) api.Job {
 		t := st.NextRestart
 		info.NextRestart = &t
 	}
+	if api.ConnectState(info) == api.StateFailed {
+		info.Trace = a.trace(spec.ID, info)
+	}
 	if j.group != nil {
 		if s, err := j.group.Stats(); err == nil {
 			info.Usage = &api.Usage{
 				CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
+				CPULimitCores:    s.CPUQuotaCores,
 				MemoryBytes:      s.MemoryBytes,
 				MemoryLimitBytes: s.MemoryLimitBytes,
 				OOMKills:         s.OOMKills,
 				Pids:             s.Pids,
+				PidsLimit:        s.PidsLimit,
+				IOReadBytes:      s.IOReadBytes,
+				IOWriteBytes:     s.IOWriteBytes,
+				Pressure:         pressureOf(j.group),
 			}
 		}
 	}
@@ -115,10 +147,57 @@ func (a *Agent) jobInfo(j *job) api.Job {
 // AgentInfo implements api.Backend.
 func (a *Agent) AgentInfo() api.Agent {
 	i := a.source.Info()
-	out := api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation}
+	a.mu.RLock()
+	conf := a.conf.info(a.path)
+	a.mu.RUnlock()
+	out := api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation, PID: os.Getpid(), Config: conf}
 	if !i.LastRenewal.IsZero() {
 		r, d := i.LastRenewal, i.Deadline
 		out.LastRenewal, out.LeaseDeadline = &r, &d
+	}
+	return out
+}
+
+// Groups implements api.Backend: the sharing groups with jobs here.
+func (a *Agent) Groups() []api.Group {
+	js := a.snapshotJobs()
+	a.mu.RLock()
+	nodes := make([]*groupNode, 0, len(a.groups))
+	for _, g := range a.groups {
+		nodes = append(nodes, g)
+	}
+	members := map[string][]string{}
+	for _, j := range js {
+		if j.spec.Group != "" {
+			members[j.spec.Group] = append(members[j.spec.Group], j.spec.ID)
+		}
+	}
+	a.mu.RUnlock()
+	sort.Slice(nodes, func(i, k int) bool { return nodes[i].name < nodes[k].name })
+	out := make([]api.Group, 0, len(nodes))
+	for _, g := range nodes {
+		a.mu.RLock()
+		lim := g.limits
+		a.mu.RUnlock()
+		ag := api.Group{Name: g.name, Cgroup: path.Join("/", a.hier.Root(), cgroup.GroupRel(g.name)),
+			Limits: lim, Jobs: members[g.name]}
+		if ag.Jobs == nil {
+			ag.Jobs = []string{}
+		}
+		if s, err := g.group.Stats(); err == nil {
+			ag.Usage = &api.GroupUsage{
+				CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
+				CPULimitCores:    s.CPUQuotaCores,
+				MemoryBytes:      s.MemoryBytes,
+				MemoryLimitBytes: s.MemoryLimitBytes,
+				OOMKills:         s.OOMKills,
+				Pids:             s.Pids,
+				PidsLimit:        s.PidsLimit,
+				IOReadBytes:      s.IOReadBytes,
+				IOWriteBytes:     s.IOWriteBytes,
+			}
+		}
+		out = append(out, ag)
 	}
 	return out
 }
@@ -185,13 +264,28 @@ func (a *Agent) Snapshot() metrics.Snapshot {
 	js := a.snapshotJobs()
 	a.mu.RLock()
 	s := metrics.Snapshot{Jobs: make([]metrics.Job, 0, len(js)), Assigned: a.assigned,
-		Generation: a.desired.Generation, Unassigned: len(a.desired.Unassigned)}
-	a.mu.RUnlock()
+		Generation: a.desired.Generation, Unassigned: len(a.desired.Unassigned),
+		ReloadSuccessful: a.conf.lastOK, ReloadSuccessTime: a.conf.lastSuccess}
+	blocked := make(map[*job]bool, len(js))
+	for _, j := range js {
+		blocked[j] = j.blocked != ""
+	}
+	jobsOf := map[string]int{}
+	for _, j := range js {
+		if j.spec.Group != "" {
+			jobsOf[j.spec.Group]++
+		}
+	}
+	for name, g := range a.groups {
+		s.Groups = append(s.Groups, metrics.Group{Name: name, Jobs: jobsOf[name], Cgroup: g.group})
+	}
+	sort.Slice(s.Groups, func(i, k int) bool { return s.Groups[i].Name < s.Groups[k].Name })
 	for _, j := range js {
 		st, _ := j.state()
 		s.Jobs = append(s.Jobs, metrics.Job{ID: j.spec.ID, Connector: j.spec.Connector, Kind: string(j.spec.Kind),
-			Group: j.spec.Group, State: st.State, Restarts: st.Restarts, Cgroup: j.group})
+			Group: j.spec.Group, State: st.State, Restarts: st.Restarts, Cgroup: j.group, UpdateBlocked: blocked[j]})
 	}
+	a.mu.RUnlock()
 	return s
 }
 
@@ -205,4 +299,23 @@ func (a *Agent) Conflicts() int { return a.source.Info().Conflicts }
 func (a *Agent) Lease() (lastRenewal, deadline time.Time) {
 	i := a.source.Info()
 	return i.LastRenewal, i.Deadline
+}
+
+// pressureOf is the group's pressure stall information for the API; nil
+// when the kernel keeps none for it (cgroup.ErrNoPressure, which the
+// pressure collector logs once) or it cannot be read now.
+func pressureOf(g *cgroup.Group) *api.Pressure {
+	p, err := g.Pressure()
+	if err != nil {
+		return nil
+	}
+	stall := func(st cgroup.StallTime) api.Stall {
+		s := api.Stall{SomeSeconds: st.SomeSeconds}
+		if st.HasFull {
+			full := st.FullSeconds
+			s.FullSeconds = &full
+		}
+		return s
+	}
+	return &api.Pressure{CPU: stall(p.CPU), Memory: stall(p.Memory), IO: stall(p.IO)}
 }

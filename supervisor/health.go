@@ -64,6 +64,10 @@ func (a *Agent) Summary() string {
 		}
 	}
 	state := a.source.Info().State
-	return fmt.Sprintf("%s; %d jobs running, %d failed, %d waiting for a claim, %d other; assignment generation %d",
-		state, running, failed, waiting, other, gen)
+	jobs := "jobs"
+	if running == 1 {
+		jobs = "job"
+	}
+	return fmt.Sprintf("%s; %d %s running, %d failed, %d waiting for a claim, %d other; assignment generation %d",
+		state, running, jobs, failed, waiting, other, gen)
 }

@@ -9,8 +9,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// Workers start through this test binary re-executed as the helper.
-	worker.MaybeRunHelper()
 	if os.Geteuid() != 0 {
 		os.Exit(m.Run())
 	}

@@ -7,6 +7,7 @@ import (
 	"path"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +38,20 @@ type job struct {
 	holder string
 	// claimed is true once this agent holds the job's claim.
 	claimed bool
+	// held is the target state of the job's connector while it keeps the
+	// job from running here (paused or stopped), "" otherwise; a held job
+	// has no worker, no cgroup and no claim. heldBy and heldAt say who set
+	// it and when.
+	held   config.TargetState
+	heldBy string
+	heldAt time.Time
+	// restarting is set while the job is stopped to carry out a restart
+	// request; a new job replaces it.
+	restarting bool
+	// blocked is why the job's new definition cannot start on this host
+	// (its user, program or working directory is missing): the running
+	// worker keeps the previous definition meanwhile. "" when none.
+	blocked string
 }
 
 // groupNode is a sharing group's parent cgroup, holding the group's limits.
@@ -47,21 +62,18 @@ type groupNode struct {
 	group  *cgroup.Group
 }
 
-// cgroupRel is the job's cgroup path relative to the agent's root.
-func cgroupRel(j config.Job) string {
-	if j.Group != "" {
-		return path.Join(cgroup.JobsDir, groupDir(j.Group), j.ID)
-	}
-	return path.Join(cgroup.JobsDir, j.ID)
-}
-
-func groupDir(name string) string { return "g-" + name }
+// cgroupRel is the job's cgroup path relative to the agent's root
+// (cgroup.JobRel: jobs and groups in separate subtrees, one-to-one).
+func cgroupRel(j config.Job) string { return cgroup.JobRel(j.ID, j.Group) }
 
 // reconcile makes the running jobs match the source's assignment and the
 // configuration in force: stop what is no longer assigned, restart what
 // changed in a way that needs a new process, update limits in place, start
 // what is missing, and try again the jobs whose start failed for a reason
-// that may have passed (when their backoff is due).
+// that may have passed (when their backoff is due). It also carries out
+// the operators' actions (actions.go): a job of a paused or stopped
+// connector is stopped and held, one whose connector runs again is
+// started, and a requested restart stops and starts its job once.
 //
 // With retryFailed (a reload), every job whose start failed is tried again,
 // permanent failures included: the operator may have fixed what was
@@ -85,20 +97,62 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		}
 	}
 
-	// Stop removed and respawn-needing jobs, all at once.
+	// Operator actions: jobs held by a paused or stopped connector, restart
+	// requests to carry out now.
+	acts := a.planActions(desired, want)
+	run := map[string]config.Job{} // the wanted jobs that may run
+	for id, j := range want {
+		if _, held := acts.held[id]; !held {
+			run[id] = j
+		}
+	}
+
+	// Stop removed, respawn-needing, newly held and restarting jobs, all
+	// at once. A running job whose new definition cannot start here (its
+	// user, program or working directory is missing) is not stopped: it
+	// keeps running its previous definition, and the reason is reported,
+	// until the new one can start (a requested restart waits for that
+	// too). A paused or stopped connector's job is stopped whatever its
+	// definition.
 	var stop []*job
+	keepOld := map[string]bool{}
 	a.mu.RLock()
-	for id, j := range a.jobs {
+	current := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		current = append(current, j)
+	}
+	a.mu.RUnlock()
+	sort.Slice(current, func(i, k int) bool { return current[i].spec.ID < current[k].spec.ID })
+	for _, j := range current {
+		id := j.spec.ID
 		nj, ok := want[id]
-		if !ok || needsRestart(j.spec, nj) || (retryFailed && j.w != nil && j.w.Status().State == worker.Failed) {
+		_, hold := acts.held[id]
+		restart := ok && needsRestart(j.spec, nj)
+		if restart && !hold && j.live() {
+			if err := a.host.CheckJob(nj); err != nil {
+				keepOld[id] = true
+				delete(acts.restart, id)
+				a.holdJob(j, nj, err)
+				continue
+			}
+		}
+		a.unholdJob(j)
+		_, requested := acts.restart[id]
+		if !ok || restart || (retryFailed && j.w != nil && j.w.Status().State == worker.Failed) ||
+			(hold && j.held == "") || requested {
+			if ok && restart && j.held == "" {
+				a.log.Info("job definition changed; restarting it", "job_id", id, "changes", changeList(config.DiffJobs(j.spec, nj)))
+			}
+			a.mu.Lock()
+			j.restarting = requested
+			a.mu.Unlock()
 			stop = append(stop, j)
 		}
 	}
-	a.mu.RUnlock()
 	_ = a.stopJobs(stop, cfg.Agent.StopTimeout)
 
 	// Group nodes first: a job's cgroup lives inside its group's.
-	a.reconcileGroups(desired.Workload, want)
+	a.reconcileGroups(desired.Workload, run)
 
 	ids := make([]string, 0, len(want))
 	for id := range want {
@@ -107,13 +161,20 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 	sort.Strings(ids)
 	now := a.clock.Now()
 	for _, id := range ids {
+		if keepOld[id] {
+			continue // runs its previous definition
+		}
 		nj := want[id]
+		if t, held := acts.held[id]; held {
+			a.hold(nj, t)
+			continue
+		}
 		a.mu.RLock()
 		cur := a.jobs[id]
 		due := a.retryDue(id, now)
 		a.mu.RUnlock()
 		switch {
-		case cur == nil:
+		case cur == nil || cur.held != "":
 			a.startJob(ctx, cfg, nj)
 		case cur.err != "" || cur.holder != "":
 			if retryFailed || (!cur.permanent && due) || !sameDefinition(cur.spec, nj) {
@@ -124,7 +185,8 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		}
 	}
 
-	a.removeUnusedGroups(want)
+	a.removeUnusedGroups(run)
+	a.finishActions(ctx, desired, want, acts)
 	keep := make(map[string]bool, len(want))
 	for id := range want {
 		keep[id] = true
@@ -137,6 +199,55 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 	}
 	a.desired, a.assigned = desired, keep
 	a.mu.Unlock()
+}
+
+// live reports whether the job's worker is running (or starting): an
+// instance worth keeping when its replacement cannot start.
+func (j *job) live() bool {
+	if j.w == nil {
+		return false
+	}
+	st := j.w.Status().State
+	return st == worker.Running || st == worker.Starting
+}
+
+// holdJob keeps job j running its previous definition because nj cannot
+// start on this host (err), reports why (log once per reason, status,
+// berth_job_update_blocked) and checks again with backoff: the missing
+// user, program or directory may appear without any change of definition.
+func (a *Agent) holdJob(j *job, nj config.Job, err error) {
+	msg := fmt.Sprintf("new definition cannot start on this host, the previous one keeps running: %v", err)
+	a.mu.Lock()
+	changed := j.blocked != msg
+	j.blocked = msg
+	a.failedTransiently(j.spec.ID, retry.Store())
+	a.mu.Unlock()
+	if changed {
+		a.log.Error("job keeps its previous definition: the new one cannot start on this host", "job_id", j.spec.ID,
+			"error", err, "changes", changeList(config.DiffJobs(j.spec, nj)))
+	}
+}
+
+// unholdJob clears a hold of job j (its definition can start now, or is
+// the running one again) and its re-check backoff.
+func (a *Agent) unholdJob(j *job) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j.blocked != "" {
+		j.blocked = ""
+		if j.err == "" && j.holder == "" {
+			delete(a.retries, j.spec.ID)
+		}
+	}
+}
+
+// changeList formats changes for one log attribute: "k: a → b; k2: c → d".
+func changeList(cs []config.Change) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.String()
+	}
+	return strings.Join(parts, "; ")
 }
 
 // sameDefinition reports whether a job's definition is unchanged.
@@ -183,18 +294,22 @@ func (a *Agent) reconcileGroups(wl *config.Workload, want map[string]config.Job)
 			if limits.Removed(cur.limits, g.Limits) {
 				a.log.Warn("a limit was removed from a sharing group: it stays in force until the group's jobs are all stopped and its cgroup is made anew", "group", g.Name)
 			}
+			a.mu.Lock()
+			old := cur.limits
 			cur.limits = g.Limits
+			a.mu.Unlock()
 			if !reflect.DeepEqual(cur.res, res) {
 				if err := cur.group.Update(res); err != nil {
 					a.log.Error("update group cgroup", "group", g.Name, "error", err)
 					continue
 				}
 				cur.res = res
-				a.log.Info("group limits updated in place", "group", g.Name)
+				a.log.Info("group limits updated in place", "group", g.Name,
+					"changes", changeList(config.DiffJobs(config.Job{Process: config.Process{Limits: old}}, config.Job{Process: config.Process{Limits: g.Limits}})))
 			}
 			continue
 		}
-		cg, err := a.hier.New(path.Join(cgroup.JobsDir, groupDir(g.Name)), res)
+		cg, err := a.hier.New(cgroup.GroupRel(g.Name), res)
 		if err != nil {
 			a.log.Error("create group cgroup", "group", g.Name, "error", err)
 			continue
@@ -403,12 +518,16 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 		stop = j.Process.StopTimeout
 	}
 	out := a.logs.writer(cfg, j.ID, a.log)
+	dir := j.Process.Dir
+	if dir == "" {
+		dir = "/" // as systemd's WorkingDirectory= defaults for a system service
+	}
 	return worker.Spec{
 		JobID:       j.ID,
 		Path:        j.Process.Command[0],
 		Args:        j.Process.Command,
 		Env:         j.Env(cgPath),
-		Dir:         j.Process.Dir,
+		Dir:         dir,
 		User:        j.Process.User,
 		Restart:     worker.Policy(j.Process.Restart),
 		StopTimeout: stop,
@@ -421,15 +540,28 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 // logTransitions logs a worker's state changes in the agent's own log, one
 // line per event, so that `journalctl -u berth` tells what happened to
 // every job without reading its output.
+//
+// While the agent fences, an exit is fencing's kill, not the job's doing:
+// it is logged as such (at INFO, after the fencing line that says why),
+// never as a crash to restart.
 func (a *Agent) logTransitions(id string) func(worker.Status) {
 	return func(st worker.Status) {
+		if a.fencing.Load() && (st.State == worker.Exited || st.State == worker.BackingOff) {
+			a.log.Info("job killed by fencing", "job_id", id, "exit", st.LastExit.Reason)
+			return
+		}
 		switch st.State {
 		case worker.Running:
 			a.log.Info("job running", "job_id", id, "pid", st.PID, "restarts", st.Restarts)
 		case worker.Failed:
 			a.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", id, "reason", st.Reason)
 		case worker.Exited:
-			a.log.Warn("job exited; its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason)
+			if st.LastExit.Code == 0 {
+				a.log.Info("job exited cleanly; its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason)
+			} else {
+				a.log.Error("job failed: it exited and its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason,
+					"oom_killed", st.LastExit.OOMKilled)
+			}
 		case worker.BackingOff:
 			a.log.Warn("job exited; restarting", "job_id", id, "exit", st.LastExit.Reason,
 				"oom_killed", st.LastExit.OOMKilled, "restart_at", st.NextRestart.Format(time.RFC3339Nano))
@@ -452,7 +584,7 @@ func (a *Agent) updateJob(cur *job, nj config.Job) {
 			a.log.Error("update job cgroup; old limits stay", "job_id", nj.ID, "error", err)
 			return
 		}
-		a.log.Info("job limits updated in place", "job_id", nj.ID)
+		a.log.Info("job limits updated in place", "job_id", nj.ID, "changes", changeList(config.DiffJobs(cur.spec, nj)))
 	}
 	a.mu.Lock()
 	cur.res, cur.spec = res, nj
@@ -531,8 +663,10 @@ func (a *Agent) stopAll() error {
 	a.removeUnusedGroups(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if cerr := a.hier.Cleanup(ctx, cgroup.JobsDir); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("remove %s: %w", cgroup.JobsDir, cerr))
+	for _, sub := range cgroup.Subtrees() {
+		if cerr := a.hier.Cleanup(ctx, sub); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove %s: %w", sub, cerr))
+		}
 	}
 	// Leave no cgroup behind: the root too, unless it is the cgroup systemd
 	// delegated to the agent (which systemd owns).

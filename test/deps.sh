@@ -11,7 +11,9 @@ pkgs=(
 	coreutils procps curl
 	prometheus  # prometheus, promtool: rules and dashboard tests
 	chromium    # the status page test drives headless Chromium
-	tmux        # the berth top test runs it in a tmux pane
+	tmux        # the berth top and completion tests run them in tmux panes
+	bash-completion zsh fish # completion tested in each shell
+	groff-base  # groff: the man pages are formatted without a warning
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -156,7 +156,9 @@ func (e *env) start() {
 	}
 	e.waited = make(chan error, 1)
 	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(e.cmd, e.waited)
-	eventually(e.t, 20*time.Second, "agent /healthz", func() bool {
+	// Ready can take a session TTL (10 s) when the agent restarts before its
+	// previous session's lease expired, and longer on a loaded machine.
+	eventually(e.t, 60*time.Second, "agent /healthz", func() bool {
 		select {
 		case err := <-e.waited:
 			e.waited <- err
@@ -196,10 +198,22 @@ func (e *env) cleanup() {
 	for _, dir := range e.cgroupDirs() {
 		killTree(dir)
 	}
+	// An agent killed here had no chance to remove its cgroup-root lock
+	// file (a clean stop removes it); the next agent would take it over,
+	// but no agent ever uses this test's root again.
+	_ = os.Remove(e.cgroupLock())
 	if e.t.Failed() && e.out != nil {
 		e.t.Logf("agent output:\n%s", e.out)
 	}
 }
+
+// cgroupLock is the lock file of this test's cgroup root.
+func (e *env) cgroupLock() string {
+	return filepath.Join("/run/lock/berth", "cgroup-"+e.root+".lock")
+}
+
+// dataLock is the lock file of this test's data_dir (with its agent's PID).
+func (e *env) dataLock() string { return filepath.Join(e.dir, "data", "agent.lock") }
 
 // cgroupDirs lists the root of this test's cgroups in every hierarchy.
 func (e *env) cgroupDirs() []string {

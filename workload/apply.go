@@ -10,8 +10,10 @@ import (
 	"github.com/berthd/berth/config"
 )
 
-// Apply makes the workload stored through c match defs: it computes
-// NewPlan and then writes, in this order, so that no agent ever reads a
+// Apply makes the workload stored through c match defs, as the operator's
+// (`berth apply`: no agent deletes what it writes when it leaves the
+// agent's file; unchanged definitions an agent's file stored are adopted):
+// it computes NewPlan and then writes, in this order, so that no agent ever reads a
 // connector whose group is missing or two connectors sharing a job ID
 // (unless defs asks for it): delete the pruned connectors, put the created
 // and updated groups, put the created and updated connectors, delete the
@@ -33,12 +35,15 @@ func Apply(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bool
 		return Plan{}, err
 	}
 	done := Plan{Unchanged: plan.Unchanged}
-	isCreated := map[string]bool{}
+	isCreated, isAdopted := map[string]bool{}, map[string]bool{}
 	for _, id := range plan.Created {
 		isCreated[id] = true
 	}
+	for _, id := range plan.Adopted {
+		isAdopted[id] = true
+	}
 	put := func(kind string) error {
-		for _, id := range append(append([]string{}, plan.Created...), plan.Updated...) {
+		for _, id := range append(append(append([]string{}, plan.Created...), plan.Updated...), plan.Adopted...) {
 			k, name, _ := strings.Cut(id, "/")
 			if k != kind {
 				continue
@@ -54,6 +59,8 @@ func Apply(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bool
 			}
 			if isCreated[id] {
 				done.Created = append(done.Created, id)
+			} else if isAdopted[id] {
+				done.Adopted = append(done.Adopted, id)
 			} else {
 				done.Updated = append(done.Updated, id)
 			}

@@ -32,8 +32,10 @@ func (e *DefinitionError) Unwrap() error { return e.Err }
 
 // Parse turns the stored workload (bodies by name, as
 // cluster.Client.Connectors and Groups return them) back into a validated
-// config.Workload, checked against host: groups and connectors each sorted
-// by name.
+// config.Workload, checked against host's limits facts (host.LimitsOnly():
+// a definition is not left out because its user or program is missing
+// here; the agent checks that before it starts or replaces a job): groups
+// and connectors each sorted by name.
 //
 // One bad definition does not take the others down (the agent must keep
 // running the rest): it returns the workload of every definition that is
@@ -49,6 +51,7 @@ func (e *DefinitionError) Unwrap() error { return e.Err }
 // to is read from the problem's Def, never from its text. The workload is
 // never nil; the error is nil when every definition is in it.
 func Parse(connectors, groups map[string][]byte, host *config.Host) (*config.Workload, error) {
+	host = host.LimitsOnly()
 	var bad []error
 	w := &config.Workload{}
 	for _, name := range sortedKeys(groups) {

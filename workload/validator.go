@@ -16,7 +16,9 @@ func defFile(kind, name string) string { return kind + "s/" + name }
 // Validator returns the cluster.Validator that checks every connector and
 // group definition before the cluster store keeps it (a value that fails
 // validation is refused, never stored), with the same code that validates
-// the agent file, against the facts of host (nil: no host checks).
+// the agent file, against the limits facts of host (host.LimitsOnly(): CPUs
+// and devices; a definition's user and program need exist only where it
+// runs; nil: no host checks).
 //
 // For kind cluster.KindConnector it parses body with config.ParseConnector
 // and returns assign.Connector{Name, Run: has [run], Tasks, Group}; for
@@ -29,6 +31,7 @@ func defFile(kind, name string) string { return kind + "s/" + name }
 // here (the store holds one definition per key); Parse and NewPlan check
 // that.
 func Validator(host *config.Host) cluster.Validator {
+	host = host.LimitsOnly()
 	return func(kind, name string, body []byte) (assign.Connector, error) {
 		switch kind {
 		case cluster.KindConnector:

@@ -19,7 +19,8 @@ func agentCmd(configPath *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "agent",
 		Short: "Run the host agent",
-		Long: `Run the host agent until SIGTERM or SIGINT; SIGHUP reloads the file.
+		Long: `Run the host agent until SIGTERM or SIGINT; SIGHUP reloads the file
+(` + "`berth reload`" + ` sends it and prints the result).
 
 The agent kills whatever an earlier run left in its cgroup root, joins its
 cluster (an embedded etcd when [cluster] names no endpoints), and runs the
@@ -58,7 +59,7 @@ func runAgent(path string) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	agent := supervisor.New(cfg, path, supervisor.Options{Logger: log, Host: host})
+	agent := supervisor.New(cfg, path, supervisor.Options{Logger: log, Host: host, Version: version, Commit: commit})
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx) }()
 	log.Info("agent starting", "version", version, "commit", commit, "config", path, "id", cfg.Agent.ID)

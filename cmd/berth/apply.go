@@ -51,11 +51,14 @@ agent.data_dir) says which store to use.`,
 			if err != nil {
 				return err
 			}
-			host := config.LocalHost()
+			// The definitions are for the whole cluster: checked against this
+			// host's CPUs and devices, not its users and programs.
+			host := config.LocalHost().LimitsOnly()
 			defs, err := config.Definitions(name, data, host)
 			if err != nil {
 				return configError(fmt.Errorf("%w\n%s is not valid; nothing was stored", err, name))
 			}
+			printWarnings(cmd.ErrOrStderr(), defs.Warnings)
 			var plan workload.Plan
 			err = withStore(cmd.Context(), *configPath, host, func(ctx context.Context, c *cluster.Client) (err error) {
 				if dryRun {
@@ -65,7 +68,7 @@ agent.data_dir) says which store to use.`,
 				}
 				return err
 			})
-			wrote := len(plan.Created)+len(plan.Updated)+len(plan.Deleted) > 0
+			wrote := len(plan.Created)+len(plan.Updated)+len(plan.Adopted)+len(plan.Deleted) > 0
 			var ee *exitError
 			if errors.As(err, &ee) {
 				return err // the agent file does not validate
@@ -85,19 +88,27 @@ agent.data_dir) says which store to use.`,
 	return c
 }
 
-// printPlan prints one line per definition, then a summary.
+// printPlan prints one line per definition, then a summary; a dry run
+// says what would be done.
 func printPlan(w io.Writer, p workload.Plan, dryRun bool) {
-	suffix := ""
+	verbs := [5]string{"created", "updated", "adopted", "deleted", "unchanged"}
 	if dryRun {
-		suffix = " (dry run)"
+		verbs = [5]string{"would create", "would update", "would adopt", "would delete", "unchanged"}
 	}
-	for _, l := range []struct {
-		verb  string
-		names []string
-	}{{"created", p.Created}, {"updated", p.Updated}, {"deleted", p.Deleted}, {"unchanged", p.Unchanged}} {
-		for _, n := range l.names {
-			fmt.Fprintf(w, "%s %s%s\n", l.verb, n, suffix)
+	for i, names := range [5][]string{p.Created, p.Updated, p.Adopted, p.Deleted, p.Unchanged} {
+		for _, n := range names {
+			fmt.Fprintf(w, "%s %s\n", verbs[i], n)
 		}
 	}
-	fmt.Fprintf(w, "%d created, %d updated, %d deleted, %d unchanged%s\n", len(p.Created), len(p.Updated), len(p.Deleted), len(p.Unchanged), suffix)
+	adopted := ""
+	if len(p.Adopted) > 0 {
+		adopted = fmt.Sprintf(" (%d stored by an agent's file become yours: no agent deletes them)", len(p.Adopted))
+	}
+	if dryRun {
+		fmt.Fprintf(w, "dry run, nothing stored: %d to create, %d to update, %d to adopt, %d to delete, %d unchanged%s\n",
+			len(p.Created), len(p.Updated), len(p.Adopted), len(p.Deleted), len(p.Unchanged), adopted)
+		return
+	}
+	fmt.Fprintf(w, "%d created, %d updated, %d adopted, %d deleted, %d unchanged%s\n",
+		len(p.Created), len(p.Updated), len(p.Adopted), len(p.Deleted), len(p.Unchanged), adopted)
 }

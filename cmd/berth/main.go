@@ -8,11 +8,7 @@
 // line or a configuration that does not validate.
 package main
 
-import (
-	"os"
-
-	"github.com/berthd/berth/worker"
-)
+import "os"
 
 // Set at build time with -ldflags "-X main.version=... -X main.commit=...".
 var (
@@ -21,8 +17,5 @@ var (
 )
 
 func main() {
-	// A worker's start helper is this binary re-executed: it joins the
-	// job's cgroups and execs the job. It must run before anything else.
-	worker.MaybeRunHelper()
 	os.Exit(run(os.Args[1:]))
 }

@@ -34,12 +34,19 @@ func commands(configPath *string) []*cobra.Command {
 	return []*cobra.Command{
 		agentCmd(configPath),
 		validateCmd(configPath),
+		reloadCmd(configPath),
 		statusCmd(configPath),
+		topCmd(configPath),
 		logsCmd(configPath),
 		applyCmd(configPath),
 		connectorsCmd(configPath),
+		restartCmd(configPath),
+		pauseCmd(configPath),
+		resumeCmd(configPath),
+		stopCmd(configPath),
 		membersCmd(configPath),
 		versionCmd(),
+		gendocsCmd(),
 	}
 }
 
@@ -64,6 +71,7 @@ runs unseen or twice.`,
 		return &exitError{code: 2, err: fmt.Errorf("%w (run '%s -h' for usage)", err, c.CommandPath())}
 	})
 	root.AddCommand(commands(&configPath)...)
+	setupCompletion(root, &configPath)
 	return root
 }
 

@@ -31,7 +31,9 @@ const connectTimeout = 5 * time.Second
 // running (no endpoint file, or its URL does not answer) or when the
 // configured endpoints do not answer before ctx ends.
 func connectCluster(ctx context.Context, path string, host *config.Host) (*cluster.Client, error) {
-	cfg, err := config.Load(path, host)
+	// Only [cluster] and data_dir are needed: the jobs' users and programs
+	// are the agent's concern, not a reason to refuse reading the store.
+	cfg, err := config.Load(path, host.LimitsOnly())
 	if err != nil {
 		return nil, configError(err)
 	}

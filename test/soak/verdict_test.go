@@ -130,7 +130,7 @@ func percentile(ds []time.Duration, p int) time.Duration {
 
 // fencing is one "session lost" line of an agent's log.
 type fencing struct {
-	at          time.Time // the line's time: every worker was killed by then
+	at          time.Time // the line's time: the loss was seen; the session's workers started before
 	lastRenewal time.Time // of the lost session
 }
 
@@ -143,7 +143,7 @@ var (
 // its times fails the test.
 func (m *member) fencings() []fencing {
 	var out []fencing
-	for _, line := range m.proc.out.matching("session lost: every worker killed") {
+	for _, line := range m.proc.out.matching("session lost: fencing") {
 		a, b := logTime.FindStringSubmatch(line), logLastRenewal.FindStringSubmatch(line)
 		if a == nil || b == nil {
 			m.w.t.Errorf("agent %s: fencing line without its time or last renewal: %s", m.id, line)

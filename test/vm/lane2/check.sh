@@ -132,7 +132,7 @@ if eventually 30 jobs_as_configured 67108864; then
 else
 	fail job-cgroups-limits "$(limits; ls -R "$CG" 2>&1 | head -n 30)"
 fi
-# The agent moved itself into <cgroup>/agent (CASES.md C13): nothing is
+# The agent moved itself into <cgroup>/agent (failure case C13): nothing is
 # left in the delegated root, which has the controllers enabled.
 agent_in_leaf() {
 	grep -qx "$(systemctl show -p MainPID --value berth)" "$CG/agent/cgroup.procs" &&
@@ -164,6 +164,23 @@ if eventually 30 member && [ -d /var/lib/berth/etcd/member ]; then
 else
 	fail embedded-etcd-member "/v1/agent: $(curl -sS --max-time 5 http://127.0.0.1:9750/v1/agent 2>&1 | tr '\n' ' '); /var/lib/berth/etcd: $(ls /var/lib/berth/etcd 2>&1 | xargs)"
 fi
+
+# 5c. The package's man pages and shell completion are where man and the
+# shells look, and the installed bash completion names the service's jobs
+# (cobra's __complete, as the script calls it, against agent.listen).
+docs_ok=1
+for f in /usr/share/man/man1/berth.1.gz /usr/share/man/man1/berth-top.1.gz /usr/share/man/man5/berth.toml.5.gz \
+	/usr/share/bash-completion/completions/berth /usr/share/zsh/vendor-completions/_berth /usr/share/fish/vendor_completions.d/berth.fish; do
+	[ -s "$f" ] || { fail man-completion "$f missing or empty"; docs_ok=0; }
+done
+zcat /usr/share/man/man5/berth.toml.5.gz | grep -q 'log_max_size' || { fail man-completion "berth.toml(5) does not document log_max_size"; docs_ok=0; }
+bash -n /usr/share/bash-completion/completions/berth || { fail man-completion "the bash completion script does not parse"; docs_ok=0; }
+completes() { /usr/bin/berth --config /etc/berth/berth.toml __complete logs lane2-sink- 2>/dev/null | grep -qx lane2-sink-0; }
+if ! eventually 30 completes; then
+	fail man-completion "berth __complete logs lane2-sink-: $(/usr/bin/berth --config /etc/berth/berth.toml __complete logs lane2-sink- 2>&1 | tr '\n' ' ')"
+	docs_ok=0
+fi
+[ $docs_ok -eq 1 ] && pass man-completion
 
 # 6. Reload applies a change: the connector's memory 64 MiB -> 96 MiB.
 sed -i 's/memory = "64MiB"/memory = "96MiB"/' /etc/berth/berth.toml
@@ -207,7 +224,7 @@ fi
 
 # 9. Restart leaves no process of the old run alive. The new agent rejoins
 # the cluster only once its previous session lease has expired
-# (session_ttl, 2 s in the lane's config), then starts the jobs again.
+# (session_ttl, 4 s in the lane's config), then starts the jobs again.
 old=$(procs)
 systemctl restart berth
 left=$(alive $old)
