@@ -161,7 +161,7 @@ func TestSoakAgentKills(t *testing.T) {
 			s.drive(a, m, i)
 		}
 		if !a.running() {
-			t.Fatalf("round %d (%s): the agent exited by itself before the kill: %v\n%s", i, m, a.err, a.out.tail(40))
+			t.Fatalf("round %d (%s): the agent exited by itself before the kill: %v\n%s%s", i, m, a.err, a.out.tail(40), s.lockHolders(a))
 		}
 		a.kill()
 		s.fig.kills++
@@ -260,13 +260,8 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 		return true
 	})
 	if !ok {
-		var why string
-		if a.out.count("another berth agent") > 0 {
-			lock := filepath.Join(s.file.dir, "data", "agent.lock")
-			why = fmt.Sprintf("\nholders of %s:\n%s", lock, strings.Join(holders(lock), "\n"))
-		}
 		t.Fatalf("round %d: the agent (running %v, %v) did not run its jobs within 90s: %v, want %v\n%s%s",
-			round, a.running(), a.err, last, s.jobs, a.out.tail(40), why)
+			round, a.running(), a.err, last, s.jobs, a.out.tail(40), s.lockHolders(a))
 	}
 	s.fig.toSteady = append(s.fig.toSteady, time.Since(a.start))
 	s.fig.checks++
@@ -339,6 +334,16 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 		s.fig.fdOver++
 		t.Errorf("round %d: the agent has %d open files, %d more than its baseline %d: %v", round, fds, d, base, fdTargets(a.pid))
 	}
+}
+
+// lockHolders names the processes holding the agent's data_dir lock when
+// the agent refused to start for it; "" otherwise.
+func (s *killSoak) lockHolders(a *agentProc) string {
+	if a.out.count("another berth agent") == 0 {
+		return ""
+	}
+	lock := filepath.Join(s.file.dir, "data", "agent.lock")
+	return fmt.Sprintf("\nholders of %s:\n%s", lock, strings.Join(holders(lock), "\n"))
 }
 
 // recordEarlier notes, after a kill, every process and cgroup directory
