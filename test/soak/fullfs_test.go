@@ -167,13 +167,9 @@ func TestSoakDataDirFull(t *testing.T) {
 	t.Cleanup(func() { removeCgroupTree(f.root) })
 	cfg := f.write(t)
 	logFile := filepath.Join(dir, "agent.log")
-	helpers := map[string]bool{}
-	for _, j := range jobs {
-		helpers[j] = true
-	}
 	leftBehind := func(when string) {
 		t.Helper()
-		if ps := tagged("SOAK_TAG", tag, helpers); len(ps) > 0 {
+		if ps := tagged("SOAK_TAG", tag); len(ps) > 0 {
 			t.Errorf("%s: job processes left running: %v", when, ps)
 		}
 		if dirs := cgroupTree(f.root); len(dirs) > 0 {

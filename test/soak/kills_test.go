@@ -5,7 +5,6 @@ package soak
 import (
 	"fmt"
 	"math/rand/v2"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -175,7 +174,7 @@ func TestSoakAgentKills(t *testing.T) {
 	if err := a.waitExit(30 * time.Second); err != nil {
 		t.Errorf("agent exit after SIGTERM: %v\n%s", err, a.out.tail(40))
 	}
-	if left := tagged("SOAK_TAG", s.tag, s.helperJobs()); len(left) > 0 {
+	if left := tagged("SOAK_TAG", s.tag); len(left) > 0 {
 		t.Errorf("processes alive after the agent's clean stop: %v", left)
 	}
 	if left := cgroupTree(s.file.root); len(left) > 0 {
@@ -270,7 +269,7 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 	// agent, and every process seen when an earlier run was killed.
 	_, agentStart, _, _ := stat(a.pid)
 	bad := map[int]string{}
-	for _, p := range append(tagged("SOAK_TAG", s.tag, s.helperJobs()), withArgv(a.cmd.Args)...) {
+	for _, p := range append(tagged("SOAK_TAG", s.tag), withArgv(a.cmd.Args)...) {
 		if p.start < agentStart {
 			bad[p.pid] = p.String() + " in\n" + cgroupsOf(p.pid)
 		}
@@ -297,15 +296,16 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 	var left []string
 	for p, ino := range now {
 		rel := relUnder(p, s.file.root)
-		if s.earlierDirs[p] == ino && strings.HasPrefix(rel, "jobs/") {
+		job, ok := jobOf(rel)
+		if !ok {
+			continue // the root, jobs/, groups/, the agent's own leaf
+		}
+		if s.earlierDirs[p] == ino {
 			left = append(left, p+" (same inode as before the kill)")
 			continue
 		}
-		if rest, ok := strings.CutPrefix(rel, "jobs/"); ok {
-			base := path.Base(rest)
-			if !want[base] && base != "g-"+s.tag+"-pair" {
-				left = append(left, p+" (no such job in force)")
-			}
+		if job != "" && !want[job] {
+			left = append(left, p+" (no such job in force)")
 		}
 	}
 	sort.Strings(left)
@@ -349,7 +349,7 @@ func (s *killSoak) lockHolders(a *agentProc) string {
 // recordEarlier notes, after a kill, every process and cgroup directory
 // the killed run left: each must be gone once the next run is up.
 func (s *killSoak) recordEarlier() {
-	procs := append(tagged("SOAK_TAG", s.tag, s.helperJobs()), withArgv([]string{berthBin, "agent", "--config", s.config})...)
+	procs := append(tagged("SOAK_TAG", s.tag), withArgv([]string{berthBin, "agent", "--config", s.config})...)
 	for _, p := range procs {
 		s.earlierProcs[p.pid] = p.start
 	}
@@ -361,16 +361,21 @@ func (s *killSoak) recordEarlier() {
 	s.fig.dirsAfterKill += len(dirs)
 }
 
-// helperJobs are the job IDs an exec helper of this soak names.
-func (s *killSoak) helperJobs() map[string]bool {
-	out := map[string]bool{}
-	for v := 0; v < 2; v++ {
-		_, jobs := killWorkload(s.tag, v)
-		for _, j := range jobs {
-			out[j] = true
-		}
+// jobOf names the job whose cgroup (or a run leaf below it) rel is, in
+// the layout of cgroup.JobRel and GroupRel: "jobs/<job>[/...]" or
+// "groups/<group>/<job>[/...]"; "" for a group's own directory. ok is
+// false for a directory of neither subtree.
+func jobOf(rel string) (job string, ok bool) {
+	parts := strings.Split(rel, "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "jobs":
+		return parts[1], true
+	case len(parts) == 2 && parts[0] == "groups":
+		return "", true
+	case len(parts) >= 3 && parts[0] == "groups":
+		return parts[2], true
 	}
-	return out
+	return "", false
 }
 
 // relUnder is p relative to the directory root of its hierarchy, e.g.

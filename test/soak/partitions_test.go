@@ -37,10 +37,11 @@ func TestSoakPartitions(t *testing.T) {
 		if i%2 == 1 {
 			r.mode = dropAll
 		}
-		cutAt := time.Now()
 		if err := m.host.partition(r.mode); err != nil {
 			t.Fatal(err)
 		}
+		cutAt := time.Now() // the cut is whole once partition returns
+
 		time.Sleep(r.length)
 		healAt := time.Now()
 		if err := m.host.heal(); err != nil {

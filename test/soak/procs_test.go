@@ -51,10 +51,9 @@ func liveSince(pid int, start uint64) bool {
 }
 
 // tagged lists every live process (zombies excluded) whose environment
-// holds name=value, and every berth exec helper placed for one of the
-// jobs named in helperJobs (its environment holds nothing of the job's):
-// the processes a soak's agents started, however they were daemonised.
-func tagged(name, value string, helperJobs map[string]bool) []proc {
+// holds name=value: the processes a soak's agents started as jobs, however
+// they were daemonised.
+func tagged(name, value string) []proc {
 	want := []byte(name + "=" + value)
 	entries, _ := os.ReadDir("/proc")
 	var out []proc
@@ -72,9 +71,6 @@ func tagged(name, value string, helperJobs map[string]bool) []proc {
 		mine := false
 		for _, kv := range bytes.Split(env, []byte{0}) {
 			mine = mine || bytes.Equal(kv, want)
-		}
-		if !mine && len(argv) == 2 && argv[0] == "berth-exec-helper" && helperJobs[argv[1]] {
-			mine = true
 		}
 		if !mine {
 			continue
