@@ -41,7 +41,6 @@ func TestSoakPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 		cutAt := time.Now() // the cut is whole once partition returns
-
 		time.Sleep(r.length)
 		healAt := time.Now()
 		if err := m.host.heal(); err != nil {
