@@ -73,12 +73,16 @@ limits() {
 # has_procs FILE is true when the cgroup.procs FILE lists a process. Not
 # [ -s FILE ]: cgroupfs files stat with size 0 whatever they hold.
 has_procs() { grep -q . "$1" 2>/dev/null; }
+# populated DIR is true when the cgroup DIR or a cgroup below it holds a
+# process (cgroup.events "populated", cgroup-v2.rst): a job's processes
+# sit in a run-<n> leaf below its cgroup.
+populated() { grep -qx 'populated 1' "$1/cgroup.events" 2>/dev/null; }
 # want_limits JOB CPU MEMORY PIDS is true when JOB's cgroup holds them and a
 # process.
 want_limits() {
 	local d=$CG/jobs/$1
 	[ "$(cat "$d/cpu.max")" = "$2" ] && [ "$(cat "$d/memory.max")" = "$3" ] &&
-		[ "$(cat "$d/pids.max")" = "$4" ] && has_procs "$d/cgroup.procs"
+		[ "$(cat "$d/pids.max")" = "$4" ] && populated "$d"
 }
 jobs_as_configured() {
 	want_limits lane2-sink "20000 100000" "$1" 16 &&
