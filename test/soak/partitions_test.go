@@ -4,6 +4,8 @@ package soak
 
 import (
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,8 @@ type cutRound struct {
 	length      time.Duration // how long the link stayed cut
 	lastRenewal time.Time     // the victim's, as first reported after the cut
 	settle      time.Duration // from the heal until every agent ran its own jobs again
+	cutAt       time.Time     // when the cut was whole
+	healAt      time.Time     // when it was undone
 }
 
 // TestSoakPartitions cuts one agent at a time from the etcd cluster,
@@ -53,13 +57,16 @@ func TestSoakPartitions(t *testing.T) {
 					lr.Format("15:04:05.000000"), r.mode, cutAt.Format("15:04:05.000000"))
 			}
 		}
+		r.cutAt, r.healAt = cutAt, healAt
 		r.settle = w.settle(2 * time.Minute)
 		rounds = append(rounds, r)
 		// One partition every few seconds.
 		time.Sleep(500*time.Millisecond + time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
 	}
+	renewals := w.renewals()
 	w.stop()
 	v := w.judge()
+	cut, other := classifyFencings(w, rounds)
 
 	var lines []string
 	var settles []time.Duration
@@ -84,6 +91,61 @@ func TestSoakPartitions(t *testing.T) {
 		{"agents, etcd members, session TTL", fmt.Sprintf("%d, %d, %s", len(w.agents), len(w.etcd.members), w.ttl)},
 		{"CPU burners", fmt.Sprint(*flagBurners)},
 		{"settled after a heal (median, 95th percentile)", fmt.Sprintf("%s, %s", percentile(settles, 50).Round(time.Millisecond), percentile(settles, 95).Round(time.Millisecond))},
+		{"fencings of the cut agent during its cut; of any agent at any other time", fmt.Sprintf("%d; %d", cut, other)},
+		{"lease renewals (berth_lease_renew_seconds) slower than 100 ms, 250 ms, 1 s", renewals},
 	}
 	writeFigures(t, "partitions", append(rows, v.rows()...))
+}
+
+// classifyFencings counts the fencings of the agent a round cut, between
+// the cut and the heal plus one TTL (its lease could not be renewed), and
+// every other fencing: an agent whose renewals ran late under the CPU
+// load, or that lost a session again after a heal.
+func classifyFencings(w *world, rounds []cutRound) (cut, other int) {
+	for _, m := range w.agents {
+		for _, f := range m.fencings() {
+			during := false
+			for _, r := range rounds {
+				if r.victim == m.id && !f.at.Before(r.cutAt) && f.at.Before(r.healAt.Add(w.ttl)) {
+					during = true
+				}
+			}
+			if during {
+				cut++
+			} else {
+				other++
+				w.t.Logf("agent %s fenced outside a cut of its own: last renewal %s, at %s", m.id,
+					f.lastRenewal.Format("15:04:05.000"), f.at.Format("15:04:05.000"))
+			}
+		}
+	}
+	return cut, other
+}
+
+// renewals sums, over the agents, the renewals of berth_lease_renew_seconds
+// slower than 100 ms, 250 ms and 1 s, read from each agent's /metrics.
+func (w *world) renewals() string {
+	slower := map[string]float64{"0.1": 0, "0.25": 0, "1": 0}
+	var total float64
+	for _, m := range w.agents {
+		resp, err := apiClient.Get("http://" + m.addr + "/metrics")
+		if err != nil {
+			w.t.Errorf("agent %s: /metrics: %v", m.id, err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		buckets := map[string]float64{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "berth_lease_renew_seconds_bucket{le=\""); ok {
+				le, val, _ := strings.Cut(rest, "\"} ")
+				buckets[le], _ = strconv.ParseFloat(val, 64)
+			}
+		}
+		for le := range slower {
+			slower[le] += buckets["+Inf"] - buckets[le]
+		}
+		total += buckets["+Inf"]
+	}
+	return fmt.Sprintf("%.0f, %.0f, %.0f of %.0f", slower["0.1"], slower["0.25"], slower["1"], total)
 }
