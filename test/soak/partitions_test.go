@@ -102,21 +102,32 @@ func TestSoakPartitions(t *testing.T) {
 // every other fencing: an agent whose renewals ran late under the CPU
 // load, or that lost a session again after a heal.
 func classifyFencings(w *world, rounds []cutRound) (cut, other int) {
+	perRound := make([][]fencing, len(rounds))
 	for _, m := range w.agents {
 		for _, f := range m.fencings() {
 			during := false
-			for _, r := range rounds {
+			for i, r := range rounds {
 				if r.victim == m.id && !f.at.Before(r.cutAt) && f.at.Before(r.healAt.Add(w.ttl)) {
 					during = true
+					perRound[i] = append(perRound[i], f)
 				}
 			}
 			if during {
 				cut++
 			} else {
 				other++
-				w.t.Logf("agent %s fenced outside a cut of its own: last renewal %s, at %s", m.id,
-					f.lastRenewal.Format("15:04:05.000"), f.at.Format("15:04:05.000"))
+				w.t.Logf("agent %s fenced outside a cut of its own:\n%s", m.id, f.line)
 			}
+		}
+	}
+	for i, fs := range perRound {
+		if len(fs) > 1 {
+			var lines []string
+			for _, f := range fs {
+				lines = append(lines, f.line)
+			}
+			w.t.Logf("round %d: %s fenced %d times (cut %s, healed %s):\n%s", i, rounds[i].victim, len(fs),
+				rounds[i].cutAt.Format("15:04:05.000"), rounds[i].healAt.Format("15:04:05.000"), strings.Join(lines, "\n"))
 		}
 	}
 	return cut, other

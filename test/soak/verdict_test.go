@@ -132,6 +132,7 @@ func percentile(ds []time.Duration, p int) time.Duration {
 type fencing struct {
 	at          time.Time // the line's time: the loss was seen; the session's workers started before
 	lastRenewal time.Time // of the lost session
+	line        string    // the whole line, for a message
 }
 
 var (
@@ -155,7 +156,7 @@ func (m *member) fencings() []fencing {
 			m.w.t.Errorf("agent %s: fencing line with bad times (%v, %v): %s", m.id, err1, err2, line)
 			continue
 		}
-		out = append(out, fencing{at: at, lastRenewal: lr})
+		out = append(out, fencing{at: at, lastRenewal: lr, line: line})
 	}
 	return out
 }
