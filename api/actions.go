@@ -15,10 +15,14 @@ import (
 // cluster; the agents that run the jobs carry it out.
 
 // requester names who asked, for the agents' logs and status: the client's
-// address and user agent, and the agent that took the request.
+// address, who the listener authenticated it as (Identity), its user agent,
+// and the agent that took the request.
 func (s *server) requester(r *http.Request) string {
 	self, _ := s.b.Owners()
 	by := "api " + r.RemoteAddr
+	if id := Identity(r, s.opts.WebConfigFile); id != "" {
+		by += " as " + id
+	}
 	if ua := r.UserAgent(); ua != "" {
 		by += " (" + ua + ")"
 	}

@@ -9,6 +9,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/berthd/berth/config"
+	promconfig "github.com/prometheus/common/config"
 )
 
 // Client calls one agent's API.
@@ -19,12 +22,53 @@ type Client struct {
 	HTTP *http.Client
 }
 
+// clientTimeout bounds one request of a Client.
+const clientTimeout = 10 * time.Second
+
 // NewClient returns a client for the agent at addr: "host:port" or a URL.
 func NewClient(addr string) *Client {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
-	return &Client{Base: strings.TrimSuffix(addr, "/"), HTTP: &http.Client{Timeout: 10 * time.Second}}
+	return &Client{Base: strings.TrimSuffix(addr, "/"), HTTP: &http.Client{Timeout: clientTimeout}}
+}
+
+// NewClientFor returns a client for the agent at addr ("host:port" or a
+// URL) that presents what auth ([agent.client]) gives: the CA that signed
+// the agents' certificates, a client certificate, basic-auth credentials
+// (password_file read now, config.ReadPasswordFile). A bare host:port is
+// reached over https when tls is true (the agent's web configuration turns
+// TLS on: WebTLS), else over http; a URL keeps its scheme. The transport
+// is the Prometheus HTTP client's (prometheus/common/config, what a scrape
+// configuration's tls_config and basic_auth build). It returns an error
+// when the password file cannot be used or the TLS settings are invalid.
+func NewClientFor(addr string, auth config.APIClient, tls bool) (*Client, error) {
+	if !strings.Contains(addr, "://") {
+		scheme := "http://"
+		if tls {
+			scheme = "https://"
+		}
+		addr = scheme + addr
+	}
+	hc := promconfig.HTTPClientConfig{TLSConfig: promconfig.TLSConfig{
+		CAFile: auth.TLS.CA, CertFile: auth.TLS.Cert, KeyFile: auth.TLS.Key, ServerName: auth.TLS.ServerName,
+	}}
+	if auth.Username != "" {
+		pw := auth.Password
+		if auth.PasswordFile != "" {
+			var err error
+			if pw, err = config.ReadPasswordFile(auth.PasswordFile); err != nil {
+				return nil, fmt.Errorf("agent.client: %w", err)
+			}
+		}
+		hc.BasicAuth = &promconfig.BasicAuth{Username: auth.Username, Password: promconfig.Secret(pw)}
+	}
+	h, err := promconfig.NewClientFromConfig(hc, "berth")
+	if err != nil {
+		return nil, fmt.Errorf("agent.client: %w", err)
+	}
+	h.Timeout = clientTimeout
+	return &Client{Base: strings.TrimSuffix(addr, "/"), HTTP: h}, nil
 }
 
 // Get fetches path ("/v1/jobs") and decodes the JSON answer into v. A

@@ -11,6 +11,11 @@ import (
 	"github.com/berthd/berth/worker"
 )
 
+// Hidden stands for every environment value in the API's views: the name
+// of a variable is shown, its value never (Kafka Connect's
+// Password.HIDDEN, what it shows for a PASSWORD-type config).
+const Hidden = config.Hidden
+
 // The states of connectors and tasks in Kafka Connect's words (its
 // AbstractStatus.State; STOPPED from KIP-875).
 const (
@@ -136,8 +141,14 @@ func flattenProcess(cfg map[string]string, prefix string, p *config.Process) {
 	if p.StopTimeout > 0 {
 		cfg[prefix+".stop_timeout"] = p.StopTimeout.String()
 	}
-	for k, v := range p.Env {
-		cfg[prefix+".env."+k] = v
+	// Environment values are where operators keep passwords: the API
+	// names them and never serves them, as Kafka Connect shows its
+	// PASSWORD-type configs.
+	for k := range p.Env {
+		cfg[prefix+".env."+k] = Hidden
+	}
+	if p.EnvFile != "" {
+		cfg[prefix+".env_file"] = p.EnvFile
 	}
 	l := p.Limits
 	set := func(k string, ok bool, v any) {
@@ -240,8 +251,12 @@ func remoteStates(ctx context.Context, b Backend, owners map[string]string, self
 		if !want[m.ID] || m.Addr == "" {
 			continue
 		}
+		cl, err := b.PeerClient(m.Addr)
+		if err != nil {
+			continue
+		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		js, err := NewClient(m.Addr).Jobs(cctx)
+		js, err := cl.Jobs(cctx)
 		cancel()
 		if err != nil {
 			continue

@@ -178,3 +178,9 @@ func FuzzHandler(f *testing.F) {
 		}
 	})
 }
+
+// PeerClient answers for peers as an agent without an API client config does:
+// plain HTTP to their address, no credentials.
+func (b fakeBackend) PeerClient(addr string) (*Client, error) {
+	return NewClientFor(addr, config.APIClient{}, false)
+}

@@ -6,19 +6,23 @@ import (
 )
 
 // allowWrite decides whether r may change anything (pause, resume, stop,
-// restart): it returns nil, or the Error to answer. The API has no
-// authentication yet, so the rule is the listen address: an agent that
-// listens on a loopback address (127.0.0.0/8, ::1, or the name localhost)
-// can be reached only from its own host, where whoever asks could as well
-// use berth's CLI; an agent listening on any other address refuses every
-// write with 403. This is the one place that decides: authentication
-// extends it.
+// restart): it returns nil, or the Error to answer. A write is allowed when
+//
+//   - the agent listens on a loopback address (127.0.0.0/8, ::1, or the
+//     name localhost): it can be reached only from its own host, where
+//     whoever asks could as well use berth's CLI; or
+//   - the listener authenticated the request (Authenticated): a client
+//     certificate verified against the web configuration's client CA, or
+//     basic-auth credentials checked against its basic_auth_users.
+//
+// Any other write is refused with 403. This is the one place that decides.
 func (s *server) allowWrite(r *http.Request) *Error {
-	if loopback(s.opts.Listen) {
+	if loopback(s.opts.Listen) || Authenticated(r, s.opts.WebConfigFile) {
 		return nil
 	}
 	return &Error{Code: http.StatusForbidden, Message: "writes are refused: this agent listens on " + s.opts.Listen +
-		", not a loopback address, and the API has no authentication yet; use berth's CLI, or the API of an agent listening on 127.0.0.1"}
+		", not a loopback address, and the request is not authenticated; configure basic_auth_users or client certificates " +
+		"(client_auth_type RequireAndVerifyClientCert or VerifyClientCertIfGiven) in agent.web_config_file, or use berth's CLI"}
 }
 
 // loopback reports whether the listen address host:port names only

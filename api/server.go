@@ -54,6 +54,11 @@ type Backend interface {
 	// connector, carried out once by each job's agent (KIP-745; with
 	// onlyFailed only if the job is FAILED then). Errors as SetTarget.
 	RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error
+	// PeerClient returns a client for the API of another agent at addr
+	// (its member record's address: host:port, or https://host:port when
+	// it serves TLS) with this agent's [agent.client] credentials; an
+	// error when they cannot be loaded.
+	PeerClient(addr string) (*Client, error)
 }
 
 // Options configure the handler beyond its Backend.
@@ -61,9 +66,13 @@ type Options struct {
 	// Metrics serves GET /metrics; nil: no metrics.
 	Metrics http.Handler
 	// Listen is the address the API is served on (host:port). The write
-	// endpoints answer only when it is a loopback address (see
-	// allowWrite).
+	// endpoints answer when it is a loopback address, or when the request
+	// is authenticated (see allowWrite).
 	Listen string
+	// WebConfigFile is the listener's web configuration file
+	// (agent.web_config_file; "" for none): whether it lists basic-auth
+	// users decides whether basic-auth credentials authenticate a write.
+	WebConfigFile string
 	// Version and Commit are the agent's build, for GET /.
 	Version, Commit string
 	// Cluster is the berth cluster's name, GET /'s kafka_cluster_id.
@@ -102,7 +111,8 @@ type server struct {
 // These are Kafka Connect's paths, shapes and status codes (its REST
 // reference, KIP-52, KIP-745, KIP-875). Every error answer, unknown paths
 // (404) and wrong methods (405, with Allow) included, is a JSON Error. The
-// writes answer only where allowWrite says so (403 otherwise).
+// writes answer only where allowWrite says so (403 otherwise): on a
+// loopback address, or to an authenticated request.
 func Handler(b Backend, opts Options) http.Handler {
 	s := &server{b: b, opts: opts}
 	mux := http.NewServeMux()

@@ -170,7 +170,7 @@ type Member struct {
 	Protocol   string    `json:"protocol"`   // static or balanced (KIP-987)
 	Connectors []string  `json:"connectors"` // declared static.connectors
 	Tasks      []string  `json:"tasks"`      // declared static.tasks
-	Addr       string    `json:"addr"`       // the agent's API address, host:port
+	Addr       string    `json:"addr"`       // the agent's API address, host:port (https://host:port with TLS)
 	Started    time.Time `json:"started"`    // when its session joined (UTC)
 }
 
@@ -202,7 +202,9 @@ type ServerInfo struct {
 
 // ConnectorInfo is GET /connectors/{name} in Kafka Connect's shape: the
 // config flattened into Connect-style dotted string keys ("tasks.max",
-// "task.command", "task.limits.memory"; list values JSON-encoded).
+// "task.command", "task.limits.memory"; list values JSON-encoded). Every
+// "<process>.env.<NAME>" value is Hidden; "<process>.env_file" is the
+// path of the file, never its values.
 type ConnectorInfo struct {
 	Name   string            `json:"name"`
 	Config map[string]string `json:"config"`

@@ -19,7 +19,7 @@ type MemberRecord struct {
 	Protocol   config.Protocol `json:"protocol"`   // static or balanced (KIP-987)
 	Connectors []string        `json:"connectors"` // declared static.connectors
 	Tasks      []string        `json:"tasks"`      // declared static.tasks
-	Addr       string          `json:"addr"`       // the agent's HTTP listen address, host:port
+	Addr       string          `json:"addr"`       // the agent's API address, host:port (https://host:port with TLS)
 	Started    time.Time       `json:"started"`    // when this session joined (UTC)
 	Lease      int64           `json:"-"`          // the etcd lease ID the record is bound to
 }

@@ -46,6 +46,35 @@ type Agent struct {
 	// StopTimeout is the grace between SIGTERM and killing a job's cgroup,
 	// used when the job's process does not set its own.
 	StopTimeout time.Duration
+	// WebConfigFile is the absolute path of the web configuration file of
+	// the listener (TLS, client certificates, basic auth), in the format of
+	// the Prometheus exporter-toolkit that node_exporter's
+	// --web.config.file takes; "" serves plain HTTP to everyone.
+	WebConfigFile string
+	// Client is [agent.client]: what berth's own requests to an agent's
+	// API present (the CLI on this host, this agent asking its peers).
+	Client APIClient
+}
+
+// APIClient is [agent.client]: the TLS trust and credentials that berth's
+// own HTTP requests to agents' APIs use (berth status and the other
+// commands that ask the agent of their --config, and an agent asking its
+// peers for their jobs' states). Zero: plain requests, the system's CAs.
+type APIClient struct {
+	// TLS: CA is the CA bundle that signed the agents' server
+	// certificates (empty: the system's); Cert and Key are the client
+	// certificate presented to an agent whose web configuration asks for
+	// one; ServerName overrides the name the server certificate is checked
+	// against (default: the host of the address).
+	TLS TLS
+	// Username is the basic-auth user name; "" sends no basic auth.
+	Username string
+	// Password is the basic-auth password, written in the file itself;
+	// exclusive with PasswordFile.
+	Password string
+	// PasswordFile is the absolute path of a file holding the basic-auth
+	// password (read with ReadPasswordFile: only its owner may read it).
+	PasswordFile string
 }
 
 // Static is the [static] table: the jobs this agent declares it will run
@@ -73,9 +102,31 @@ type Cluster struct {
 	Protocol Protocol
 	// TLS for the etcd client; zero when not configured.
 	TLS TLS
+	// Username is the etcd user (etcd's authentication, "etcdctl user
+	// add"); "" uses none, or the client certificate's common name when
+	// the server runs with --client-cert-auth.
+	Username string
+	// Password is the etcd user's password written in the file itself;
+	// exclusive with PasswordFile.
+	Password string
+	// PasswordFile is the absolute path of a file holding the etcd user's
+	// password (read with ReadPasswordFile when the agent connects).
+	PasswordFile string
 }
 
-// TLS names the PEM files of the etcd client's TLS configuration.
+// TLS names the PEM files of a client's TLS configuration.
 type TLS struct {
-	CA, Cert, Key string
+	// CA is the bundle that signed the servers' certificates; "" trusts
+	// the system's CAs.
+	CA string
+	// Cert and Key are the client certificate and its private key, given
+	// together; "" presents none.
+	Cert, Key string
+	// ServerName is the name the server's certificate must carry; "" uses
+	// the host of the address dialled.
+	ServerName string
 }
+
+// Enabled reports whether any TLS setting is given: the client then speaks
+// TLS.
+func (t TLS) Enabled() bool { return t != TLS{} }

@@ -551,6 +551,12 @@ func (d *decoder) process(t *table) *Process {
 		}
 		env.done()
 	}
+	if _, ok := t.m["env_file"]; ok {
+		p.EnvFile = t.str("env_file", "")
+		if !strings.HasPrefix(p.EnvFile, "/") {
+			d.errs.add(t.key("env_file"), "must be an absolute path, not %q", p.EnvFile)
+		}
+	}
 	p.User = t.str("user", "")
 	if _, ok := t.m["user"]; ok {
 		if err := checkUser(p.User); err != nil {
@@ -560,8 +566,8 @@ func (d *decoder) process(t *table) *Process {
 	// working_directory, as systemd's WorkingDirectory=; "dir" is its older
 	// name and still read, so that files and stored definitions that use
 	// it keep working.
-	_, hasWD := t.m["working_directory"]
-	_, hasDir := t.m["dir"]
+	_, hasWD := t.get("working_directory")
+	_, hasDir := t.get("dir")
 	dirKey := ""
 	switch {
 	case hasWD && hasDir:

@@ -37,7 +37,34 @@ func DiffJobs(old, new Job) []Change {
 	a["group"], b["group"] = old.Group, new.Group
 	flattenProcess("", &old.Process, a)
 	flattenProcess("", &new.Process, b)
-	return diffMaps("", a, b)
+	return hideSecrets(diffMaps("", a, b))
+}
+
+// Hidden stands for a secret's value (an env value, a password) wherever
+// berth shows settings: in a Change, that it changed is shown, never what
+// it was or became; the API shows it for every env value. "[hidden]" is
+// what Kafka Connect shows for a PASSWORD-type config.
+const Hidden = "[hidden]"
+
+// hideSecrets replaces the values of secret settings (env.NAME of a
+// process, a password) in cs with Hidden: changes are logged and served
+// (GET /v1/agent's last reload), secrets never are.
+func hideSecrets(cs []Change) []Change {
+	for i, c := range cs {
+		k := c.Key
+		if j := strings.LastIndex(k, ": "); j >= 0 {
+			k = k[j+2:] // the key inside a definition
+		}
+		if strings.HasPrefix(k, "env.") || strings.Contains(k, ".env.") || strings.HasSuffix(k, "password") {
+			if c.Old != "" {
+				cs[i].Old = Hidden
+			}
+			if c.New != "" {
+				cs[i].New = Hidden
+			}
+		}
+	}
+	return cs
 }
 
 // DiffConfig returns every setting that differs from old to new, sorted by
@@ -75,7 +102,7 @@ func DiffConfig(old, new *Config) []Change {
 		return m
 	}
 	out = append(out, diffDefs("group", groups(old), groups(new))...)
-	return append(out, diffDefs("connector", conns(old), conns(new))...)
+	return hideSecrets(append(out, diffDefs("connector", conns(old), conns(new))...))
 }
 
 // diffDefs compares definitions by name: added or removed ones are one
@@ -139,16 +166,29 @@ func flattenTop(c *Config, m map[string]string) {
 		"cluster.name": c.Cluster.Name, "cluster.endpoints": list(c.Cluster.Endpoints),
 		"cluster.session_ttl": c.Cluster.SessionTTL.String(), "cluster.rebalance_delay": c.Cluster.RebalanceDelay.String(),
 		"cluster.protocol": string(c.Cluster.Protocol),
-		"cluster.tls":      strings.Trim(fmt.Sprintf("%s %s %s", c.Cluster.TLS.CA, c.Cluster.TLS.Cert, c.Cluster.TLS.Key), " "),
+		"cluster.tls":      tlsString(c.Cluster.TLS),
+		"cluster.username": c.Cluster.Username, "cluster.password": c.Cluster.Password,
+		"cluster.password_file": c.Cluster.PasswordFile,
+		"agent.web_config_file": ag.WebConfigFile, "agent.client.tls": tlsString(ag.Client.TLS),
+		"agent.client.username": ag.Client.Username, "agent.client.password": ag.Client.Password,
+		"agent.client.password_file": ag.Client.PasswordFile,
 	} {
 		m[k] = v
 	}
 }
 
+// tlsString is a tls table's files and server name, as one value.
+func tlsString(t TLS) string {
+	return strings.Join(strings.Fields(fmt.Sprintf("%s %s %s %s", t.CA, t.Cert, t.Key, t.ServerName)), " ")
+}
+
 func flattenProcess(prefix string, p *Process, m map[string]string) {
 	m[prefix+"command"] = list(p.Command)
 	for k, v := range p.Env {
-		m[prefix+"env."+k] = strconv.Quote(v)
+		m[prefix+"env."+k] = strconv.Quote(v) // compared here, Hidden in every Change
+	}
+	if p.EnvFile != "" {
+		m[prefix+"env_file"] = p.EnvFile
 	}
 	m[prefix+"user"] = p.User
 	m[prefix+"dir"] = p.Dir

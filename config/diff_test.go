@@ -24,8 +24,8 @@ func TestDiffJobs(t *testing.T) {
 	}
 	want := []string{
 		`command: ["sleep", "1"] → ["sleep", "2"]`,
-		`env.A: "1" → (unset)`,
-		`env.B: (unset) → ""`,
+		`env.A: [hidden] → (unset)`,
+		`env.B: (unset) → [hidden]`,
 		`group: g → (unset)`,
 		`limits.io[0]: (unset) → device=/ read_bps=0 write_bps=1048576 read_iops=0 write_iops=0`,
 		`limits.memory: 67108864 → 100663296`,

@@ -39,15 +39,19 @@ type Host struct {
 	// StatDir checks that a process's working directory exists and is a
 	// directory; nil skips the check.
 	StatDir func(dir string) error
+	// CheckEnvFile checks that a process's env_file can be used: it reads
+	// and only root may read or write it (ReadEnvFile); nil skips the
+	// check.
+	CheckEnvFile func(path string) error
 }
 
 // LocalHost returns the facts of the running machine: its online CPUs
-// (sysfs), limits.ResolveDevice, and the user, program and directory
-// lookups a worker's start does (worker.CheckUser, worker.FindProgram,
-// worker.CheckDir).
+// (sysfs), limits.ResolveDevice, the user, program and directory lookups a
+// worker's start does (worker.CheckUser, worker.FindProgram,
+// worker.CheckDir), and the reading of env_files (ReadEnvFile).
 func LocalHost() *Host {
 	h := &Host{ResolveDevice: limits.ResolveDevice, LookupUser: worker.CheckUser,
-		LookPath: worker.FindProgram, StatDir: worker.CheckDir}
+		LookPath: worker.FindProgram, StatDir: worker.CheckDir, CheckEnvFile: checkEnvFile}
 	if cpus, err := limits.OnlineCPUs(); err == nil {
 		h.OnlineCPUs = cpus
 	}
@@ -55,7 +59,7 @@ func LocalHost() *Host {
 }
 
 // LimitsOnly returns a copy of h without the process facts (user, program,
-// working directory): what a definition stored for the whole cluster is
+// working directory, env_file): what a definition stored for the whole cluster is
 // checked against on every host (CPUs, devices), since its programs and
 // users need exist only on the hosts that run it. nil stays nil.
 func (h *Host) LimitsOnly() *Host {
@@ -63,8 +67,14 @@ func (h *Host) LimitsOnly() *Host {
 		return nil
 	}
 	c := *h
-	c.LookupUser, c.LookPath, c.StatDir = nil, nil, nil
+	c.LookupUser, c.LookPath, c.StatDir, c.CheckEnvFile = nil, nil, nil, nil
 	return &c
+}
+
+// checkEnvFile is Host.CheckEnvFile on the running machine.
+func checkEnvFile(path string) error {
+	_, err := ReadEnvFile(path)
+	return err
 }
 
 // processProblem is one process fact that does not hold on the host: the
@@ -93,6 +103,11 @@ func (h *Host) checkProcess(p *Process, env []string) []processProblem {
 			out = append(out, processProblem{"dir", fmt.Sprintf("working directory on this host: %v", err)})
 		}
 	}
+	if p.EnvFile != "" && h.CheckEnvFile != nil {
+		if err := h.CheckEnvFile(p.EnvFile); err != nil {
+			out = append(out, processProblem{"env_file", fmt.Sprintf("on this host: %v", err)})
+		}
+	}
 	if len(p.Command) > 0 && p.Command[0] != "" && h.LookPath != nil && !strings.Contains(p.Command[0], "${") {
 		relative := strings.Contains(p.Command[0], "/") && !strings.HasPrefix(p.Command[0], "/")
 		if dirOK || !relative {
@@ -114,8 +129,8 @@ func processEnv(p *Process) []string {
 }
 
 // CheckJob checks that j's process can start on h: its user resolves, its
-// working directory exists, and its (expanded) program is an executable
-// file, found as the start will find it. It returns nil when every check
+// working directory exists, its env_file can be used, and its (expanded)
+// program is an executable file, found as the start will find it. It returns nil when every check
 // passes or h has no process facts, else an error naming each key that
 // fails (user: "nobdy" does not resolve on this host: ...).
 func (h *Host) CheckJob(j Job) error {

@@ -94,6 +94,10 @@ type Key struct {
 	// Example is a valid TOML value for the key (a test parses a file that
 	// sets every key to its example); "" for TypeTable and TypeTables keys.
 	Example string
+	// Excludes names a key of the same table that may not be given with
+	// this one (password and password_file); the example file sets the
+	// other.
+	Excludes string
 	// Doc is the key's meaning in one line.
 	Doc string
 }
@@ -123,6 +127,8 @@ const (
 	SectionStatic      = "static"
 	SectionCluster     = "cluster"
 	SectionClusterTLS  = "cluster.tls"
+	SectionClient      = "agent.client"
+	SectionClientTLS   = "agent.client.tls"
 	SectionGroup       = "group"
 	SectionConnector   = "connector"
 	SectionProcess     = "process"
@@ -192,6 +198,40 @@ var sections = []Section{
 				Doc: `the agent's cgroup below each hierarchy root; "" is the cgroup systemd delegated to berth.service`},
 			{Name: "stop_timeout", Type: TypeDuration, Default: tomlString(DefaultStopTimeout.String()), Bounds: ">= 0", Example: tomlString("10s"),
 				Doc: "grace between SIGTERM and killing a job's whole cgroup, unless the job sets its own"},
+			{Name: "web_config_file", Type: TypeString, DefaultNote: "plain HTTP, no authentication", Bounds: "absolute path; checked when the agent starts (berth validate too)", Example: tomlString("/etc/berth/web.yml"),
+				Doc: "TLS, client certificates and basic auth on listen: a Prometheus exporter-toolkit web configuration file (node_exporter's --web.config.file)"},
+			{Name: "client", Type: TypeTable, Section: SectionClient, Doc: "what berth's own requests to agents' APIs present"},
+		},
+	},
+	{
+		ID:      SectionClient,
+		Headers: []string{"[agent.client]"},
+		Doc: "What berth's own requests to an agent's API present: berth status, reload, top and completion (to the agent of --config) " +
+			"and an agent's Connect status view (to its peers). They use https when web_config_file turns TLS on; " +
+			"give the CA, a client certificate and basic-auth credentials that web configuration accepts.",
+		Keys: []Key{
+			{Name: "tls", Type: TypeTable, Section: SectionClientTLS, Doc: "TLS trust and client certificate"},
+			{Name: "username", Type: TypeString, DefaultNote: "no basic auth", Bounds: "not empty; needs password or password_file", Example: tomlString("berth"),
+				Doc: "basic-auth user (one of the web configuration's basic_auth_users)"},
+			{Name: "password", Type: TypeString, DefaultNote: "none", Bounds: "needs username; exclusive with password_file", Example: tomlString("s3cret"), Excludes: "password_file",
+				Doc: "basic-auth password, in this file (prefer password_file)"},
+			{Name: "password_file", Type: TypeString, DefaultNote: "none", Bounds: "absolute path; needs username; only root may read or write it", Example: tomlString("/etc/berth/api-password"),
+				Doc: "file holding the basic-auth password (one line)"},
+		},
+	},
+	{
+		ID:      SectionClientTLS,
+		Headers: []string{"[agent.client.tls]"},
+		Doc:     "PEM files of berth's own API requests; none set: the system's roots and no client certificate.",
+		Keys: []Key{
+			{Name: "ca", Type: TypeString, DefaultNote: "the system's roots", Bounds: "absolute path", Example: tomlString("/etc/berth/tls/ca.pem"),
+				Doc: "CA bundle that signs the agents' server certificates"},
+			{Name: "cert", Type: TypeString, DefaultNote: "no client certificate", Bounds: "absolute path; with key", Example: tomlString("/etc/berth/tls/client.pem"),
+				Doc: "client certificate, for agents whose client_auth_type asks for one"},
+			{Name: "key", Type: TypeString, DefaultNote: "no client certificate", Bounds: "absolute path; with cert", Example: tomlString("/etc/berth/tls/client-key.pem"),
+				Doc: "client certificate's private key"},
+			{Name: "server_name", Type: TypeString, DefaultNote: "the host of the address dialled", Bounds: "a name the agents' certificates carry", Example: tomlString("host-a"),
+				Doc: "name the agents' certificates are checked against"},
 		},
 	},
 	{
@@ -223,6 +263,12 @@ var sections = []Section{
 			{Name: "protocol", Type: TypeString, Default: tomlString(string(ProtocolStatic)), Values: []string{string(ProtocolStatic), string(ProtocolBalanced)}, Example: tomlString(string(ProtocolStatic)),
 				Doc: "static: declared jobs run on their declarer (KIP-987); balanced: jobs placed by count, groups whole"},
 			{Name: "tls", Type: TypeTable, Section: SectionClusterTLS, Doc: "TLS of the etcd client"},
+			{Name: "username", Type: TypeString, DefaultNote: "no user; with etcd's --client-cert-auth, the client certificate's common name", Bounds: "not empty; needs endpoints and password or password_file", Example: tomlString("berth-prod"),
+				Doc: "etcd user; its role needs read and write on /berth/<name>/ only"},
+			{Name: "password", Type: TypeString, DefaultNote: "none", Bounds: "needs username; exclusive with password_file", Example: tomlString("s3cret"), Excludes: "password_file",
+				Doc: "the etcd user's password, in this file (prefer password_file)"},
+			{Name: "password_file", Type: TypeString, DefaultNote: "none", Bounds: "absolute path; needs username; only root may read or write it", Example: tomlString("/etc/berth/etcd-password"),
+				Doc: "file holding the etcd user's password (one line), read when the agent connects"},
 		},
 	},
 	{
@@ -230,12 +276,14 @@ var sections = []Section{
 		Headers: []string{"[cluster.tls]"},
 		Doc:     "PEM files of the etcd client's TLS configuration; none set: plain connections.",
 		Keys: []Key{
-			{Name: "ca", Type: TypeString, DefaultNote: "the system's roots", Bounds: "path", Example: tomlString("/etc/berth/etcd-ca.pem"),
+			{Name: "ca", Type: TypeString, DefaultNote: "the system's roots", Bounds: "absolute path", Example: tomlString("/etc/berth/etcd-ca.pem"),
 				Doc: "CA bundle that signs the etcd servers' certificates"},
-			{Name: "cert", Type: TypeString, DefaultNote: "no client certificate", Bounds: "path; with key", Example: tomlString("/etc/berth/etcd.pem"),
-				Doc: "client certificate"},
-			{Name: "key", Type: TypeString, DefaultNote: "no client certificate", Bounds: "path; with cert", Example: tomlString("/etc/berth/etcd-key.pem"),
+			{Name: "cert", Type: TypeString, DefaultNote: "no client certificate", Bounds: "absolute path; with key", Example: tomlString("/etc/berth/etcd.pem"),
+				Doc: "client certificate (etcd's --client-cert-auth)"},
+			{Name: "key", Type: TypeString, DefaultNote: "no client certificate", Bounds: "absolute path; with cert", Example: tomlString("/etc/berth/etcd-key.pem"),
 				Doc: "client certificate's private key"},
+			{Name: "server_name", Type: TypeString, DefaultNote: "the host of the endpoint", Bounds: "a name the servers' certificates carry", Example: tomlString("etcd.example"),
+				Doc: "name the etcd servers' certificates are checked against"},
 		},
 	},
 	{
@@ -275,11 +323,16 @@ var sections = []Section{
 				Example: `["/opt/sink/bin/sink", "--task=${BERTH_TASK}"]`,
 				Doc:     "argv; a program without a slash is looked up in PATH when the worker starts"},
 			{Name: "env", Type: TypeStringTable, DefaultNote: "none", Bounds: "names without = or NUL; not BERTH_*", Example: `{ SINK_URL = "http://127.0.0.1:8080" }`,
-				Doc: "extra environment of the worker"},
+				Doc: "extra environment of the worker; the API shows every value as [hidden]"},
+			{Name: "env_file", Type: TypeString, DefaultNote: "none", Bounds: "absolute path; on the host that runs the job, owned by root, no access for group and others",
+				Example: tomlString("/etc/berth/orders-sink.env"),
+				Doc:     "KEY=VALUE lines added to env, over it, read on the job's host at start and at every reload (the store keeps the path only)"},
 			{Name: "user", Type: TypeString, DefaultNote: "the agent's user", Bounds: `"user" or "user:group", names or numeric IDs`, Example: tomlString("nobody"),
 				Doc: "user (and group) the worker runs as"},
-			{Name: "dir", Type: TypeString, DefaultNote: "/", Bounds: "absolute path", Example: tomlString("/"),
-				Doc: "working directory"},
+			{Name: "working_directory", Type: TypeString, DefaultNote: "/", Bounds: "absolute path", Example: tomlString("/"),
+				Doc: "working directory (systemd's WorkingDirectory=)"},
+			{Name: "dir", Type: TypeString, DefaultNote: "/", Bounds: "absolute path; not with working_directory", Example: tomlString("/"), Excludes: "working_directory",
+				Doc: "the older name of working_directory, still read"},
 			{Name: "restart", Type: TypeString, Default: tomlString(string(DefaultRestart)), Values: []string{string(RestartAlways), string(RestartOnFailure), string(RestartNever)}, Example: tomlString(string(RestartOnFailure)),
 				Doc: "when an exited worker is started again, with backoff (systemd's Restart=; never is Restart=no)"},
 			{Name: "stop_timeout", Type: TypeDuration, DefaultNote: "[agent] stop_timeout", Bounds: ">= 0", Example: tomlString("10s"),
@@ -384,7 +437,8 @@ func mustKey(section, name string) Key {
 }
 
 // ExampleFile returns an agent file that sets every key of the reference
-// to its Example value: one [[group]] and one [[connector]] with both
+// to its Example value (of two keys that exclude each other, the one
+// without Excludes): one [[group]] and one [[connector]] with both
 // [connector.run] and [connector.task], each with limits and one io entry.
 // It validates against a nil Host (a test checks that).
 func ExampleFile() string {
@@ -398,7 +452,7 @@ func ExampleFile() string {
 func writeExample(b *strings.Builder, path, sec, indent string) {
 	s, _ := LookupSection(sec)
 	for _, k := range s.Keys {
-		if k.Type != TypeTable && k.Type != TypeTables {
+		if k.Type != TypeTable && k.Type != TypeTables && k.Excludes == "" {
 			fmt.Fprintf(b, "%s%s = %s\n", indent, k.Name, k.Example)
 		}
 	}

@@ -98,6 +98,10 @@ func context(sec, body string) string {
 		return "[cluster]\n" + body
 	case SectionClusterTLS:
 		return "[cluster.tls]\ncert = \"/c.pem\"\nkey = \"/k.pem\"\n" + body
+	case SectionClient:
+		return "[agent.client]\n" + body
+	case SectionClientTLS:
+		return "[agent.client.tls]\ncert = \"/c.pem\"\nkey = \"/k.pem\"\n" + body
 	case SectionGroup:
 		return "[[group]]\nname = \"g\"\n" + body
 	case SectionConnector:
@@ -183,8 +187,21 @@ func TestReferenceDefaults(t *testing.T) {
 // enforced with a message naming them, and enumerations accept exactly
 // their values.
 func TestReferenceBoundsAndValues(t *testing.T) {
+	// Keys that are valid only with others: a user and its password.
+	companions := map[string]string{
+		SectionCluster + ".username":      "endpoints = [\"https://e:2379\"]\npassword = \"p\"\n",
+		SectionCluster + ".password":      "endpoints = [\"https://e:2379\"]\nusername = \"u\"\n",
+		SectionCluster + ".password_file": "endpoints = [\"https://e:2379\"]\nusername = \"u\"\n",
+		SectionClient + ".username":       "password = \"p\"\n",
+		SectionClient + ".password":       "username = \"u\"\n",
+		SectionClient + ".password_file":  "username = \"u\"\n",
+	}
 	valid := func(s Section, k Key, v string) error {
-		_, err := Parse("t.toml", []byte(withKey(s.ID, k, v)), nil)
+		src := withKey(s.ID, k, v)
+		if extra, ok := companions[s.ID+"."+k.Name]; ok {
+			src = context(s.ID, extra+k.Name+" = "+v+"\n")
+		}
+		_, err := Parse("t.toml", []byte(src), nil)
 		return err
 	}
 	for _, s := range Sections() {

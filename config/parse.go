@@ -201,7 +201,62 @@ func (d *decoder) agent(t *table) Agent {
 		}
 	}
 	a.StopTimeout = t.duration("stop_timeout", a.StopTimeout)
+	if _, ok := t.m["web_config_file"]; ok {
+		a.WebConfigFile = t.str("web_config_file", "")
+		if !strings.HasPrefix(a.WebConfigFile, "/") {
+			d.errs.add(t.key("web_config_file"), "must be an absolute path, not %q", a.WebConfigFile)
+		}
+	}
+	if c := t.sub("client"); c != nil {
+		a.Client.TLS = d.tlsTable(c.sub("tls"))
+		a.Client.Username, a.Client.Password, a.Client.PasswordFile = d.credentials(c)
+		c.done()
+	}
 	return a
+}
+
+// tlsTable reads a tls table ({ ca, cert, key, server_name }); nil gives
+// the zero TLS.
+func (d *decoder) tlsTable(t *table) TLS {
+	if t == nil {
+		return TLS{}
+	}
+	defer t.done()
+	c := TLS{CA: t.str("ca", ""), Cert: t.str("cert", ""), Key: t.str("key", ""), ServerName: t.str("server_name", "")}
+	if (c.Cert == "") != (c.Key == "") {
+		d.errs.add(t.path, "cert and key must be given together")
+	}
+	for _, f := range []struct{ k, v string }{{"ca", c.CA}, {"cert", c.Cert}, {"key", c.Key}} {
+		if _, ok := t.m[f.k]; ok && !strings.HasPrefix(f.v, "/") {
+			d.errs.add(t.key(f.k), "must be an absolute path, not %q", f.v)
+		}
+	}
+	return c
+}
+
+// credentials reads username, password and password_file of t: a user
+// needs exactly one of password and password_file, and they need a user.
+func (d *decoder) credentials(t *table) (user, password, passwordFile string) {
+	user = t.str("username", "")
+	password = t.str("password", "")
+	passwordFile = t.str("password_file", "")
+	_, hasUser := t.m["username"]
+	_, hasPassword := t.m["password"]
+	_, hasFile := t.m["password_file"]
+	switch {
+	case hasUser && user == "":
+		d.errs.add(t.key("username"), "must not be empty (omit it for no user)")
+	case hasPassword && hasFile:
+		d.errs.add(t.key("password_file"), "password and password_file are exclusive: give one")
+	case hasUser && !hasPassword && !hasFile:
+		d.errs.add(t.key("username"), "needs password or password_file")
+	case !hasUser && (hasPassword || hasFile):
+		d.errs.add(t.path, "password and password_file need username")
+	}
+	if hasFile && !strings.HasPrefix(passwordFile, "/") {
+		d.errs.add(t.key("password_file"), "must be an absolute path, not %q", passwordFile)
+	}
+	return user, password, passwordFile
 }
 
 // cluster reads [cluster] and applies its defaults.
@@ -230,12 +285,10 @@ func (d *decoder) cluster(t *table) Cluster {
 	}
 	c.RebalanceDelay = t.duration("rebalance_delay", 0)
 	c.Protocol = Protocol(t.oneOf("protocol", "a protocol", string(c.Protocol)))
-	if tls := t.sub("tls"); tls != nil {
-		c.TLS = TLS{CA: tls.str("ca", ""), Cert: tls.str("cert", ""), Key: tls.str("key", "")}
-		if (c.TLS.Cert == "") != (c.TLS.Key == "") {
-			d.errs.add(tls.path, "cert and key must be given together")
-		}
-		tls.done()
+	c.TLS = d.tlsTable(t.sub("tls"))
+	c.Username, c.Password, c.PasswordFile = d.credentials(t)
+	if c.Username != "" && len(c.Endpoints) == 0 {
+		d.errs.add(t.key("username"), "needs endpoints: the embedded etcd (no endpoints) has no users")
 	}
 	return c
 }

@@ -47,6 +47,11 @@ type Process struct {
 	Command []string
 	// Env is extra environment (name -> value) for the worker.
 	Env map[string]string
+	// EnvFile is the absolute path of a file of KEY=VALUE lines (ReadEnvFile)
+	// read on the host that runs the job, whose values are added to Env
+	// and override it, as systemd's EnvironmentFile= overrides
+	// Environment=; "" for none. The definition holds the path only.
+	EnvFile string
 	// User is "" (the agent's user), "user" or "user:group", names or
 	// numeric IDs, resolved when the worker starts.
 	User string

@@ -94,19 +94,19 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 		endpoints = e.Endpoints()
 		c.log.Info("embedded etcd started", "endpoints", endpoints, "data_dir", dir)
 	}
-	ccfg := cluster.Config{
-		Name:           c.cfg.Cluster.Name,
-		Endpoints:      endpoints,
-		SessionTTL:     c.cfg.Cluster.SessionTTL,
-		RebalanceDelay: c.cfg.Cluster.RebalanceDelay,
-		Validate:       workload.Validator(c.host),
-		OnRenew:        env.OnRenew,
-	}
-	if t := c.cfg.Cluster.TLS; t.CA != "" || t.Cert != "" {
-		ccfg.TLS = &cluster.TLSConfig{CA: t.CA, Cert: t.Cert, Key: t.Key}
+	// A password_file that cannot be used is a configuration error: say
+	// so at once rather than retry.
+	if _, err := StoreConfig(c.cfg.Cluster, endpoints); err != nil {
+		return err
 	}
 	var lastErr string
 	err := retry.Do(ctx, c.clock, retry.Store(), func() error {
+		// Read at every try: a password_file fixed meanwhile is used.
+		ccfg, err := StoreConfig(c.cfg.Cluster, endpoints)
+		if err != nil {
+			return err
+		}
+		ccfg.Validate, ccfg.OnRenew = workload.Validator(c.host), env.OnRenew
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		cl, err := cluster.Connect(cctx, ccfg)

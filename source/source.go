@@ -65,7 +65,8 @@ type Info struct {
 type Env struct {
 	// Log receives the source's structured log.
 	Log *slog.Logger
-	// Addr is the agent's API address (host:port) other members reach it at.
+	// Addr is the agent's API address other members reach it at: host:port,
+	// or https://host:port when it serves TLS.
 	Addr string
 	// Fence kills every worker of the agent now, without grace. It returns
 	// an error when a job's processes survived; the source then keeps its

@@ -61,7 +61,8 @@ type Agent struct {
 	// store: a request is carried out once even when its removal fails.
 	handled map[string]int64
 
-	logs jobLogs
+	logs     jobLogs
+	envFiles envFiles // the env_files' values, read on this host
 
 	registry *metrics.Registry
 	handler  http.Handler // the API and /metrics, set by Run before it serves
@@ -150,6 +151,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("listen on %s (agent.listen): %w", cfg.Agent.Listen, err)
 	}
 	defer ln.Close()
+	// TLS and authentication of the listener: a web configuration that
+	// does not load is refused before anything is touched.
+	webTLS, err := api.CheckWebConfig(cfg.Agent.WebConfigFile)
+	if err != nil {
+		return fmt.Errorf("agent.web_config_file: %w", err)
+	}
 
 	// The agent reaps every process of every job (a child subreaper):
 	// refuse to start if it cannot be one.
@@ -181,7 +188,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
 	// until the agent is a member and has reconciled.
-	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(),
+	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
 		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name})
 	a.mu.Lock()
 	a.handler = h
@@ -191,9 +198,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		serveErr <- srv.Serve(ln)
+		serveErr <- api.Serve(ln, srv, cfg.Agent.WebConfigFile, a.log)
 	}()
-	a.log.Info("serving", "listen", ln.Addr().String())
+	// Other members reach this agent at the address of its member record:
+	// with its scheme when it serves TLS.
+	addr := ln.Addr().String()
+	if webTLS {
+		addr = "https://" + addr
+	}
+	a.log.Info("serving", "listen", ln.Addr().String(), "tls", webTLS, "web_config_file", cfg.Agent.WebConfigFile)
 	defer func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -201,7 +214,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		<-served
 	}()
 
-	env := source.Env{Log: a.log, Addr: ln.Addr().String(), Fence: a.fenceAll,
+	env := source.Env{Log: a.log, Addr: addr, Fence: a.fenceAll,
 		OnFence: a.registry.Cluster.Fenced, OnRenew: a.registry.Cluster.ObserveRenew, StoreFailed: a.storeFailed}
 	if err := a.source.Start(ctx, env); err != nil {
 		a.source.Close()
@@ -348,6 +361,7 @@ func (a *Agent) reload(ctx context.Context) error {
 	old := a.cfg
 	a.cfg = cfg
 	a.mu.Unlock()
+	a.envFiles.reload() // read every env_file again
 	changes := config.DiffConfig(old, cfg)
 	a.log.Info("reload accepted", "config", a.path, "sha256", sum, "changes", len(changes))
 	for _, c := range changes {
@@ -418,6 +432,7 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 		{"agent.cgroup_root", old.CgroupRoot, new.CgroupRoot},
 		{"agent.data_dir", old.DataDir, new.DataDir},
 		{"agent.log_dir", old.LogDir, new.LogDir},
+		{"agent.web_config_file", old.WebConfigFile, new.WebConfigFile},
 	} {
 		if c.old != c.new {
 			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)

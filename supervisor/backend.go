@@ -259,6 +259,12 @@ func (a *Agent) Owners() (string, map[string]string) {
 	return a.cfg.Agent.ID, a.desired.Owners
 }
 
+// PeerClient implements api.Backend: a client for another agent's API at
+// addr with the [agent.client] credentials in force.
+func (a *Agent) PeerClient(addr string) (*api.Client, error) {
+	return api.NewClientFor(addr, a.Config().Agent.Client, false)
+}
+
 // Snapshot implements metrics.Lister.
 func (a *Agent) Snapshot() metrics.Snapshot {
 	js := a.snapshotJobs()

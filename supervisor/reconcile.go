@@ -97,6 +97,8 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		}
 	}
 
+	envErrs := a.resolveEnvFiles(want)
+
 	// Operator actions: jobs held by a paused or stopped connector, restart
 	// requests to carry out now.
 	acts := a.planActions(desired, want)
@@ -174,6 +176,8 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		due := a.retryDue(id, now)
 		a.mu.RUnlock()
 		switch {
+		case envErrs[id] != nil:
+			a.envFailed(cur, nj, envErrs[id])
 		case cur == nil || cur.held != "":
 			a.startJob(ctx, cfg, nj)
 		case cur.err != "" || cur.holder != "":

@@ -306,8 +306,10 @@ tasks = 1
 	e.waitConnect("a", "RUNNING", 2)
 }
 
-// Until the API has authentication, an agent listening on a non-loopback
-// address refuses every write with 403 (and still answers reads).
+// An agent listening on a non-loopback address refuses every write that
+// its listener did not authenticate with 403 (and still answers reads);
+// without a web configuration none is (TestWritesAuthenticatedOffLoopback
+// has one).
 func TestConnectWritesRefusedOffLoopback(t *testing.T) {
 	e := newEnv(t)
 	e.addr = "0.0.0.0" + e.addr[strings.LastIndexByte(e.addr, ':'):]

@@ -148,6 +148,13 @@ func (e *env) write(body string) {
 // start runs the agent and waits until it answers /healthz.
 func (e *env) start() {
 	e.t.Helper()
+	e.startWith(http.DefaultClient, "http://"+e.addr)
+}
+
+// startWith runs the agent and waits until it answers GET base/healthz
+// through c (an agent that serves TLS and asks for credentials).
+func (e *env) startWith(c *http.Client, base string) {
+	e.t.Helper()
 	e.cmd = exec.Command(berthBin, "agent", "--config", e.config)
 	e.out = &syncBuffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
@@ -165,7 +172,7 @@ func (e *env) start() {
 			e.t.Fatalf("agent exited early: %v\n%s", err, e.out)
 		default:
 		}
-		resp, err := http.Get("http://" + e.addr + "/healthz")
+		resp, err := c.Get(base + "/healthz")
 		if err != nil {
 			return false
 		}

@@ -333,8 +333,10 @@ func (p promAPI) get(path string, q url.Values, v any) error {
 
 // startPrometheus runs Debian's prometheus scraping target every second and
 // evaluating the packaged rule files every second, with its storage in a
-// temporary directory; t.Cleanup stops it.
-func startPrometheus(t *testing.T, bin, target string) promAPI {
+// temporary directory; t.Cleanup stops it. scrape holds more keys of the
+// scrape configuration ("scheme: https", a tls_config block), each line
+// as written at the job's indentation.
+func startPrometheus(t *testing.T, bin, target string, scrape ...string) promAPI {
 	t.Helper()
 	dir := t.TempDir()
 	var files []string
@@ -356,6 +358,9 @@ scrape_configs:
     static_configs:
       - targets: [%q]
 `, strings.Join(files, "\n"), target)
+	for _, l := range scrape {
+		cfg += "    " + l + "\n"
+	}
 	cfgFile := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

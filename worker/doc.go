@@ -38,6 +38,14 @@
 // reached), is a start that never ran the job: the worker goes to Failed
 // with the reason, never Running then Exited.
 //
+// A job with a user of its own starts from a second pool of launcher
+// threads, each of which has set no_new_privs and emptied its capability
+// bounding set before forking anything (confineThread; both are per thread,
+// inherited by the child and kept across execve): the child switches to the
+// user and only the user's own groups (initgroups(3)), the kernel then
+// empties its permitted and effective capabilities, and nothing the job
+// executes can give it a privilege again, setuid programs included.
+//
 // The launcher threads never unlock and never end, for two reasons: a
 // child's Pdeathsig fires when the thread that forked it exits, not when
 // the agent does (prctl(2) PR_SET_PDEATHSIG, "the parent" being the thread

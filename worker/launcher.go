@@ -25,10 +25,23 @@ type launchReply struct {
 	err error
 }
 
+// pool is a set of launcher threads serving one channel of requests.
+type pool struct {
+	requests chan launchRequest
+	once     sync.Once
+	err      error
+	// confined threads have given up every privilege a child could gain
+	// (confineThread) before they fork anything.
+	confined bool
+}
+
 var (
-	launchRequests = make(chan launchRequest)
-	launcherOnce   sync.Once
-	launcherErr    error
+	// launchers start the jobs that run as the agent's user.
+	launchers = &pool{requests: make(chan launchRequest)}
+	// confinedLaunchers start the jobs that run as a user of their own
+	// (a Credential): every child they fork has no_new_privs and an empty
+	// capability bounding set. Started when the first such job starts.
+	confinedLaunchers = &pool{requests: make(chan launchRequest), confined: true}
 )
 
 // launcherCount is the number of launcher threads, and so the number of
@@ -41,12 +54,19 @@ func launcherCount() int { return max(2, min(runtime.GOMAXPROCS(0), 8)) }
 // launch starts path on one of the launcher threads, inside g, and
 // registers exits with the reaper for the new pid. It returns once the
 // child has exec'd the image, or with the error that kept it from doing so.
+// A start with a Credential (a job with `user`) runs on a confined launcher
+// thread (confineThread), so the job can never gain a privilege: it fails
+// when such a thread cannot be made.
 func launch(g Group, path string, argv []string, attr *syscall.ProcAttr, exits chan<- unix.WaitStatus) (int, error) {
-	if err := startLauncher(); err != nil {
+	p := launchers
+	if attr.Sys != nil && attr.Sys.Credential != nil {
+		p = confinedLaunchers
+	}
+	if err := p.start(); err != nil {
 		return 0, err
 	}
 	req := launchRequest{group: g, path: path, argv: argv, attr: attr, exits: exits, reply: make(chan launchReply, 1)}
-	launchRequests <- req
+	p.requests <- req
 	rep := <-req.reply
 	return rep.pid, rep.err
 }
@@ -54,23 +74,28 @@ func launch(g Group, path string, argv []string, attr *syscall.ProcAttr, exits c
 // startLauncher starts the process-wide reaper and the launcher threads
 // once; it returns the error of the first that could not start (every
 // later call returns it too).
-func startLauncher() error {
+func startLauncher() error { return launchers.start() }
+
+// start starts the process-wide reaper and p's threads once; it returns
+// the error of the first that could not start (every later call returns it
+// too).
+func (p *pool) start() error {
 	if _, err := startReaper(); err != nil {
 		return err
 	}
-	launcherOnce.Do(func() {
+	p.once.Do(func() {
 		n := launcherCount()
 		ready := make(chan error, n)
 		for range n {
-			go launcher(ready)
+			go launcher(ready, p)
 		}
 		for range n {
-			if err := <-ready; err != nil && launcherErr == nil {
-				launcherErr = err
+			if err := <-ready; err != nil && p.err == nil {
+				p.err = err
 			}
 		}
 	})
-	return launcherErr
+	return p.err
 }
 
 // launcher is one launcher thread: a goroutine locked to its OS thread for
@@ -79,15 +104,26 @@ func startLauncher() error {
 // forking thread exits, not when the agent does (prctl(2)
 // PR_SET_PDEATHSIG); and a locked thread is also one the Go
 // runtime never clones new threads from, which matters while it sits in a
-// job's cgroups (see cgroup.Home).
-func launcher(ready chan<- error) {
+// job's cgroups (see cgroup.Home), and while it is confined (confineThread:
+// a pool of confined threads starts the jobs that run as a user).
+func launcher(ready chan<- error, p *pool) {
 	runtime.LockOSThread() // never unlocked
-	home, err := cgroup.ThreadHome()
+	var err error
+	if p.confined {
+		err = confineThread()
+	}
+	var home *cgroup.Home
+	if err == nil {
+		home, err = cgroup.ThreadHome()
+	}
 	ready <- err
 	if err != nil {
-		return // has forked nothing: its thread may end
+		// Has forked nothing: its thread may end. The goroutine returns
+		// still locked, so the runtime ends the thread rather than reuse
+		// one that may be half confined.
+		return
 	}
-	for req := range launchRequests {
+	for req := range p.requests {
 		pid, err := launchHere(home, req)
 		req.reply <- launchReply{pid: pid, err: err}
 		if errors.Is(err, cgroup.ErrThreadStranded) {

@@ -563,7 +563,7 @@ func TestStopTimeoutKills(t *testing.T) {
 	w := New(spec)
 	w.Start()
 	pid := waitRunning(t, w)
-	eventually(t, 5*time.Second, "trap installed", func() bool { return len(descendants(pid)) > 0 })
+	eventually(t, 30*time.Second, "trap installed", func() bool { return len(descendants(pid)) > 0 })
 	t0 := time.Now()
 	if err := w.Stop(context.Background()); err != nil {
 		t.Fatal(err)

@@ -27,20 +27,36 @@ func agentOf(warn io.Writer, path string) (config.Agent, error) {
 	a := config.Agent{DataDir: config.DefaultDataDir, LogDir: config.DefaultLogDir, Listen: config.DefaultListen,
 		CgroupRoot: config.DefaultCgroupRoot}
 	for key, dst := range map[string]*string{"id": &a.ID, "data_dir": &a.DataDir, "log_dir": &a.LogDir,
-		"listen": &a.Listen, "cgroup_root": &a.CgroupRoot} {
+		"listen": &a.Listen, "cgroup_root": &a.CgroupRoot, "web_config_file": &a.WebConfigFile} {
 		if s, ok := raw.Agent[key].(string); ok {
 			*dst = s
 		}
 	}
+	// [agent.client]: what the commands present to the agent's API.
+	var client struct {
+		Agent struct {
+			Client struct {
+				TLS struct {
+					CA         string `toml:"ca"`
+					Cert       string `toml:"cert"`
+					Key        string `toml:"key"`
+					ServerName string `toml:"server_name"`
+				} `toml:"tls"`
+				Username     string `toml:"username"`
+				Password     string `toml:"password"`
+				PasswordFile string `toml:"password_file"`
+			} `toml:"client"`
+		} `toml:"agent"`
+	}
+	if _, derr := toml.DecodeFile(path, &client); derr == nil {
+		c := client.Agent.Client
+		a.Client = config.APIClient{
+			TLS:      config.TLS{CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key, ServerName: c.TLS.ServerName},
+			Username: c.Username, Password: c.Password, PasswordFile: c.PasswordFile,
+		}
+	}
 	fmt.Fprintf(warn, "warning: %s does not validate (the agent keeps its last good configuration); using its [agent] keys:\n%v\n", path, err)
 	return a, nil
-}
-
-// listenOf returns agent.listen of the configuration file, read as
-// agentOf reads it.
-func listenOf(warn io.Writer, path string) (string, error) {
-	a, err := agentOf(warn, path)
-	return a.Listen, err
 }
 
 // logDirOf returns agent.log_dir of the configuration file, read as

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthd/berth/api"
 	"github.com/spf13/cobra"
 )
 
@@ -120,12 +119,9 @@ func remoteCompleter(places []string, configPath *string) cobra.CompletionFunc {
 		if f := cmd.Flags().Lookup("addr"); f != nil {
 			addr = f.Value.String()
 		}
-		if addr == "" {
-			listen, err := listenOf(io.Discard, *configPath)
-			if err != nil {
-				return nil, none
-			}
-			addr = listen
+		c, err := agentClient(io.Discard, *configPath, addr)
+		if err != nil {
+			return nil, none
 		}
 		parent := cmd.Context()
 		if parent == nil {
@@ -133,7 +129,6 @@ func remoteCompleter(places []string, configPath *string) cobra.CompletionFunc {
 		}
 		ctx, cancel := context.WithTimeout(parent, completeTimeout)
 		defer cancel()
-		c := api.NewClient(addr)
 		c.HTTP.Timeout = completeTimeout
 		var names []string
 		if wantJobs {

@@ -49,7 +49,10 @@ no agent runs, or no result came within --timeout, 2 for a bad command line.`,
 			if err != nil {
 				return err
 			}
-			cl := api.NewClient(ag.Listen)
+			cl, err := clientOf(ag, "")
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			before, err := cl.Agent(ctx)

@@ -26,24 +26,22 @@ waiting, or why its new definition is held back. Then its sharing groups
 (GET /v1/groups): each group's jobs here and their usage together against
 the group's limits. --wide adds each job's cgroup and command.
 
-The agent is found at --addr, else at agent.listen of --config; a file that
+The agent is found at --addr, else at agent.listen of --config, over https
+when its agent.web_config_file turns TLS on, presenting the [agent.client]
+CA, client certificate and basic-auth credentials of --config. A file that
 does not validate (a refused reload is when status is most needed) is still
-read for that one key, with a warning.`,
+read for these keys, with a warning.`,
 		Example: `  berth status
   berth status --wide
   berth status --addr 10.0.0.7:9750 --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if addr == "" {
-				listen, err := listenOf(cmd.ErrOrStderr(), *configPath)
-				if err != nil {
-					return usageError("no --addr, and %v", err)
-				}
-				addr = listen
+			cl, err := agentClient(cmd.ErrOrStderr(), *configPath, addr)
+			if err != nil {
+				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 			defer cancel()
-			cl := api.NewClient(addr)
 			jobs, err := cl.Jobs(ctx)
 			if err != nil {
 				return fmt.Errorf("is the agent running? %w", err)
@@ -61,7 +59,7 @@ read for that one key, with a warning.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT (default: agent.listen of --config)")
+	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT or URL (default: agent.listen of --config)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the agent's JSON (GET /v1/jobs)")
 	c.Flags().BoolVarP(&wide, "wide", "w", false, "also print each job's cgroup and command")
 	return c

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/workload"
 )
 
@@ -22,12 +23,13 @@ const storeTimeout = 30 * time.Second
 const connectTimeout = 5 * time.Second
 
 // connectCluster opens a client of the cluster store that the agent file
-// path configures: [cluster] name, endpoints and tls. With no endpoints the
-// agent runs an embedded etcd, whose client URL it writes to
-// cluster.EndpointFile(agent.data_dir) while it runs; that file is read
-// here. The client validates definitions with workload.Validator against
-// this host. It returns an error saying what to check when the file does
-// not validate (exit status 2), when the agent's embedded etcd is not
+// path configures: [cluster] name, endpoints, tls and the etcd user
+// (source.StoreConfig). With no endpoints the agent runs an embedded etcd,
+// whose client URL it writes to cluster.EndpointFile(agent.data_dir) while
+// it runs; that file is read here. The client validates definitions with
+// workload.Validator against this host. It returns an error saying what to
+// check when the file does not validate (exit status 2), when its
+// password_file cannot be used, when the agent's embedded etcd is not
 // running (no endpoint file, or its URL does not answer) or when the
 // configured endpoints do not answer before ctx ends.
 func connectCluster(ctx context.Context, path string, host *config.Host) (*cluster.Client, error) {
@@ -37,15 +39,11 @@ func connectCluster(ctx context.Context, path string, host *config.Host) (*clust
 	if err != nil {
 		return nil, configError(err)
 	}
-	cc := cluster.Config{
-		Name:       cfg.Cluster.Name,
-		Endpoints:  cfg.Cluster.Endpoints,
-		SessionTTL: cfg.Cluster.SessionTTL,
-		Validate:   workload.Validator(host),
+	cc, err := source.StoreConfig(cfg.Cluster, cfg.Cluster.Endpoints)
+	if err != nil {
+		return nil, err
 	}
-	if t := cfg.Cluster.TLS; t.CA != "" || t.Cert != "" {
-		cc.TLS = &cluster.TLSConfig{CA: t.CA, Cert: t.Cert, Key: t.Key}
-	}
+	cc.Validate = workload.Validator(host)
 	embedded := len(cc.Endpoints) == 0
 	if embedded {
 		file := cluster.EndpointFile(cfg.Agent.DataDir)

@@ -50,7 +50,9 @@ Keys: c, m, i, p, r, j sort by CPU, memory, I/O, pressure, restarts or job
 ID; q (or Ctrl-C) quits. With --batch, or when standard output is not a
 terminal, frames are printed one after another without escape codes.
 
-The agent is found at --addr, else at agent.listen of --config.`,
+The agent is found at --addr, else at agent.listen of --config, over https
+when its agent.web_config_file turns TLS on, presenting the [agent.client]
+credentials of --config (as berth status does).`,
 		Example: `  berth top
   berth top -d 5s --order memory
   berth top --batch -n 2 --addr 10.0.0.7:9750`,
@@ -62,14 +64,13 @@ The agent is found at --addr, else at agent.listen of --config.`,
 			if _, ok := orders[order]; !ok {
 				return usageError("--order %q: allowed: cpu, memory, io, pressure, restarts, job", order)
 			}
-			if addr == "" {
-				listen, err := listenOf(cmd.ErrOrStderr(), *configPath)
-				if err != nil {
-					return usageError("no --addr, and %v", err)
-				}
-				addr = listen
+			client, err := agentClient(cmd.ErrOrStderr(), *configPath, addr)
+			if err != nil {
+				return err
 			}
-			t := &top{client: api.NewClient(addr), addr: addr, delay: delay, order: order, out: cmd.OutOrStdout()}
+			// The header names the agent as dialled: host:port, or the
+			// https URL.
+			t := &top{client: client, addr: strings.TrimPrefix(client.Base, "http://"), delay: delay, order: order, out: cmd.OutOrStdout()}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			in, isTTY := int(os.Stdin.Fd()), false
@@ -82,7 +83,7 @@ The agent is found at --addr, else at agent.listen of --config.`,
 			return t.interactive(ctx, in, iterations)
 		},
 	}
-	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT (default: agent.listen of --config)")
+	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT or URL (default: agent.listen of --config)")
 	c.Flags().DurationVarP(&delay, "delay", "d", 2*time.Second, "time between refreshes")
 	c.Flags().IntVarP(&iterations, "iterations", "n", 0, "stop after this many frames (0: run until q)")
 	c.Flags().BoolVarP(&batch, "batch", "b", false, "print frames one after another, without escape codes")

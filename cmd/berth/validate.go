@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/config"
 	"github.com/spf13/cobra"
 )
@@ -16,7 +17,10 @@ func validateCmd(configPath *string) *cobra.Command {
 		Long: `Check the agent file: every key, type, unit and limit, the limits against
 this host (CPUs online, block devices), and each job's user, program
 (absolute, or on the job's PATH) and working directory on this host. Every
-problem is printed as FILE:LINE:COL: key: message.
+problem is printed as FILE:LINE:COL: key: message. The files the agent
+reads for its security are checked too: agent.web_config_file as the agent
+loads it (certificates, client CA, bcrypt hashes), and every password_file
+and env_file (only root may read or write them).
 
 A valid file's plan follows: the jobs this agent runs on this host, each
 with its limits resolved to the numbers the kernel gets (cores and the CFS
@@ -41,6 +45,9 @@ warning).`,
 			if err != nil {
 				return configError(err)
 			}
+			if err := checkSecurityFiles(cfg); err != nil {
+				return configError(fmt.Errorf("%s: %w", *configPath, err))
+			}
 			printWarnings(cmd.ErrOrStderr(), cfg.Warnings)
 			if strict && len(cfg.Warnings) > 0 {
 				return configError(fmt.Errorf("%s: not valid with --strict: %s", *configPath, plural(len(cfg.Warnings), "warning")))
@@ -58,6 +65,27 @@ warning).`,
 	}
 	c.Flags().BoolVar(&strict, "strict", false, "treat warnings as errors (exit 2)")
 	return c
+}
+
+// checkSecurityFiles checks the files of cfg that the agent reads for its
+// security and that config.Load does not read: the web configuration and
+// the password files.
+func checkSecurityFiles(cfg *config.Config) error {
+	if _, err := api.CheckWebConfig(cfg.Agent.WebConfigFile); err != nil {
+		return fmt.Errorf("agent.web_config_file: %w", err)
+	}
+	for _, f := range []struct{ key, path string }{
+		{"agent.client.password_file", cfg.Agent.Client.PasswordFile},
+		{"cluster.password_file", cfg.Cluster.PasswordFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := config.ReadPasswordFile(f.path); err != nil {
+			return fmt.Errorf("%s: %w", f.key, err)
+		}
+	}
+	return nil
 }
 
 // printWarnings prints each warning as "warning: FILE:LINE:COL: key: message".

@@ -70,7 +70,7 @@ func main() {
 		}
 		r, err := measure(*bin, n, *scrapes, *idle)
 		if err != nil {
-			fail(fmt.Errorf("N=%d: %w", n, err))
+			fail(fmt.Errorf("with %d jobs: %w", n, err))
 		}
 		rows = append(rows, r)
 		if *csvPath != "" {
