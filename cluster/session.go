@@ -137,7 +137,10 @@ func renewInterval(ttl time.Duration) time.Duration {
 func (s *Session) renewLoop() {
 	defer close(s.loop)
 	interval := renewInterval(s.ttl)
-	timer := time.NewTimer(interval)
+	// The first renewal too is due interval after the last one was sent —
+	// here the grant, which a store that has just come back may have
+	// answered long after it was sent.
+	timer := time.NewTimer(max(0, time.Until(s.LastRenewal().Add(interval))))
 	defer timer.Stop()
 	for {
 		deadline := s.Deadline()

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berthd/berth/worker"
 	dto "github.com/prometheus/client_model/go"
@@ -20,8 +21,9 @@ func (f fakeLister) Snapshot() Snapshot { return f.s }
 
 type fakeCluster struct{}
 
-func (fakeCluster) MemberUp() bool { return true }
-func (fakeCluster) Conflicts() int { return 0 }
+func (fakeCluster) MemberUp() bool                { return true }
+func (fakeCluster) Conflicts() int                { return 0 }
+func (fakeCluster) Lease() (time.Time, time.Time) { return time.Time{}, time.Time{} }
 
 // scrape serves one /metrics request and parses the answer as Prometheus
 // does (the text format), failing on a family written twice.

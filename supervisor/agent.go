@@ -215,7 +215,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 
 	env := source.Env{Log: a.log, Addr: addr, Fence: a.fenceAll,
-		OnFence: a.registry.Cluster.Fenced, OnRenew: a.registry.Cluster.ObserveRenew}
+		OnFence: a.registry.Cluster.Fenced, OnRenew: a.registry.Cluster.ObserveRenew, StoreFailed: a.storeFailed}
 	if err := a.source.Start(ctx, env); err != nil {
 		a.source.Close()
 		// Leave no cgroup behind: nothing of ours runs yet.

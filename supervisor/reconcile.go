@@ -557,10 +557,14 @@ func (a *Agent) fenceAll() error {
 				_ = j.group.Delete(ctx)
 			}
 			a.mu.Lock()
-			if a.jobs[j.spec.ID] == j {
+			gone := a.jobs[j.spec.ID] == j
+			if gone {
 				delete(a.jobs, j.spec.ID)
 			}
 			a.mu.Unlock()
+			if gone {
+				a.logs.release(j.spec.ID)
+			}
 		}()
 	}
 	wg.Wait()
@@ -577,7 +581,7 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 	if j.Process.StopTimeout > 0 {
 		stop = j.Process.StopTimeout
 	}
-	out := a.logs.writer(cfg, j.ID)
+	out := a.logs.writer(cfg, j.ID, a.log)
 	dir := j.Process.Dir
 	if dir == "" {
 		dir = "/" // as systemd's WorkingDirectory= defaults for a system service
@@ -713,6 +717,7 @@ func (a *Agent) removeJob(id string) {
 	a.mu.Lock()
 	delete(a.jobs, id)
 	a.mu.Unlock()
+	a.logs.release(id)
 }
 
 // stopAll stops every job and removes every cgroup the agent made,
