@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // cgroupMount is where the host mounts its cgroup file systems.
@@ -79,31 +78,4 @@ func procsUnder(dir string) []int {
 		return nil
 	})
 	return pids
-}
-
-// removeCgroupTree kills every process at or below root in every
-// hierarchy (processes the soak's agents started) and removes the
-// directories, deepest first. It is the soak's own cleanup after a test;
-// the agents are checked to have done this themselves before it runs.
-func removeCgroupTree(root string) {
-	for _, h := range hierarchies() {
-		dir := filepath.Join(h, root)
-		poll(10*time.Second, func() bool {
-			pids := procsUnder(dir)
-			for _, p := range pids {
-				_ = syscall.Kill(p, syscall.SIGKILL)
-			}
-			return len(pids) == 0
-		})
-		var dirs []string
-		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			_ = syscall.Rmdir(dirs[i])
-		}
-	}
 }
