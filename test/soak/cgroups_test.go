@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 )
 
@@ -60,22 +58,4 @@ func cgroupTree(root string) map[string]uint64 {
 		})
 	}
 	return out
-}
-
-// procsUnder is every PID in cgroup.procs at or below dir.
-func procsUnder(dir string) []int {
-	var pids []int
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
-			return nil
-		}
-		b, _ := os.ReadFile(p)
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, n)
-			}
-		}
-		return nil
-	})
-	return pids
 }
