@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // dialTimeout bounds the first connection to etcd.
@@ -37,6 +38,12 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		DialTimeout: dialTimeout,
 		Logger:      zap.NewNop(),
 		Context:     context.Background(),
+		// The client refuses to send more than etcd accepts; the packing
+		// of transactions keeps below it (see MaxRequestBytes).
+		MaxCallSendMsgSize: cfg.MaxRequestBytes,
+	}
+	if cfg.Traffic != nil {
+		ecfg.DialOptions = append(ecfg.DialOptions, grpc.WithStatsHandler(trafficHandler{cfg.Traffic}))
 	}
 	if cfg.TLS != nil {
 		info := transport.TLSInfo{CertFile: cfg.TLS.Cert, KeyFile: cfg.TLS.Key, TrustedCAFile: cfg.TLS.CA}

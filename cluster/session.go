@@ -62,7 +62,7 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 		return nil, err
 	}
 	rec := MemberRecord{ID: m.ID, Protocol: m.Protocol, Connectors: m.Connectors, Tasks: m.Tasks,
-		Addr: addr, Started: time.Now().UTC()}
+		Addr: addr, Started: time.Now().UTC(), Layout: Layout}
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return nil, fmt.Errorf("encode member record %s: %w", m.ID, err)

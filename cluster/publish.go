@@ -1,0 +1,211 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/berthd/berth/assign"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errCutShort: a publication failed after some of its transactions
+// committed; the leader reads the stored state again before the next one.
+var errCutShort = errors.New("publication cut short")
+
+// publish stores a as generation+1 if it differs from what is published
+// (or nothing has been, or the state asks for a full rewrite): the shares
+// of members whose share changed, a departed tombstone for each member that
+// left, the status buckets that changed, the single-key value while agents
+// of that layout are members, and the head last. Shares that only lose jobs
+// go first, so the jobs they give up are released while the members that
+// gain them read their new shares. Every transaction is guarded by our
+// election key and kept within MaxTxnOps and MaxRequestBytes.
+//
+// Errors: ErrNotLeader (wrapped) when the guard fails; a store or encoding
+// error, wrapping errCutShort when some transactions had committed.
+func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
+	c := l.c
+	normalise(&a)
+	gen := l.pub.generation + 1
+	me := l.s.record.ID
+	jobConn := l.jobConnectors()
+
+	var first, second []sizedOp // shares that only lose jobs; the others
+	shares := maps.Clone(l.pub.shares)
+	changes := 0
+	writeShare := func(id string, content shareContent, to *[]sizedOp) error {
+		vals, err := c.encodeShare(content, gen, me)
+		if err != nil {
+			return fmt.Errorf("leader: share of %s: %w", id, err)
+		}
+		for i, v := range vals {
+			*to = append(*to, putOp(c.shareChunkKey(id, i), string(v)))
+		}
+		for i := len(vals); i < shares[id].chunks; i++ {
+			*to = append(*to, deleteOp(c.shareChunkKey(id, i)))
+		}
+		shares[id] = storedShare{content: content, valid: true, chunks: len(vals)}
+		changes++
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(a.Members)) {
+		content := l.shareContentOf(a.Members[id], jobConn)
+		st, ok := shares[id]
+		if ok && st.valid && st.content.equal(content) {
+			continue
+		}
+		to := &second
+		if ok && st.valid && !gains(content.jobs, st.content.jobs) {
+			to = &first
+		}
+		if err := writeShare(id, content, to); err != nil {
+			return err
+		}
+	}
+	var cleanup []sizedOp // tombstones of the previous publication
+	for _, id := range slices.Sorted(maps.Keys(shares)) {
+		if _, live := a.Members[id]; live {
+			continue
+		}
+		st := shares[id]
+		if st.valid && st.content.departed {
+			// Published as departed before: delete it with this publication.
+			cleanup = append(cleanup, deleteOp(c.shareDir(id), clientv3.WithPrefix()))
+			delete(shares, id)
+			continue
+		}
+		if err := writeShare(id, shareContent{departed: true, jobs: []string{}}, &first); err != nil {
+			return err
+		}
+	}
+	var status []sizedOp
+	buckets := maps.Clone(l.pub.buckets)
+	next := bucketsOf(a)
+	for _, name := range slices.Sorted(maps.Keys(next)) {
+		b := next[name]
+		content, err := bucketContent(b)
+		if err != nil {
+			return fmt.Errorf("leader: %w", err)
+		}
+		if buckets[name] == content {
+			continue
+		}
+		b.Generation = gen
+		v, err := jsonString(b)
+		if err != nil {
+			return fmt.Errorf("leader: encode status bucket %s: %w", name, err)
+		}
+		status = append(status, putOp(c.statusDir()+name, v))
+		buckets[name] = content
+		changes++
+	}
+	for _, name := range slices.Sorted(maps.Keys(buckets)) {
+		if _, ok := next[name]; !ok {
+			status = append(status, deleteOp(c.statusDir()+name))
+			delete(buckets, name)
+			changes++
+		}
+	}
+	if changes == 0 && !l.pub.force {
+		return nil
+	}
+
+	p := Published{Generation: gen, Leader: me, Assignment: a}
+	var tail []sizedOp
+	legacy := l.pub.legacy
+	if l.oldMembers() {
+		v, err := encodeLegacy(p, Layout)
+		if err != nil {
+			return fmt.Errorf("leader: encode generation %d for the single-key layout: %w", gen, err)
+		}
+		// Beyond one request the single-key layout cannot hold it at all;
+		// its agents then keep their last generation (doc.go, "Upgrade").
+		if len(v)+len(c.legacyKey())+opOverhead <= c.requestBudget() {
+			tail = append(tail, putOp(c.legacyKey(), string(v)))
+			legacy = true
+		}
+	} else if legacy {
+		tail = append(tail, deleteOp(c.legacyKey()))
+		legacy = false
+	}
+	head := Head{Generation: gen, Leader: me, Layout: Layout, Members: len(a.Members),
+		Unassigned: len(a.Unassigned), Conflicts: len(a.Conflicts), Published: time.Now().UTC()}
+	for _, jobs := range a.Members {
+		head.Jobs += len(jobs)
+	}
+	hv, err := jsonString(head)
+	if err != nil {
+		return fmt.Errorf("leader: encode head of generation %d: %w", gen, err)
+	}
+	tail = append(tail, putOp(c.headKey(), hv))
+
+	ops := slices.Concat(first, second, cleanup, status, tail)
+	txns := c.pack(ops, c.cfg.MaxTxnOps)
+	for i, txn := range txns {
+		what := fmt.Sprintf("publish generation %d (transaction %d of %d)", gen, i+1, len(txns))
+		if err := l.guarded(ctx, what, txn...); err != nil {
+			if i > 0 && !errors.Is(err, ErrNotLeader) {
+				return fmt.Errorf("%w: %w", errCutShort, err)
+			}
+			return err
+		}
+	}
+	l.pub = pubState{generation: gen, leader: me, assignment: a, shares: shares, buckets: buckets, legacy: legacy}
+	return nil
+}
+
+// shareContentOf is the share of a member that runs jobs: the jobs, sorted,
+// with the definition revisions of their connectors and groups.
+func (l *leader) shareContentOf(jobs []string, jobConn map[string]string) shareContent {
+	sc := shareContent{jobs: slices.Clone(jobs), connectors: map[string]int64{}, groups: map[string]int64{}}
+	if sc.jobs == nil {
+		sc.jobs = []string{}
+	}
+	slices.Sort(sc.jobs)
+	for _, j := range sc.jobs {
+		name, ok := jobConn[j]
+		if !ok {
+			continue
+		}
+		def := l.connectors[name]
+		sc.connectors[name] = def.rev
+		if g := def.conn.Group; g != "" {
+			sc.groups[g] = l.groups[g]
+		}
+	}
+	return sc
+}
+
+func jsonString(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// gains reports whether sorted next holds a job sorted prev does not.
+func gains(next, prev []string) bool {
+	i := 0
+	for _, j := range next {
+		for i < len(prev) && prev[i] < j {
+			i++
+		}
+		if i == len(prev) || prev[i] != j {
+			return true
+		}
+	}
+	return false
+}
+
+// oldMembers reports whether an agent of the single-key layout is a member.
+func (l *leader) oldMembers() bool {
+	for _, r := range l.members {
+		if r.Layout < Layout {
+			return true
+		}
+	}
+	return false
+}
