@@ -88,4 +88,3 @@ func (c *Client) WatchHead(ctx context.Context) <-chan Head {
 	}()
 	return out
 }
-

@@ -101,11 +101,11 @@ type connectorDef struct {
 type pubState struct {
 	generation int64
 	leader     string
-	assignment assign.Assignment       // the previous assignment, for assign.Input.Previous
-	shares     map[string]storedShare  // member -> its stored share
-	buckets    map[string]string       // status bucket -> its content (bucketContent)
-	legacy     bool                    // <prefix>/assignment is stored
-	force      bool                    // publish the next result even if it equals the last
+	assignment assign.Assignment      // the previous assignment, for assign.Input.Previous
+	shares     map[string]storedShare // member -> its stored share
+	buckets    map[string]string      // status bucket -> its content (bucketContent)
+	legacy     bool                   // <prefix>/assignment is stored
+	force      bool                   // publish the next result even if it equals the last
 }
 
 // storedShare is one member's stored share.
