@@ -227,21 +227,36 @@ func (c *Client) readSnapshot(ctx context.Context) (*snapshot, int64, error) {
 	}
 }
 
+// complete reports whether the snapshot holds a finished publication: its
+// head is at the highest generation stored.
+func (sn *snapshot) complete() bool { return sn.legacyAhead() || sn.head.Generation == sn.maxGen }
+
+// assignmentReads is how often Assignment reads again while a publication
+// is under way before it returns the mixed state.
+const assignmentReads = 5
+
 // Assignment returns the whole published assignment, read page by page at
 // one revision; the zero Published (Generation 0) when none has been
-// published yet. It reads data proportional to the cluster (about 60 bytes
-// per job): for tools and views, not for an agent's own work (WatchShare).
-// It returns an error when the store cannot be read or a stored value is
-// not valid JSON.
+// published yet. When it finds a publication under way (shares of a newer
+// generation than the head) it reads again, with backoff, a few times;
+// then it returns what is stored, the newest share of every member. It
+// reads data proportional to the cluster (about 60 bytes per job): for
+// tools and views, not for an agent's own work (WatchShare). It returns an
+// error when the store cannot be read or a stored value is not valid JSON.
 func (c *Client) Assignment(ctx context.Context) (Published, error) {
-	sn, _, err := c.readSnapshot(ctx)
-	if err != nil {
-		return Published{}, fmt.Errorf("read assignment: %w", err)
+	b := newBackoff()
+	for i := 0; ; i++ {
+		sn, _, err := c.readSnapshot(ctx)
+		if err != nil {
+			return Published{}, fmt.Errorf("read assignment: %w", err)
+		}
+		if sn.maxGen == 0 && sn.legacy == nil {
+			return Published{}, nil
+		}
+		if sn.complete() || i+1 == assignmentReads || !pause(ctx, b) {
+			return sn.published(), nil
+		}
 	}
-	if sn.maxGen == 0 && sn.legacy == nil {
-		return Published{}, nil
-	}
-	return sn.published(), nil
 }
 
 // WatchAssignment returns a channel that delivers the whole published

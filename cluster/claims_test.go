@@ -97,3 +97,50 @@ func TestClaimFreedWhenHolderLeaseEnds(t *testing.T) {
 		t.Fatalf("b claims after a's lease ended: ok=%v err=%v", ok, err)
 	}
 }
+
+// ClaimMany claims what is free and reports who holds the rest, over more
+// jobs than one transaction may carry; ReleaseMany releases only our own.
+func TestClaimManyAndReleaseMany(t *testing.T) {
+	name := uniqueName(t)
+	ca := connect(t, shared.Endpoints(), name, nil)
+	cb := connect(t, shared.Endpoints(), name, nil)
+	sa := join(t, ca, assign.Member{ID: "a"})
+	sb := join(t, cb, assign.Member{ID: "b"})
+	ctx := ctxT(t)
+	var jobs []string
+	for i := range 300 { // > MaxTxnOps: three transactions
+		jobs = append(jobs, assign.TaskID("orders", i))
+	}
+	if won, held, err := sa.ClaimMany(ctx, jobs[:10]); len(won) != 10 || len(held) != 0 || err != nil {
+		t.Fatalf("a claims 10: won %v held %v err %v", won, held, err)
+	}
+	won, held, err := sb.ClaimMany(ctx, append(jobs, jobs[20])) // a duplicate counts once
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(won) != 290 || len(held) != 10 || held["orders-3"] != "a" || won[0] != "orders-10" {
+		t.Fatalf("b claims 300: won %d (first %q), held %v", len(won), won[0], held)
+	}
+	// Claiming again what we hold is no change.
+	if again, held, err := sb.ClaimMany(ctx, won[:5]); len(again) != 5 || len(held) != 0 || err != nil {
+		t.Fatalf("b claims its own again: %v %v %v", again, held, err)
+	}
+	// b's release of all 300 leaves a's 10.
+	if err := sb.ReleaseMany(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := ca.Claims(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims) != 10 || claims["orders-9"] != "a" {
+		t.Fatalf("claims after b's release: %v", claims)
+	}
+	holders, err := cb.Holders(ctx, []string{"orders-0", "orders-10"})
+	if err != nil || len(holders) != 1 || holders["orders-0"] != "a" {
+		t.Fatalf("Holders = %v, %v", holders, err)
+	}
+	if _, _, err := sa.ClaimMany(ctx, []string{"ok", "a/b"}); err == nil {
+		t.Fatal("ClaimMany accepted a job ID with '/'")
+	}
+}

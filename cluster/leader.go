@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/berthd/berth/assign"
@@ -86,7 +87,7 @@ type leader struct {
 	conns      []assign.Connector      // the connectors as assignment needs them; nil: to rebuild
 	pub        pubState
 
-	loads int // full reads of the state (tests check that a broken watch resumes without one)
+	loads atomic.Int64 // full reads of the state (tests check that a broken watch resumes without one)
 }
 
 // connectorDef is a stored connector as the leader keeps it.
@@ -149,7 +150,7 @@ func (l *leader) exitErr(ctx context.Context, err error) error {
 // load reads members, connectors, groups, lastseen keys and the
 // publication, page by page at one revision, and returns that revision.
 func (l *leader) load(ctx context.Context) (int64, error) {
-	l.loads++
+	l.loads.Add(1)
 	for {
 		rev, err := l.loadOnce(ctx)
 		if errors.Is(err, rpctypes.ErrCompacted) {
@@ -231,7 +232,9 @@ func pubStateOf(sn *snapshot) pubState {
 	prev := sn.published()
 	ps := pubState{generation: prev.Generation, leader: prev.Leader, assignment: prev.Assignment,
 		shares: map[string]storedShare{}, buckets: map[string]string{}, legacy: sn.legacy != nil,
-		force: sn.maxGen == 0}
+		// Nothing published yet, or a publication cut short (the head
+		// behind its shares): publish the next result whatever it is.
+		force: sn.maxGen == 0 || !sn.complete()}
 	for member, cs := range sn.shares {
 		st := storedShare{}
 		for i := range cs {
