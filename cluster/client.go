@@ -58,7 +58,8 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("connect etcd %v: %w", cfg.Endpoints, err)
 	}
 	c := &Client{cfg: cfg, etcd: cli, prefix: "/berth/" + cfg.Name + "/", compute: assign.Compute}
-	if _, err := cli.Get(ctx, c.prefix, clientv3.WithCountOnly()); err != nil {
+	// One key, not a count of the prefix: that would scan every claim.
+	if _, err := cli.Get(ctx, c.headKey()); err != nil {
 		cli.Close()
 		return nil, fmt.Errorf("connect etcd %v: read %s: %w", cfg.Endpoints, c.prefix, err)
 	}

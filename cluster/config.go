@@ -57,6 +57,10 @@ type Config struct {
 	// covers the encoding's framing). Zero means DefaultMaxRequestBytes
 	// (1.5 MiB); otherwise at least 16 KiB.
 	MaxRequestBytes int
+	// OnPublish, when set, is called by the leader after every
+	// publication it completed, with what it cost. It is called from the
+	// leader's goroutine and must not block.
+	OnPublish func(PublishStats)
 	// Traffic, when set, counts the bytes this client exchanges with etcd
 	// (see Traffic). Nil: nothing is counted.
 	Traffic *Traffic

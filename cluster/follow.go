@@ -37,12 +37,16 @@ func (c *Client) follow(ctx context.Context, specs []watchSpec, f followFuncs) {
 	next := make([]int64, len(specs)) // all 0: read first
 	for ctx.Err() == nil {
 		if next[0] == 0 {
+			// A serializable read (from whichever member answers, without
+			// a round of the raft leader) is enough: the watches start
+			// right after the revision it was read at, so whatever it
+			// missed they deliver.
 			ops := make([]clientv3.Op, len(specs))
 			for i, s := range specs {
 				if s.prefix {
-					ops[i] = clientv3.OpGet(s.key, clientv3.WithPrefix())
+					ops[i] = clientv3.OpGet(s.key, clientv3.WithPrefix(), clientv3.WithSerializable())
 				} else {
-					ops[i] = clientv3.OpGet(s.key)
+					ops[i] = clientv3.OpGet(s.key, clientv3.WithSerializable())
 				}
 			}
 			resp, err := c.etcd.Txn(ctx).Then(ops...).Commit()

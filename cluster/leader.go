@@ -87,6 +87,8 @@ type leader struct {
 	conns      []assign.Connector      // the connectors as assignment needs them; nil: to rebuild
 	pub        pubState
 
+	computed time.Duration // how long the last assign.Compute took
+
 	loads atomic.Int64 // full reads of the state (tests check that a broken watch resumes without one)
 }
 
@@ -493,7 +495,9 @@ func (l *leader) reconcile(ctx context.Context) (time.Duration, error) {
 		in.Members = append(in.Members, l.members[id].Member())
 		in.LastSeen[id] = now
 	}
+	t := time.Now()
 	a := l.c.compute(in)
+	l.computed = time.Since(t)
 	if err := l.publish(ctx, a); err != nil {
 		return 0, err
 	}

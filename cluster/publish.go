@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berthd/berth/assign"
@@ -37,7 +39,7 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 
 	var first, second []sizedOp // shares that only lose jobs; the others
 	shares := maps.Clone(l.pub.shares)
-	changes := 0
+	changes, written := 0, 0 // shares and buckets changed; shares written
 	writeShare := func(id string, content shareContent, to *[]sizedOp) error {
 		vals, err := c.encodeShare(content, gen, me)
 		if err != nil {
@@ -51,6 +53,7 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 		}
 		shares[id] = storedShare{content: content, valid: true, chunks: len(vals)}
 		changes++
+		written++
 		return nil
 	}
 	for _, id := range slices.Sorted(maps.Keys(a.Members)) {
@@ -144,19 +147,77 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 	}
 	tail = append(tail, putOp(c.headKey(), hv))
 
-	ops := slices.Concat(first, second, cleanup, status, tail)
-	txns := c.pack(ops, c.cfg.MaxTxnOps)
-	for i, txn := range txns {
-		what := fmt.Sprintf("publish generation %d (transaction %d of %d)", gen, i+1, len(txns))
-		if err := l.guarded(ctx, what, txn...); err != nil {
-			if i > 0 && !errors.Is(err, ErrNotLeader) {
+	// Three phases, each phase's transactions sent together (a
+	// generation's writes would otherwise queue one after another behind
+	// the claims of the members that already read their shares): shares
+	// that only lose jobs; the rest; then the head.
+	start := time.Now()
+	stats := PublishStats{Generation: gen, Compute: l.computed, Shares: written + len(cleanup),
+		Buckets: len(status)}
+	var committed atomic.Int64
+	for _, phase := range [][]sizedOp{first, slices.Concat(second, cleanup, status), tail} {
+		txns := c.pack(phase, c.cfg.MaxTxnOps)
+		for _, o := range phase {
+			stats.Bytes += o.size
+		}
+		stats.Transactions += len(txns)
+		if err := l.commitAll(ctx, gen, txns, &committed); err != nil {
+			if committed.Load() > 0 && !errors.Is(err, ErrNotLeader) {
 				return fmt.Errorf("%w: %w", errCutShort, err)
 			}
 			return err
 		}
 	}
+	stats.Write = time.Since(start)
 	l.pub = pubState{generation: gen, leader: me, assignment: a, shares: shares, buckets: buckets, legacy: legacy}
+	if f := c.cfg.OnPublish; f != nil {
+		f(stats)
+	}
 	return nil
+}
+
+// publishParallel is how many transactions of one publication phase are in
+// flight at once.
+const publishParallel = 8
+
+// commitAll sends the guarded transactions txns, publishParallel at a time,
+// counting those that commit, and returns the first error (ErrNotLeader
+// first: it ends the leadership).
+func (l *leader) commitAll(ctx context.Context, gen int64, txns [][]clientv3.Op, committed *atomic.Int64) error {
+	sem := make(chan struct{}, publishParallel)
+	errs := make([]error, len(txns))
+	var wg sync.WaitGroup
+	for i, txn := range txns {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			what := fmt.Sprintf("publish generation %d (%d operations)", gen, len(txn))
+			if errs[i] = l.guarded(ctx, what, txn...); errs[i] == nil {
+				committed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if errors.Is(err, ErrNotLeader) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PublishStats describes one publication (Config.OnPublish), for metrics
+// and the scale simulation.
+type PublishStats struct {
+	Generation   int64         // the generation published
+	Compute      time.Duration // assign.Compute of this generation
+	Write        time.Duration // all its transactions, from the first sent to the head stored
+	Shares       int           // shares written (changed, new, departed) or deleted
+	Buckets      int           // status buckets written or deleted
+	Transactions int           // guarded transactions sent
+	Bytes        int           // upper bound of the bytes of their operations
 }
 
 // shareContentOf is the share of a member that runs jobs: the jobs, sorted,

@@ -105,11 +105,18 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 		}
 		sent = again
 	}
+	return c.startSession(rec, g.ID, sent), nil
+}
+
+// startSession starts the renewal loop of a session whose lease was granted
+// (or last renewed) by a request sent at sent.
+func (c *Client) startSession(rec MemberRecord, lease clientv3.LeaseID, sent time.Time) *Session {
+	ttl := c.cfg.SessionTTL
 	sctx, cancel := context.WithCancel(context.Background())
-	s := &Session{c: c, record: rec, lease: g.ID, ttl: ttl, margin: fencingMargin(ttl),
+	s := &Session{c: c, record: rec, lease: lease, ttl: ttl, margin: fencingMargin(ttl),
 		ctx: sctx, cancel: cancel, done: make(chan struct{}), loop: make(chan struct{}), lastSent: sent}
 	go s.renewLoop()
-	return s, nil
+	return s
 }
 
 // fencingMargin is how long before the earliest server-side expiry the local
@@ -137,7 +144,9 @@ func renewInterval(ttl time.Duration) time.Duration {
 func (s *Session) renewLoop() {
 	defer close(s.loop)
 	interval := renewInterval(s.ttl)
-	timer := time.NewTimer(interval)
+	// The first renewal is due interval after the grant was SENT: a join
+	// slowed by a busy store must not wait a whole interval more.
+	timer := time.NewTimer(max(0, time.Until(s.LastRenewal().Add(interval))))
 	defer timer.Stop()
 	for {
 		deadline := s.Deadline()
