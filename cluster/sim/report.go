@@ -15,9 +15,10 @@ type result struct {
 	LoadBefore   float64 `json:"load_before"` // 1-minute load average when the run started
 	LoadAfter    float64 `json:"load_after"`  // … when it ended
 
-	Cold       coldPhase  `json:"cold"`
-	MemberLoss *lossPhase `json:"member_loss,omitempty"`
-	LeaderLoss *lossPhase `json:"leader_loss,omitempty"`
+	Anchor     anchorPhase `json:"anchor"`
+	Cold       coldPhase   `json:"cold"`
+	MemberLoss *lossPhase  `json:"member_loss,omitempty"`
+	LeaderLoss *lossPhase  `json:"leader_loss,omitempty"`
 
 	LargestRequestBytes int64 `json:"largest_request_bytes"` // largest message any client sent to etcd
 	DBBytes             int64 `json:"db_bytes"`              // etcd's database size at the end (largest member)
@@ -92,10 +93,15 @@ func (r *result) print(w io.Writer) {
 	fmt.Fprintln(w, "|---|---|")
 	row := func(k, f string, a ...any) { fmt.Fprintf(w, "| %s | %s |\n", k, fmt.Sprintf(f, a...)) }
 	row("machine load (1-min average) before / after", "%.1f / %.1f", r.LoadBefore, r.LoadAfter)
+	an := r.Anchor
+	row("anchor, bare etcd clients: connect + grant + put, one per member", "%.1f s", an.JoinSeconds)
+	row("anchor: lease renewals (KeepAliveOnce) at the session interval", "p50 %.0f ms, p99 %.0f ms, max %.0f ms, %d failed",
+		an.RenewMillis[0], an.RenewMillis[1], an.RenewMillis[2], an.RenewFailures)
+	row("anchor: one lease-bound key per job, 127 per txn, 8 txns in flight", "%.1f s", an.PutSeconds)
 	row("store the workload", "%.1f s (%d connectors)", r.StoreSeconds, r.Jobs/tasksPerConnector)
 	c := r.Cold
-	row("cold start: every job claimed and running", "%.1f s (every member joined at %.1f s; first generation at %.1f s; %d generation(s); %d starts)",
-		c.Seconds, c.JoinedSeconds, c.FirstGenerationSeconds, c.Generations, c.Starts)
+	row("cold start: every job claimed and running", "%.1f s = %.1f × anchor (join + puts) (every member joined at %.1f s; first generation at %.1f s; %d generation(s); %d starts)",
+		c.Seconds, c.Seconds/max(an.JoinSeconds+an.PutSeconds, 0.001), c.JoinedSeconds, c.FirstGenerationSeconds, c.Generations, c.Starts)
 	row("cold start: publications", "%s", pubs(c.Publications))
 	row("cold start: CPU", "etcd %.1f s, members + leader %.1f s", c.EtcdCPUSeconds, c.SimCPUSeconds)
 	row("cold start: session renewal round trip", "p50 %.0f ms, p99 %.0f ms, max %.0f ms", c.RenewMillis[0], c.RenewMillis[1], c.RenewMillis[2])

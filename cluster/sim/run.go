@@ -33,12 +33,13 @@ type sim struct {
 	traffic *cluster.Traffic
 	rec     *recorder
 
-	mu          sync.Mutex
-	members     map[string]*member
-	deadLargest int64           // largest request of the killed members
-	heads       []headSeen      // every head the harness saw, in order
-	pubs        []pubSeen       // every publication a leader reported
-	renewals    []time.Duration // round trips of session renewals since the last phase began
+	mu           sync.Mutex
+	members      map[string]*member
+	deadLargest  int64           // largest request of the killed members
+	deadFencings int             // sessions the killed members had lost
+	heads        []headSeen      // every head the harness saw, in order
+	pubs         []pubSeen       // every publication a leader reported
+	renewals     []time.Duration // round trips of session renewals since the last phase began
 }
 
 // renewalStats returns the p50, p99 and max renewal round trip since the
@@ -107,6 +108,11 @@ func run(ctx context.Context, o options) (*result, error) {
 		LoadBefore: loadAverage()}
 	defer func() {
 		res.LoadAfter = loadAverage()
+		res.Fencings = 0
+		for _, m := range s.all() {
+			res.Fencings += int(m.fencings.Load())
+		}
+		res.Fencings += s.deadFencings
 		s.rec.mu.Lock()
 		for _, n := range s.rec.notes {
 			fmt.Fprintln(os.Stderr, "sim: note:", n)
@@ -129,6 +135,9 @@ func run(ctx context.Context, o options) (*result, error) {
 	}()
 	defer s.leaveAll()
 
+	if res.Anchor, err = anchor(ctx, e, o.members, o.jobs, o.ttl); err != nil {
+		return res, err
+	}
 	t := time.Now()
 	if err := storeWorkload(ctx, s.watcher, o.jobs); err != nil {
 		return nil, fmt.Errorf("store workload: %w", err)
@@ -276,6 +285,7 @@ func (s *sim) loss(ctx context.Context, res *result, ofLeader bool) error {
 	lastRenewal := victim.kill()
 	s.mu.Lock()
 	delete(s.members, victim.id)
+	s.deadFencings += int(victim.fencings.Load())
 	s.deadLargest = max(s.deadLargest, victim.traffic.LargestSent())
 	s.mu.Unlock()
 	expiry := lastRenewal.Add(s.o.ttl)
@@ -353,7 +363,6 @@ func (s *sim) finish(ctx context.Context, res *result) error {
 	res.LargestRequestBytes = s.traffic.LargestSent()
 	for _, m := range s.all() {
 		res.LargestRequestBytes = max(res.LargestRequestBytes, m.traffic.LargestSent())
-		res.Fencings += int(m.fencings.Load())
 	}
 	res.LargestRequestBytes = max(res.LargestRequestBytes, s.deadLargest)
 	res.DBBytes, _ = s.etcd.dbSize(ctx)
