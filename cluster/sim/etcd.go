@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,7 +74,7 @@ func startEtcd(dir string) (*etcdCluster, error) {
 			"--initial-cluster-token", "berth-sim",
 			// As berth's embedded etcd: keep an hour of history.
 			"--auto-compaction-mode", "periodic", "--auto-compaction-retention", "1h",
-			"--log-level", "warn", "--logger", "zap", "--enable-pprof")
+			"--log-level", "error", "--logger", "zap", "--enable-pprof")
 		log, err := os.Create(filepath.Join(dir, n+".log"))
 		if err != nil {
 			e.stop()
@@ -163,6 +166,34 @@ func (e *etcdCluster) dbSize(ctx context.Context) (int64, error) {
 		most = max(most, st.DbSize)
 	}
 	return most, nil
+}
+
+// profile fetches a CPU profile of every member for d (etcd runs with
+// --enable-pprof) into dir/etcd-<n>.prof, in the background; wait returns
+// when all are written.
+func (e *etcdCluster) profile(dir string, d time.Duration) (wait func()) {
+	var wg sync.WaitGroup
+	for i, ep := range e.Endpoints {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", ep, int(d.Seconds()))
+			resp, err := (&http.Client{Timeout: d + 30*time.Second}).Get(url)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "sim: etcd profile:", err)
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("etcd-e%d.prof", i)))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "sim: etcd profile:", err)
+				return
+			}
+			defer f.Close()
+			_, _ = io.Copy(f, resp.Body)
+		}()
+	}
+	return wg.Wait
 }
 
 // stop kills the processes (by PID) and waits for them.

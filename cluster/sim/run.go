@@ -22,6 +22,7 @@ type options struct {
 	dataDir       string
 	jsonOut       string
 	timeout       time.Duration
+	etcdProfile   string
 }
 
 // sim is one run: etcd, the members, and the harness's own view.
@@ -172,6 +173,9 @@ func (s *sim) coldStart(ctx context.Context, res *result) error {
 	cpu0, _ := s.etcd.cpu()
 	self0 := selfCPU()
 	s.renewalStats()
+	if s.o.etcdProfile != "" {
+		defer s.etcd.profile(s.o.etcdProfile, 30*time.Second)()
+	}
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, s.o.members)
