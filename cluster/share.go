@@ -183,15 +183,6 @@ func (cs chunkSet) allJobs() []string {
 	return slices.Compact(out)
 }
 
-// maxGeneration is the highest generation among the chunks.
-func (cs chunkSet) maxGeneration() int64 {
-	var g int64
-	for _, ch := range cs {
-		g = max(g, ch.Generation)
-	}
-	return g
-}
-
 func decodeShareChunk(b []byte) (shareChunk, error) {
 	var ch shareChunk
 	if err := json.Unmarshal(b, &ch); err != nil {

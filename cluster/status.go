@@ -40,10 +40,6 @@ type statusBucket struct {
 	Conflicts  []conflictJSON    `json:"conflicts,omitempty"`
 }
 
-func (b *statusBucket) empty() bool {
-	return len(b.Unassigned) == 0 && len(b.Held) == 0 && len(b.Declared) == 0 && len(b.Conflicts) == 0
-}
-
 // bucketOf names job's status bucket: two hex digits.
 func bucketOf(job string) string {
 	h := fnv.New32a()

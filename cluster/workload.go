@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/berthd/berth/assign"
@@ -185,25 +184,4 @@ func (c *Client) bodies(ctx context.Context, kind string) (map[string][]byte, er
 		return nil, fmt.Errorf("list %ss under %s: %w", kind, dir, err)
 	}
 	return out, nil
-}
-
-// assignConnectors decodes the connectors as assignment needs them, sorted
-// by name, from a Get of the connectors directory.
-func assignConnectors(kvs []*kvPair) ([]assign.Connector, error) {
-	out := make([]assign.Connector, 0, len(kvs))
-	for _, kv := range kvs {
-		var d storedDef
-		if err := json.Unmarshal(kv.value, &d); err != nil || d.Connector == nil {
-			return nil, fmt.Errorf("decode connector %s: %v", kv.key, err)
-		}
-		out = append(out, *d.Connector)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-// kvPair is a key and value as the leader keeps them in memory.
-type kvPair struct {
-	key   string
-	value []byte
 }
