@@ -38,6 +38,7 @@ func main() {
 	flag.StringVar(&o.dataDir, "data", "", "directory for etcd's data (default: a new temporary directory)")
 	flag.StringVar(&o.jsonOut, "json", "", "append the result as one JSON line to this file")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up a phase after this long")
+	flag.StringVar(&o.etcdProfile, "etcdprofile", "", "write CPU profiles of the etcd members during the cold start (first 30 s) into this directory")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (members and leader) to this file")
 	flag.Parse()
 	// The harness holds a thousand etcd clients in one process; collect
