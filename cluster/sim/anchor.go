@@ -52,7 +52,8 @@ func anchor(ctx context.Context, e *etcdCluster, n, jobs int, ttl time.Duration)
 				return
 			}
 			clients[i] = c
-			g, err := c.Grant(ctx, int64(ttl/time.Second))
+			// A long lease: the puts below may outlast the renewals.
+			g, err := c.Grant(ctx, int64(max(ttl, 5*time.Minute)/time.Second))
 			if err == nil {
 				leases[i] = g.ID
 				_, err = c.Put(ctx, fmt.Sprintf("/anchor/members/%05d", i), "x", clientv3.WithLease(g.ID))
