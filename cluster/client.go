@@ -22,6 +22,8 @@ type Client struct {
 	etcd    *clientv3.Client
 	prefix  string                               // "/berth/<name>/"
 	compute func(assign.Input) assign.Assignment // assign.Compute; replaced only in tests
+	// waveTimeout overrides defaultClaimWaveTimeout (tests only).
+	waveTimeout time.Duration
 }
 
 // Connect opens an etcd client for cfg (TLS when cfg.TLS is set) and checks

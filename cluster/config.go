@@ -57,6 +57,14 @@ type Config struct {
 	// covers the encoding's framing). Zero means DefaultMaxRequestBytes
 	// (1.5 MiB); otherwise at least 16 KiB.
 	MaxRequestBytes int
+	// ClaimWindow is the most jobs the leader hands out in one go before
+	// it has seen their new members claim them: a publication that gives
+	// members more new jobs than this writes their shares in waves, each
+	// when the jobs of the previous ones have been claimed (or 2 s have
+	// passed), so that a cold start of many members does not queue so many
+	// lease-bound writes in etcd at once that lease renewals miss their
+	// deadline. Zero means DefaultClaimWindow (8,192); negative: no limit.
+	ClaimWindow int
 	// OnPublish, when set, is called by the leader after every
 	// publication it completed, with what it cost. It is called from the
 	// leader's goroutine and must not block.
@@ -111,6 +119,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.RebalanceDelay < 0 {
 		return cfg, fmt.Errorf("cluster config: rebalance delay %s is negative", cfg.RebalanceDelay)
+	}
+	if cfg.ClaimWindow == 0 {
+		cfg.ClaimWindow = DefaultClaimWindow
 	}
 	if cfg.MaxTxnOps == 0 {
 		cfg.MaxTxnOps = DefaultMaxTxnOps

@@ -37,24 +37,26 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 	me := l.s.record.ID
 	jobConn := l.jobConnectors()
 
-	var first, second []sizedOp // shares that only lose jobs; the others
+	var first []sizedOp   // shares that only lose jobs, and departed ones
+	var gaining []gainOps // shares that gain jobs
 	shares := maps.Clone(l.pub.shares)
 	changes, written := 0, 0 // shares and buckets changed; shares written
-	writeShare := func(id string, content shareContent, to *[]sizedOp) error {
+	writeShare := func(id string, content shareContent) ([]sizedOp, error) {
 		vals, err := c.encodeShare(content, gen, me)
 		if err != nil {
-			return fmt.Errorf("leader: share of %s: %w", id, err)
+			return nil, fmt.Errorf("leader: share of %s: %w", id, err)
 		}
+		var ops []sizedOp
 		for i, v := range vals {
-			*to = append(*to, putOp(c.shareChunkKey(id, i), string(v)))
+			ops = append(ops, putOp(c.shareChunkKey(id, i), string(v)))
 		}
 		for i := len(vals); i < shares[id].chunks; i++ {
-			*to = append(*to, deleteOp(c.shareChunkKey(id, i)))
+			ops = append(ops, deleteOp(c.shareChunkKey(id, i)))
 		}
 		shares[id] = storedShare{content: content, valid: true, chunks: len(vals)}
 		changes++
 		written++
-		return nil
+		return ops, nil
 	}
 	for _, id := range slices.Sorted(maps.Keys(a.Members)) {
 		content := l.shareContentOf(a.Members[id], jobConn)
@@ -62,13 +64,24 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 		if ok && st.valid && st.content.equal(content) {
 			continue
 		}
-		to := &second
-		if ok && st.valid && !gains(content.jobs, st.content.jobs) {
-			to = &first
+		var prev []string
+		if ok && st.valid {
+			prev = st.content.jobs
 		}
-		if err := writeShare(id, content, to); err != nil {
+		ops, err := writeShare(id, content)
+		if err != nil {
 			return err
 		}
+		gained := newJobs(content.jobs, prev)
+		if len(gained) == 0 {
+			first = append(first, ops...)
+			continue
+		}
+		g := gainOps{ops: ops, jobs: map[string]string{}}
+		for _, j := range gained {
+			g.jobs[j] = id
+		}
+		gaining = append(gaining, g)
 	}
 	var cleanup []sizedOp // tombstones of the previous publication
 	for _, id := range slices.Sorted(maps.Keys(shares)) {
@@ -82,9 +95,11 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 			delete(shares, id)
 			continue
 		}
-		if err := writeShare(id, shareContent{departed: true, jobs: []string{}}, &first); err != nil {
+		ops, err := writeShare(id, shareContent{departed: true, jobs: []string{}})
+		if err != nil {
 			return err
 		}
+		first = append(first, ops...)
 	}
 	var status []sizedOp
 	buckets := maps.Clone(l.pub.buckets)
@@ -147,17 +162,19 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 	}
 	tail = append(tail, putOp(c.headKey(), hv))
 
-	// Three phases, each phase's transactions sent together (a
-	// generation's writes would otherwise queue one after another behind
-	// the claims of the members that already read their shares): shares
-	// that only lose jobs; the rest; then the head.
+	// Phases, each phase's transactions sent together (a generation's
+	// writes would otherwise queue one after another behind the claims of
+	// the members that already read their shares): the shares that only
+	// lose jobs; the shares that gain jobs, in waves within the claim
+	// window (see claimWindow), the last wave with the status buckets and
+	// the deletion of departed shares; then the head.
 	start := time.Now()
 	stats := PublishStats{Generation: gen, Compute: l.computed, Shares: written + len(cleanup),
 		Buckets: len(status)}
 	var committed atomic.Int64
-	for _, phase := range [][]sizedOp{first, slices.Concat(second, cleanup, status), tail} {
-		txns := c.pack(phase, c.cfg.MaxTxnOps)
-		for _, o := range phase {
+	commit := func(ops []sizedOp) error {
+		txns := c.pack(ops, c.cfg.MaxTxnOps)
+		for _, o := range ops {
 			stats.Bytes += o.size
 		}
 		stats.Transactions += len(txns)
@@ -167,6 +184,44 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 			}
 			return err
 		}
+		return nil
+	}
+	if err := commit(first); err != nil {
+		return err
+	}
+	total := 0
+	for _, g := range gaining {
+		total += len(g.jobs)
+	}
+	var window *claimWindow
+	if limit := c.cfg.ClaimWindow; limit > 0 && total > limit {
+		window = c.openClaimWindow(ctx, limit, l.waveTimeout())
+		defer window.close()
+	}
+	for i := 0; i < len(gaining) || stats.Waves == 0; {
+		if i < len(gaining) {
+			window.waitRoom(ctx, len(gaining[i].jobs))
+		}
+		// At least one share per wave; more while they fit the window.
+		j, handed := i, map[string]string{}
+		var ops []sizedOp
+		for j < len(gaining) && (j == i || window == nil || window.outstanding()+len(handed)+len(gaining[j].jobs) <= c.cfg.ClaimWindow) {
+			ops = append(ops, gaining[j].ops...)
+			maps.Copy(handed, gaining[j].jobs)
+			j++
+		}
+		if j == len(gaining) {
+			ops = append(ops, slices.Concat(cleanup, status)...)
+		}
+		if err := commit(ops); err != nil {
+			return err
+		}
+		window.add(handed)
+		stats.Waves++
+		i = j
+	}
+	if err := commit(tail); err != nil {
+		return err
 	}
 	stats.Write = time.Since(start)
 	l.pub = pubState{generation: gen, leader: me, assignment: a, shares: shares, buckets: buckets, legacy: legacy}
@@ -218,6 +273,22 @@ type PublishStats struct {
 	Buckets      int           // status buckets written or deleted
 	Transactions int           // guarded transactions sent
 	Bytes        int           // upper bound of the bytes of their operations
+	Waves        int           // waves of shares that gain jobs (see Config.ClaimWindow)
+}
+
+// gainOps is the writes of one share that gains jobs, and those jobs (job
+// -> member).
+type gainOps struct {
+	ops  []sizedOp
+	jobs map[string]string
+}
+
+// waveTimeout is how long a handed-out job counts against the claim window.
+func (l *leader) waveTimeout() time.Duration {
+	if l.c.waveTimeout > 0 {
+		return l.c.waveTimeout
+	}
+	return defaultClaimWaveTimeout
 }
 
 // shareContentOf is the share of a member that runs jobs: the jobs, sorted,
@@ -247,18 +318,19 @@ func jsonString(v any) (string, error) {
 	return string(b), err
 }
 
-// gains reports whether sorted next holds a job sorted prev does not.
-func gains(next, prev []string) bool {
+// newJobs returns the jobs of sorted next that sorted prev does not hold.
+func newJobs(next, prev []string) []string {
+	var out []string
 	i := 0
 	for _, j := range next {
 		for i < len(prev) && prev[i] < j {
 			i++
 		}
 		if i == len(prev) || prev[i] != j {
-			return true
+			out = append(out, j)
 		}
 	}
-	return false
+	return out
 }
 
 // oldMembers reports whether an agent of the single-key layout is a member.
