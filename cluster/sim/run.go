@@ -426,9 +426,13 @@ func (s *sim) member(id string) *member {
 	return s.members[id]
 }
 
+// joined counts the members with a live session (no sorting: it is polled
+// on every job start).
 func (s *sim) joined() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	n := 0
-	for _, m := range s.all() {
+	for _, m := range s.members {
 		if m.joined.Load() {
 			n++
 		}
