@@ -395,6 +395,9 @@ func (s *sim) until(ctx context.Context, what string, cond func() bool) error {
 			fmt.Fprintf(os.Stderr, "sim: %s: %.0f s: %d of %d members joined, %d of %d jobs running, generation %d by %s, etcd CPU %.0f s\n",
 				what, now.Sub(start).Seconds(), s.joined(), s.o.members, s.rec.count(), s.o.jobs, h.Generation, h.Leader, cpu.Seconds())
 		}
+		if lost := s.fencings(); lost > 2*s.o.members {
+			return fmt.Errorf("%s: %d sessions lost by live members (the machine cannot keep their leases; see the renewal round trips): giving up", what, lost)
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not within %s: %s (%d of %d jobs running, %d of %d members joined)",
 				s.o.timeout, what, s.rec.count(), s.o.jobs, s.joined(), s.o.members)
@@ -424,6 +427,17 @@ func (s *sim) member(id string) *member {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.members[id]
+}
+
+// fencings counts the sessions that live members lost.
+func (s *sim) fencings() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.deadFencings
+	for _, m := range s.members {
+		n += int(m.fencings.Load())
+	}
+	return n
 }
 
 // joined counts the members with a live session (no sorting: it is polled
