@@ -37,6 +37,7 @@ func main() {
 	flag.BoolVar(&o.coldOnly, "cold-only", false, "measure the cold start only")
 	flag.StringVar(&o.dataDir, "data", "", "directory for etcd's data (default: a new temporary directory)")
 	flag.StringVar(&o.jsonOut, "json", "", "append the result as one JSON line to this file")
+	flag.IntVar(&o.claimWindow, "claim-window", 0, "cluster.Config.ClaimWindow of every member (0: the default; -1: no limit)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up a phase after this long")
 	flag.StringVar(&o.etcdProfile, "etcdprofile", "", "write CPU profiles of the etcd members during the cold start (first 30 s) into this directory")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (members and leader) to this file")

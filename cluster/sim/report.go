@@ -11,9 +11,10 @@ type result struct {
 	Jobs         int     `json:"jobs"`
 	TTLSeconds   float64 `json:"ttl_s"`
 	Date         string  `json:"date"`
-	StoreSeconds float64 `json:"store_s"`     // storing the workload (jobs/10 connectors)
-	LoadBefore   float64 `json:"load_before"` // 1-minute load average when the run started
-	LoadAfter    float64 `json:"load_after"`  // … when it ended
+	ClaimWindow  int     `json:"claim_window"` // cluster.Config.ClaimWindow (0: default)
+	StoreSeconds float64 `json:"store_s"`      // storing the workload (jobs/10 connectors)
+	LoadBefore   float64 `json:"load_before"`  // 1-minute load average when the run started
+	LoadAfter    float64 `json:"load_after"`   // … when it ended
 
 	Anchor     anchorPhase `json:"anchor"`
 	Cold       coldPhase   `json:"cold"`
@@ -88,7 +89,11 @@ func kib(b float64) string {
 
 // print writes the result as a Markdown table.
 func (r *result) print(w io.Writer) {
-	fmt.Fprintf(w, "\n## %d members × %d jobs (session TTL %.0f s)\n\n", r.Members, r.Jobs, r.TTLSeconds)
+	window := "default"
+	if r.ClaimWindow != 0 {
+		window = fmt.Sprint(r.ClaimWindow)
+	}
+	fmt.Fprintf(w, "\n## %d members × %d jobs (session TTL %.0f s, claim window %s)\n\n", r.Members, r.Jobs, r.TTLSeconds, window)
 	fmt.Fprintln(w, "| measure | value |")
 	fmt.Fprintln(w, "|---|---|")
 	row := func(k, f string, a ...any) { fmt.Fprintf(w, "| %s | %s |\n", k, fmt.Sprintf(f, a...)) }

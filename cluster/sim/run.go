@@ -23,6 +23,7 @@ type options struct {
 	jsonOut       string
 	timeout       time.Duration
 	etcdProfile   string
+	claimWindow   int
 }
 
 // sim is one run: etcd, the members, and the harness's own view.
@@ -85,7 +86,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	}
 	defer e.stop()
 	s := &sim{o: o, etcd: e, rec: newRecorder(), members: map[string]*member{}, traffic: &cluster.Traffic{}}
-	s.cfg = cluster.Config{Name: "sim", Endpoints: e.Endpoints, SessionTTL: o.ttl, Validate: validate,
+	s.cfg = cluster.Config{Name: "sim", Endpoints: e.Endpoints, SessionTTL: o.ttl, Validate: validate, ClaimWindow: o.claimWindow,
 		OnRenew: func(d time.Duration) {
 			s.mu.Lock()
 			s.renewals = append(s.renewals, d)
@@ -106,7 +107,8 @@ func run(ctx context.Context, o options) (*result, error) {
 	}
 	defer s.watcher.Close()
 	res := &result{Members: o.members, Jobs: o.jobs, TTLSeconds: o.ttl.Seconds(), Date: time.Now().UTC().Format(time.RFC3339),
-		LoadBefore: loadAverage()}
+		ClaimWindow: o.claimWindow,
+		LoadBefore:  loadAverage()}
 	defer func() {
 		res.LoadAfter = loadAverage()
 		res.Fencings = 0
