@@ -30,9 +30,11 @@ bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 
 # The cluster simulation (cluster/sim): members of the real cluster package
 # with stand-in workers against a three-member etcd on loopback. Results
-# are appended to $(SIMOUT); the plot is drawn from them.
+# are appended to $(SIMOUT); the plot is drawn from them. SIMFLAGS go to
+# the 1,000-member run (e.g. -cpuprofile FILE -etcdprofile DIR).
 SIM       := bin/berth-sim
 SIMOUT    ?= bin/bench-cluster.jsonl
+SIMFLAGS  ?=
 
 $(SIM): FORCE
 	$(GO) build -o $(SIM) ./cluster/sim
@@ -42,7 +44,7 @@ bench-cluster: $(SIM) ## cluster simulation: 100 × 10,000 and 1,000 × 100,000 
 	$(SIM) -members 100 -jobs 10000 -json $(SIMOUT)
 	$(SIM) -members 250 -jobs 25000 -cold-only -json $(SIMOUT)
 	$(SIM) -members 500 -jobs 50000 -cold-only -json $(SIMOUT)
-	$(SIM) -members 1000 -jobs 100000 -json $(SIMOUT)
+	$(SIM) -members 1000 -jobs 100000 -json $(SIMOUT) $(SIMFLAGS)
 	cd cluster/sim/plot && $(GO) run . -in $(CURDIR)/$(SIMOUT) -out $(CURDIR)/cluster/sim/coldstart.png
 
 bench-cluster-ci: $(SIM) ## the CI size of the cluster simulation: 100 × 10,000 (under 3 minutes)
