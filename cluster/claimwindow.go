@@ -93,15 +93,16 @@ func (w *claimWindow) add(jobs map[string]string) {
 	w.waves = append(w.waves, wv)
 }
 
-// waitRoom returns once need more jobs fit the window (or none is
-// outstanding), the watch has ended, or ctx ends.
+// waitRoom returns at once when need more jobs fit the window; otherwise
+// once at most half the window is outstanding (so that waves stay large:
+// few transactions), the watch has ended, or ctx ends.
 func (w *claimWindow) waitRoom(ctx context.Context, need int) {
-	if w == nil {
+	if w == nil || len(w.out)+need <= w.limit {
 		return
 	}
-	for !w.broken && len(w.out) > 0 && len(w.out)+need > w.limit {
+	for !w.broken && len(w.out) > w.limit/2 {
 		w.expire(time.Now())
-		if len(w.out) == 0 || len(w.out)+need <= w.limit {
+		if len(w.out) <= w.limit/2 {
 			return
 		}
 		t := time.NewTimer(time.Until(w.waves[0].until))

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -164,55 +165,70 @@ func (l *leader) load(ctx context.Context) (int64, error) {
 
 func (l *leader) loadOnce(ctx context.Context) (int64, error) {
 	c := l.c
-	l.members = map[string]MemberRecord{}
-	rev, err := c.rangePrefix(ctx, c.key("members/"), 0, func(kv *mvccpb.KeyValue) error {
+	members := map[string]MemberRecord{}
+	rev, err := c.rangePages(ctx, c.key("members/"), 0, leaderPageBytes, func(kv *mvccpb.KeyValue) error {
 		r, err := decodeMember(kv.Value, kv.Lease)
 		if err != nil {
 			return fmt.Errorf("member %s: %w", kv.Key, err)
 		}
-		l.members[r.ID] = r
+		members[r.ID] = r
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("leader: load members: %w", err)
 	}
-	l.connectors, l.groups, l.jobConn, l.conns = map[string]connectorDef{}, map[string]int64{}, nil, nil
-	if _, err := c.rangePrefix(ctx, c.defDir(KindConnector), rev, func(kv *mvccpb.KeyValue) error {
-		l.putConnector(kv)
-		return nil
-	}); err != nil {
-		return 0, fmt.Errorf("leader: load connectors: %w", err)
-	}
-	if _, err := c.rangePrefix(ctx, c.defDir(KindGroup), rev, func(kv *mvccpb.KeyValue) error {
-		l.groups[strings.TrimPrefix(string(kv.Key), c.defDir(KindGroup))] = kv.ModRevision
-		return nil
-	}); err != nil {
-		return 0, fmt.Errorf("leader: load groups: %w", err)
-	}
-	l.lastSeen = map[string]time.Time{}
-	if _, err := c.rangePrefix(ctx, c.key("lastseen/"), rev, func(kv *mvccpb.KeyValue) error {
-		if t, err := time.Parse(time.RFC3339Nano, string(kv.Value)); err == nil {
-			l.lastSeen[strings.TrimPrefix(string(kv.Key), c.key("lastseen/"))] = t
-		} // unreadable: treated as unknown below
-		return nil
-	}); err != nil {
-		return 0, fmt.Errorf("leader: load lastseen: %w", err)
-	}
+	// The other directories at the same revision, side by side (a new
+	// leader's read is on the path from a lost leader to a new generation).
+	connectors, groups := map[string]connectorDef{}, map[string]int64{}
+	lastSeen := map[string]time.Time{}
 	sn := newSnapshot()
-	if _, err := c.rangePrefix(ctx, c.key("pub")+"/", rev, func(kv *mvccpb.KeyValue) error {
-		return sn.add(c, kv)
-	}); err != nil {
-		return 0, fmt.Errorf("leader: load publication: %w", err)
+	reads := []struct {
+		what, prefix string
+		fn           func(*mvccpb.KeyValue) error
+	}{
+		{"connectors", c.defDir(KindConnector), func(kv *mvccpb.KeyValue) error {
+			connectors[strings.TrimPrefix(string(kv.Key), c.defDir(KindConnector))] = decodeConnectorDef(kv)
+			return nil
+		}},
+		{"groups", c.defDir(KindGroup), func(kv *mvccpb.KeyValue) error {
+			groups[strings.TrimPrefix(string(kv.Key), c.defDir(KindGroup))] = kv.ModRevision
+			return nil
+		}},
+		{"lastseen", c.key("lastseen/"), func(kv *mvccpb.KeyValue) error {
+			if t, err := time.Parse(time.RFC3339Nano, string(kv.Value)); err == nil {
+				lastSeen[strings.TrimPrefix(string(kv.Key), c.key("lastseen/"))] = t
+			} // unreadable: treated as unknown below
+			return nil
+		}},
+		{"publication", c.key("pub") + "/", func(kv *mvccpb.KeyValue) error { return sn.add(c, kv) }},
+	}
+	errs := make([]error, len(reads)+1)
+	var wg sync.WaitGroup
+	for i, r := range reads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.rangePages(ctx, r.prefix, rev, leaderPageBytes, r.fn); err != nil {
+				errs[i] = fmt.Errorf("leader: load %s: %w", r.what, err)
+			}
+		}()
 	}
 	resp, err := c.etcd.Get(ctx, c.legacyKey(), clientv3.WithRev(rev))
+	wg.Wait()
 	if err != nil {
-		return 0, fmt.Errorf("leader: load %s: %w", c.legacyKey(), err)
-	}
-	for _, kv := range resp.Kvs {
-		if err := sn.add(c, kv); err != nil {
-			return 0, fmt.Errorf("leader: %w", err)
+		errs[len(reads)] = fmt.Errorf("leader: load %s: %w", c.legacyKey(), err)
+	} else {
+		for _, kv := range resp.Kvs {
+			if err := sn.add(c, kv); err != nil {
+				errs[len(reads)] = fmt.Errorf("leader: %w", err)
+			}
 		}
 	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	l.members, l.connectors, l.groups, l.lastSeen = members, connectors, groups, lastSeen
+	l.jobConn, l.conns = nil, nil
 	l.pub = pubStateOf(sn)
 	// Members that hold jobs but left while no one was leader: seen now.
 	now := l.clock()
@@ -269,7 +285,12 @@ func pubStateOf(sn *snapshot) pubState {
 
 // putConnector records a stored connector definition.
 func (l *leader) putConnector(kv *mvccpb.KeyValue) {
-	name := strings.TrimPrefix(string(kv.Key), l.c.defDir(KindConnector))
+	l.connectors[strings.TrimPrefix(string(kv.Key), l.c.defDir(KindConnector))] = decodeConnectorDef(kv)
+	l.jobConn, l.conns = nil, nil
+}
+
+// decodeConnectorDef is a stored connector as the leader keeps it.
+func decodeConnectorDef(kv *mvccpb.KeyValue) connectorDef {
 	def := connectorDef{rev: kv.ModRevision}
 	var d storedDef
 	if err := json.Unmarshal(kv.Value, &d); err != nil || d.Connector == nil {
@@ -277,8 +298,7 @@ func (l *leader) putConnector(kv *mvccpb.KeyValue) {
 	} else {
 		def.conn = *d.Connector
 	}
-	l.connectors[name] = def
-	l.jobConn, l.conns = nil, nil
+	return def
 }
 
 // watch is one of the leader's watches, resumable from next.

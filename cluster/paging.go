@@ -14,10 +14,11 @@ import (
 // snapshot whatever its size and no single response holds the whole
 // directory.
 const (
-	pageBytes    = 512 * 1024 // aim of one page's size, bytes
-	pageKeysMin  = 16         // fewest keys asked for per page
-	pageKeysMax  = 1000       // most keys asked for per page
-	pageKeysInit = 256        // keys asked for in the first page
+	pageBytes       = 512 * 1024      // aim of one page's size, bytes
+	leaderPageBytes = 2 * 1024 * 1024 // … for a new leader's read of the whole state
+	pageKeysMin     = 16              // fewest keys asked for per page
+	pageKeysMax     = 5000            // most keys asked for per page
+	pageKeysInit    = 256             // keys asked for in the first page
 )
 
 // rangePrefix calls fn for every key under prefix, in key order, read at
@@ -26,6 +27,11 @@ const (
 // fn's error, or a store error naming prefix; when rev has been compacted
 // the error wraps rpctypes.ErrCompacted.
 func (c *Client) rangePrefix(ctx context.Context, prefix string, rev int64, fn func(*mvccpb.KeyValue) error) (int64, error) {
+	return c.rangePages(ctx, prefix, rev, pageBytes, fn)
+}
+
+// rangePages is rangePrefix with pages of about aim bytes.
+func (c *Client) rangePages(ctx context.Context, prefix string, rev int64, aim int, fn func(*mvccpb.KeyValue) error) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	from := prefix
 	limit := int64(pageKeysInit)
@@ -53,7 +59,7 @@ func (c *Client) rangePrefix(ctx context.Context, prefix string, rev int64, fn f
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		if size > 0 {
-			limit = min(max(int64(pageBytes)*int64(len(resp.Kvs))/int64(size), pageKeysMin), pageKeysMax)
+			limit = min(max(int64(aim)*int64(len(resp.Kvs))/int64(size), pageKeysMin), pageKeysMax)
 		}
 	}
 }

@@ -186,9 +186,6 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 		}
 		return nil
 	}
-	if err := commit(first); err != nil {
-		return err
-	}
 	total := 0
 	for _, g := range gaining {
 		total += len(g.jobs)
@@ -197,6 +194,24 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 	if limit := c.cfg.ClaimWindow; limit > 0 && total > limit {
 		window = c.openClaimWindow(ctx, limit, l.waveTimeout())
 		defer window.close()
+	} else {
+		// A small publication (a member lost or joined) that fits one
+		// transaction is written in one, head included: one round trip.
+		all := slices.Clone(first)
+		for _, g := range gaining {
+			all = append(all, g.ops...)
+		}
+		all = slices.Concat(all, cleanup, status, tail)
+		if len(c.pack(all, c.cfg.MaxTxnOps)) == 1 {
+			if err := commit(all); err != nil {
+				return err
+			}
+			stats.Waves = 1
+			return l.published(p, shares, buckets, legacy, stats, start)
+		}
+	}
+	if err := commit(first); err != nil {
+		return err
 	}
 	for i := 0; i < len(gaining) || stats.Waves == 0; {
 		if i < len(gaining) {
@@ -223,9 +238,14 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 	if err := commit(tail); err != nil {
 		return err
 	}
+	return l.published(p, shares, buckets, legacy, stats, start)
+}
+
+// published records a publication as stored and reports it.
+func (l *leader) published(p Published, shares map[string]storedShare, buckets map[string]string, legacy bool, stats PublishStats, start time.Time) error {
 	stats.Write = time.Since(start)
-	l.pub = pubState{generation: gen, leader: me, assignment: a, shares: shares, buckets: buckets, legacy: legacy}
-	if f := c.cfg.OnPublish; f != nil {
+	l.pub = pubState{generation: p.Generation, leader: p.Leader, assignment: p.Assignment, shares: shares, buckets: buckets, legacy: legacy}
+	if f := l.c.cfg.OnPublish; f != nil {
 		f(stats)
 	}
 	return nil
