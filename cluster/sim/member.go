@@ -36,6 +36,15 @@ type member struct {
 	fencings atomic.Int64 // sessions lost while running
 	defsRead atomic.Int64 // definitions read by key
 	shares   atomic.Int64 // shares delivered by the share watch
+	want     atomic.Int64 // jobs in the share it follows
+}
+
+// settled reports whether the stand-in worker runs exactly as many jobs as
+// the member's share names (it runs no job outside its share).
+func (m *member) settled() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int64(len(m.running)) == m.want.Load()
 }
 
 // sharesSeen returns how many shares the member's watch delivered.
@@ -142,6 +151,11 @@ func (m *member) serve(s *cluster.Session) {
 			}
 			cur = sh
 			m.shares.Add(1)
+			if sh.Departed {
+				m.want.Store(0)
+			} else {
+				m.want.Store(int64(len(sh.Jobs)))
+			}
 			b.Reset()
 		case <-retry.C:
 		}

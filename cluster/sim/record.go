@@ -23,7 +23,6 @@ type recorder struct {
 	log     []event
 	running map[string]string // job -> member that runs it now
 	doubles []string          // double runs seen as they happened
-	changed chan struct{}     // signalled after every record
 	notes   []string          // the first errors members met, for the report
 }
 
@@ -37,14 +36,7 @@ func (r *recorder) note(msg string) {
 }
 
 func newRecorder() *recorder {
-	return &recorder{running: map[string]string{}, changed: make(chan struct{}, 1)}
-}
-
-func (r *recorder) signal() {
-	select {
-	case r.changed <- struct{}{}:
-	default:
-	}
+	return &recorder{running: map[string]string{}}
 }
 
 // started records that member started jobs.
@@ -59,7 +51,6 @@ func (r *recorder) started(member string, jobs []string) {
 		r.running[j] = member
 	}
 	r.mu.Unlock()
-	r.signal()
 }
 
 // stopped records that member stopped jobs.
@@ -73,7 +64,6 @@ func (r *recorder) stopped(member string, jobs []string) {
 		}
 	}
 	r.mu.Unlock()
-	r.signal()
 }
 
 // count returns how many jobs run now.

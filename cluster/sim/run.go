@@ -204,13 +204,24 @@ func (s *sim) coldStart(ctx context.Context, res *result) error {
 	if err := <-errs; err != nil {
 		return err
 	}
+	// Done when every member has joined, the latest generation names them
+	// all, and every member runs exactly its share: every job running where
+	// the assignment puts it, none still to move.
 	var joinedAt time.Time
 	err := s.until(ctx, "every job running", func() bool {
 		all := s.joined() == s.o.members
 		if all && joinedAt.IsZero() {
 			joinedAt = time.Now()
 		}
-		return s.rec.count() == s.o.jobs && all
+		if !all || s.rec.count() != s.o.jobs || s.lastHead().Members != s.o.members {
+			return false
+		}
+		for _, m := range s.all() {
+			if !m.settled() {
+				return false
+			}
+		}
+		return true
 	})
 	res.Cold.JoinedSeconds = joinedAt.Sub(t0).Seconds()
 	res.Cold.Seconds = time.Since(t0).Seconds()
@@ -381,8 +392,8 @@ func (s *sim) finish(ctx context.Context, res *result) error {
 	return nil
 }
 
-// until polls cond each time a job starts or stops, and every 10 ms, for at
-// most the phase timeout; it prints progress to stderr every 5 s.
+// until polls cond every 10 ms, for at most the phase timeout; it prints
+// progress to stderr every 5 s.
 func (s *sim) until(ctx context.Context, what string, cond func() bool) error {
 	start := time.Now()
 	deadline := start.Add(s.o.timeout)
@@ -405,7 +416,6 @@ func (s *sim) until(ctx context.Context, what string, cond func() bool) error {
 				s.o.timeout, what, s.rec.count(), s.o.jobs, s.joined(), s.o.members)
 		}
 		select {
-		case <-s.rec.changed:
 		case <-tick.C:
 		case <-ctx.Done():
 			return ctx.Err()
