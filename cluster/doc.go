@@ -51,8 +51,14 @@
 // then follows members, connectors and groups with watches that resume from
 // their last revision when they break, and reads everything again only
 // when that revision has been compacted (ErrCompacted). It waits for a
-// pause in changes (100 ms, at most 1 s) before it computes, so that many
-// agents starting together make a few generations.
+// pause in changes (100 ms, at most 1 s; for a new cluster's first
+// generation 1 s, at most 10 s, as Kafka delays a new group's first
+// rebalance) before it computes, so that many agents starting together make
+// a few generations. A publication that hands out more new jobs than
+// Config.ClaimWindow goes out in waves, each once the previous waves' jobs
+// are seen claimed: claims are lease-bound writes, and a thousand members
+// claiming at once queue enough of them in etcd to make lease renewals miss
+// their deadlines.
 //
 // # What an agent reads
 //

@@ -24,17 +24,25 @@ import (
 // settleMax after the first, then computes and publishes once. A thousand
 // agents starting together thus make a few generations, not a thousand
 // (Kafka's group.initial.rebalance.delay.ms does the same for a new group).
+//
+// A new cluster (nothing published yet) waits longer for its members to
+// gather, as Kafka's group coordinator delays a new group's first
+// rebalance (group.initial.rebalance.delay.ms, 3 s, extended by each join):
+// jobs handed to the first few members of a thousand would only move again.
 const (
-	settleQuiet = 100 * time.Millisecond
-	settleMax   = time.Second
+	settleQuiet      = 100 * time.Millisecond
+	settleMax        = time.Second
+	settleQuietFirst = time.Second
+	settleMaxFirst   = 10 * time.Second
 )
 
 // RunLeader campaigns for leadership (the election on <prefix>/leader/, on
 // s's lease) and, while leader, keeps the published assignment equal to
 // assign.Compute of the live members, the stored connectors and the
 // previous assignment (DESIGN.md "The assignment function"). It recomputes
-// after changes of members, connectors or groups (paced: settleQuiet of
-// calm, at most settleMax), and, for rule 5, when a departed member's
+// after changes of members, connectors or groups (paced: 100 ms of calm,
+// at most 1 s; for a new cluster's first generation 1 s of calm, at most
+// 10 s), and, for rule 5, when a departed member's
 // RebalanceDelay runs out. A result that differs from the published one is
 // published as generation+1: only the members' shares and status buckets
 // that changed are written, then the head, in transactions within etcd's
@@ -330,7 +338,7 @@ func (l *leader) follow(ctx context.Context, rev int64) error {
 	var rule5 time.Time      // when a rule 5 hold runs out; zero: none
 	if l.pub.generation == 0 {
 		dirtySince = time.Now() // … unless the cluster is new: let members gather
-		timer.Reset(settleQuiet)
+		timer.Reset(settleQuietFirst)
 	}
 	b := newBackoff()
 	for {
@@ -367,8 +375,12 @@ func (l *leader) followWatches(ctx context.Context, ws []*watch, timer *time.Tim
 		if dirtySince.IsZero() {
 			*dirtySince = now
 		}
-		due := now.Add(settleQuiet)
-		if limit := dirtySince.Add(settleMax); limit.Before(due) {
+		quiet, most := settleQuiet, settleMax
+		if l.pub.generation == 0 {
+			quiet, most = settleQuietFirst, settleMaxFirst
+		}
+		due := now.Add(quiet)
+		if limit := dirtySince.Add(most); limit.Before(due) {
 			due = limit
 		}
 		if !rule5.IsZero() && rule5.Before(due) {
