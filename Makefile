@@ -44,7 +44,7 @@ bench-cluster: $(SIM) ## cluster simulation: 100 × 10,000 and 1,000 × 100,000 
 	$(SIM) -members 100 -jobs 10000 -json $(SIMOUT)
 	$(SIM) -members 250 -jobs 25000 -cold-only -json $(SIMOUT)
 	$(SIM) -members 500 -jobs 50000 -cold-only -json $(SIMOUT)
-	$(SIM) -members 1000 -jobs 100000 -json $(SIMOUT) $(SIMFLAGS)
+	$(SIM) -members 1000 -jobs 100000 -timeout 5m -json $(SIMOUT) $(SIMFLAGS)
 	cd cluster/sim/plot && $(GO) run . -in $(CURDIR)/$(SIMOUT) -out $(CURDIR)/cluster/sim/coldstart.png
 
 bench-cluster-ci: $(SIM) ## the CI size of the cluster simulation: 100 × 10,000 (under 3 minutes)
