@@ -6,8 +6,9 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 CONFIG    ?= packaging/examples/berth.toml
 PKGS      := ./...
 TESTFLAGS ?=
+TESTFORMAT ?= pkgname
 
-.PHONY: build run test test-race lint bench bench-cluster bench-cluster-ci test-v2 test-systemd deb clean
+.PHONY: build run test test-race lint bench bench-scale bench-cluster bench-cluster-ci test-v2 test-systemd deb docs man completion clean
 
 build: ## bin/berth
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
@@ -15,14 +16,15 @@ build: ## bin/berth
 run: build ## run the agent on the example config (as root)
 	./bin/berth agent --config $(CONFIG)
 
-test: build ## every test, with the race detector, as root
+test: build ## every test, with the race detector, as root; installs the Debian packages the tests use; ends with pass/fail/skip counts
+	test/deps.sh
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $(PKGS)
+	$(GO) tool gotestsum --format $(TESTFORMAT) --jsonfile test.json -- -race -count=1 -timeout 30m $(TESTFLAGS) $(PKGS)
 
-lint:
+lint: ## gofmt, go vet, staticcheck (pinned in go.mod)
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet $(PKGS)
-	staticcheck $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 
 bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
@@ -45,10 +47,16 @@ bench-cluster: $(SIM) ## cluster simulation: 100 × 10,000 and 1,000 × 100,000 
 	$(SIM) -members 250 -jobs 25000 -cold-only -json $(SIMOUT)
 	$(SIM) -members 500 -jobs 50000 -cold-only -json $(SIMOUT)
 	$(SIM) -members 1000 -jobs 100000 -timeout 5m -json $(SIMOUT) $(SIMFLAGS)
-	cd cluster/sim/plot && $(GO) run . -in $(CURDIR)/$(SIMOUT) -out $(CURDIR)/cluster/sim/coldstart.png
+	$(GO) run ./cluster/sim/plot -in $(SIMOUT) -out cluster/sim/coldstart.png
 
 bench-cluster-ci: $(SIM) ## the CI size of the cluster simulation: 100 × 10,000 (under 3 minutes)
 	$(SIM) -members 100 -jobs 10000 -timeout 2m
+
+SCALE_N ?= 100,1000,5000
+bench-scale: build ## the real agent with N jobs beside process-exporter (as root); table to stdout, docs/scale.png
+	test -x /usr/bin/prometheus-process-exporter || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-process-exporter)
+	$(GO) run ./test/scale -n $(SCALE_N) -bin bin/berth -csv scale.csv | tee bench-scale.out
+	$(GO) run ./test/scale/plot -csv scale.csv -o docs/scale.png
 
 test-v2: ## cgroup, worker and supervisor tests on a pure cgroup v2 kernel under qemu (lane 1)
 	test/vm/lane1.sh cgroup worker supervisor -- $(TESTFLAGS)
@@ -56,10 +64,23 @@ test-v2: ## cgroup, worker and supervisor tests on a pure cgroup v2 kernel under
 test-systemd: build ## install the .deb in Debian with systemd under qemu and check the service (lane 2)
 	VERSION=$(VERSION) test/vm/lane2.sh
 
-deb: build ## dist/berth_<version>_amd64.deb (nfpm)
+deb: build ## dist/berth_<version>_amd64.deb (nfpm), with man pages and completion
 	VERSION=$(VERSION) test/vm/deb.sh
 
+docs: ## regenerate docs/config.md from config/keys.go (a test fails when it is stale)
+	$(GO) run ./cmd/berth gendocs --config-md docs/config.md
+
+man: build ## bin/man: berth(1), one page per command, berth.toml(5) (man -l bin/man/berth.1)
+	rm -rf bin/man
+	./bin/berth gendocs --man bin/man
+
+completion: build ## bin/completion: bash (berth), zsh (_berth) and fish (berth.fish) scripts
+	mkdir -p bin/completion
+	./bin/berth completion bash >bin/completion/berth
+	./bin/berth completion zsh >bin/completion/_berth
+	./bin/berth completion fish >bin/completion/berth.fish
+
 clean:
-	rm -rf bin dist bench.out
+	rm -rf bin dist bench.out bench-scale.out scale.csv test.json
 
 FORCE:

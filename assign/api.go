@@ -1,8 +1,8 @@
 // Package assign computes which member of a berth cluster runs which job.
 //
 // The assignment is a pure, deterministic function of the live members, the
-// workload and the previous assignment (DESIGN.md, "The assignment
-// function", rules 1–7): the same input in any order — members, connectors
+// workload and the previous assignment (docs/design.md, "Assignment rules",
+// rules 1–7): the same input in any order — members, connectors
 // and declared lists shuffled, entries duplicated — gives the same output
 // (FLINK-3315: grouping never depends on declaration order). The rules come
 // from Kafka Connect's static-assignment proposal (KIP-987) and its
@@ -11,34 +11,25 @@
 // The package does no I/O, keeps no state and never fails: anything it cannot
 // place is reported in [Assignment.Unassigned] with a reason. Numbering
 // assignments (the generation) and revoking moved jobs before they start
-// elsewhere are the cluster layer's work; [Diff] gives it the moves.
+// elsewhere are the cluster layer's work.
 package assign
 
-import "time"
+import (
+	"time"
 
-// Protocol is the assignment protocol a member speaks (KIP-987
-// `connect.protocol`).
-type Protocol string
-
-const (
-	// Static: the member's declared jobs go to it (KIP-987 `static`).
-	Static Protocol = "static"
-	// Balanced: the member takes part in count-balanced placement only
-	// (Connect's incremental cooperative assignor, KIP-415). Any value other
-	// than Static, including "", is treated as Balanced.
-	Balanced Protocol = "balanced"
+	"github.com/berthd/berth/config"
 )
 
 // Member is one live agent as it registered itself.
 //
 // Entries with an empty ID are ignored. Several entries with the same ID are
-// merged: their declarations are united, and the member speaks Static only if
-// every entry says Static. Empty strings in the declared lists are ignored.
+// merged: their declarations are united, and the member speaks static only if
+// every entry says config.ProtocolStatic. Empty strings in the declared lists are ignored.
 type Member struct {
-	ID         string   // agent ID, unique in the cluster
-	Protocol   Protocol // static or balanced
-	Connectors []string // declared static.connectors (connector names)
-	Tasks      []string // declared static.tasks (task job IDs, "<connector>-<n>")
+	ID         string          // agent ID, unique in the cluster
+	Protocol   config.Protocol // ProtocolStatic; anything else, "" included, is balanced
+	Connectors []string        // declared static.connectors (connector names)
+	Tasks      []string        // declared static.tasks (task job IDs, "<connector>-<n>")
 }
 
 // Connector is one workload definition as assignment needs it.
@@ -77,7 +68,7 @@ type Input struct {
 
 // Conflict records a job declared by more than one live member (rule 4).
 // Conflicts are reported whatever protocol the members speak; the job goes
-// to Winner only when every live member speaks Static (rule 1).
+// to Winner only when every live member speaks static (rule 1).
 type Conflict struct {
 	Job     string   // job ID
 	Members []string // declaring member IDs, sorted

@@ -2,6 +2,7 @@ package assign
 
 import (
 	"fmt"
+	"github.com/berthd/berth/config"
 	"testing"
 	"time"
 )
@@ -22,14 +23,14 @@ func benchWorkload() []Connector {
 func benchMembers(n int, static bool) []Member {
 	ms := make([]Member, n)
 	for i := range ms {
-		ms[i] = Member{ID: fmt.Sprintf("agent%04d", i), Protocol: Balanced}
+		ms[i] = Member{ID: fmt.Sprintf("agent%04d", i), Protocol: config.ProtocolBalanced}
 		if static {
-			ms[i].Protocol = Static
+			ms[i].Protocol = config.ProtocolStatic
 			// 900 members declare one connector's ten tasks each; 100 are standbys.
 			if i < 900 {
 				ms[i].Tasks = make([]string, 10)
 				for n := range ms[i].Tasks {
-					ms[i].Tasks[n] = TaskID(fmt.Sprintf("conn%04d", i), n)
+					ms[i].Tasks[n] = config.TaskID(fmt.Sprintf("conn%04d", i), n)
 				}
 			}
 		}

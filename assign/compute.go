@@ -13,7 +13,7 @@ func reasonAbsent(member string) string {
 	return "declared by absent member " + member + "; no standby"
 }
 
-// Compute applies the assignment rules of DESIGN.md to in and returns the
+// Compute applies the assignment rules of docs/design.md to in and returns the
 // assignment. It never fails and does not modify in.
 //
 //   - Rule 5 first: a job whose previous owner has departed is held

@@ -16,7 +16,7 @@ func TestDiff(t *testing.T) {
 		"b": {"j2", "j3", "j4"},
 		"d": {"j5"}, // new member, new job
 	}}
-	revoked, added := Diff(prev, next)
+	revoked, added := diff(prev, next)
 	wantRevoked := map[string][]string{"a": {"j2"}, "c": {"j4"}}
 	wantAdded := map[string][]string{"b": {"j2", "j4"}, "d": {"j5"}}
 	if !reflect.DeepEqual(revoked, wantRevoked) {
@@ -25,12 +25,12 @@ func TestDiff(t *testing.T) {
 	if !reflect.DeepEqual(added, wantAdded) {
 		t.Errorf("added = %v, want %v", added, wantAdded)
 	}
-	r, a := Diff(next, next)
+	r, a := diff(next, next)
 	if len(r) != 0 || len(a) != 0 {
-		t.Errorf("Diff(x, x) = %v, %v; want empty", r, a)
+		t.Errorf("diff(x, x) = %v, %v; want empty", r, a)
 	}
-	r, a = Diff(Assignment{}, next)
+	r, a = diff(Assignment{}, next)
 	if len(r) != 0 || !reflect.DeepEqual(a, map[string][]string{"a": {"j1"}, "b": {"j2", "j3", "j4"}, "d": {"j5"}}) {
-		t.Errorf("Diff(zero, next) = %v, %v", r, a)
+		t.Errorf("diff(zero, next) = %v, %v", r, a)
 	}
 }

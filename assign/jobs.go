@@ -1,36 +1,22 @@
 package assign
 
 import (
-	"fmt"
 	"sort"
-)
 
-// JobKind says whether a job is a connector's own job or one of its tasks.
-type JobKind string
-
-const (
-	// KindConnector is a connector's own job; its ID is the connector name.
-	KindConnector JobKind = "connector"
-	// KindTask is task n of a connector; its ID is "<connector>-<n>", n from
-	// 0, as Kafka Connect names tasks.
-	KindTask JobKind = "task"
+	"github.com/berthd/berth/config"
 )
 
 // Job is one unit of assignment: a connector or a task.
 type Job struct {
-	ID        string  // job ID: the connector name, or "<connector>-<n>"
-	Connector string  // name of the connector it belongs to
-	Group     string  // sharing group of its connector, "" for none
-	Kind      JobKind // KindConnector or KindTask
-	Task      int     // task number n for KindTask; -1 for KindConnector
+	ID        string      // job ID: the connector name, or "<connector>-<n>"
+	Connector string      // name of the connector it belongs to
+	Group     string      // sharing group of its connector, "" for none
+	Kind      config.Kind // config.KindConnector or config.KindTask
+	Task      int         // task number n for a task; -1 for a connector job
 }
 
-// TaskID returns the job ID of task n of connector name: "<name>-<n>", as
-// Kafka Connect names tasks.
-func TaskID(name string, n int) string { return fmt.Sprintf("%s-%d", name, n) }
-
 // Jobs returns the jobs of connectors, sorted by ID: the connector job (ID =
-// Name) when Run is true, and tasks TaskID(Name, 0) … TaskID(Name, Tasks-1).
+// Name) when Run is true, and tasks config.TaskID(Name, 0) … config.TaskID(Name, Tasks-1).
 //
 // The result does not depend on the order of connectors. Connectors with an
 // empty name are skipped and duplicate names resolved as [Connector] says.
@@ -49,10 +35,10 @@ func Jobs(connectors []Connector) []Job {
 	jobs := make([]Job, 0, n)
 	for _, c := range cs {
 		if c.Run {
-			jobs = append(jobs, Job{ID: c.Name, Connector: c.Name, Group: c.Group, Kind: KindConnector, Task: -1})
+			jobs = append(jobs, Job{ID: c.Name, Connector: c.Name, Group: c.Group, Kind: config.KindConnector, Task: -1})
 		}
 		for i := 0; i < c.Tasks; i++ {
-			jobs = append(jobs, Job{ID: TaskID(c.Name, i), Connector: c.Name, Group: c.Group, Kind: KindTask, Task: i})
+			jobs = append(jobs, Job{ID: config.TaskID(c.Name, i), Connector: c.Name, Group: c.Group, Kind: config.KindTask, Task: i})
 		}
 	}
 	sort.Slice(jobs, func(i, j int) bool {

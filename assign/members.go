@@ -1,5 +1,7 @@
 package assign
 
+import "github.com/berthd/berth/config"
+
 import "sort"
 
 // member is a live member after normalisation: one entry per ID, declared
@@ -30,7 +32,7 @@ func normaliseMembers(in []Member) []member {
 			nm = &member{ID: m.ID, Static: true}
 			byID[m.ID] = nm
 		}
-		nm.Static = nm.Static && m.Protocol == Static
+		nm.Static = nm.Static && m.Protocol == config.ProtocolStatic
 		nm.Connectors = append(nm.Connectors, m.Connectors...)
 		nm.Tasks = append(nm.Tasks, m.Tasks...)
 	}
@@ -77,12 +79,12 @@ func declarations(members []member, jobs map[string]*Job) (map[string][]string, 
 	decl := make(map[string][]string)
 	for _, m := range members {
 		for _, c := range m.Connectors {
-			if j, ok := jobs[c]; ok && j.Kind == KindConnector {
+			if j, ok := jobs[c]; ok && j.Kind == config.KindConnector {
 				decl[c] = append(decl[c], m.ID)
 			}
 		}
 		for _, t := range m.Tasks {
-			if j, ok := jobs[t]; ok && j.Kind == KindTask {
+			if j, ok := jobs[t]; ok && j.Kind == config.KindTask {
 				decl[t] = append(decl[t], m.ID)
 			}
 		}

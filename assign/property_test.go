@@ -2,6 +2,7 @@ package assign
 
 import (
 	"fmt"
+	"github.com/berthd/berth/config"
 	"reflect"
 	"sort"
 	"strings"
@@ -59,15 +60,15 @@ func genInput(t *rapid.T, o genOpts) Input {
 	// Declarable names include connectors that do not exist (c8, c9).
 	connNames := []string{"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"}
 	taskIDs := rapid.Custom(func(t *rapid.T) string {
-		return TaskID(rapid.SampledFrom(connNames).Draw(t, "c"), rapid.IntRange(0, 6).Draw(t, "n"))
+		return config.TaskID(rapid.SampledFrom(connNames).Draw(t, "c"), rapid.IntRange(0, 6).Draw(t, "n"))
 	})
 	ids := rapid.Permutation(memberPool).Draw(t, "ids")[:rapid.IntRange(1, 20).Draw(t, "members")]
 	allStatic := !o.balanced && rapid.Bool().Draw(t, "allStatic")
 	var ms []Member
 	for _, id := range ids {
-		m := Member{ID: id, Protocol: Static}
+		m := Member{ID: id, Protocol: config.ProtocolStatic}
 		if o.balanced || (!allStatic && rapid.Bool().Draw(t, "balanced")) {
-			m.Protocol = Balanced
+			m.Protocol = config.ProtocolBalanced
 		}
 		if !rapid.Bool().Draw(t, "standby") {
 			m.Connectors = rapid.SliceOfN(rapid.SampledFrom(connNames), 0, 3).Draw(t, "declConnectors")
@@ -139,16 +140,16 @@ func newView(in Input) view {
 	}
 	for _, m := range in.Members {
 		v.live[m.ID] = m
-		v.static = v.static && m.Protocol == Static
+		v.static = v.static && m.Protocol == config.ProtocolStatic
 		seen := map[string]bool{}
 		for _, c := range m.Connectors {
-			if j, ok := v.jobs[c]; ok && j.Kind == KindConnector && !seen[c] {
+			if j, ok := v.jobs[c]; ok && j.Kind == config.KindConnector && !seen[c] {
 				seen[c] = true
 				v.declarers[c] = append(v.declarers[c], m.ID)
 			}
 		}
 		for _, tk := range m.Tasks {
-			if j, ok := v.jobs[tk]; ok && j.Kind == KindTask && !seen[tk] {
+			if j, ok := v.jobs[tk]; ok && j.Kind == config.KindTask && !seen[tk] {
 				seen[tk] = true
 				v.declarers[tk] = append(v.declarers[tk], m.ID)
 			}
@@ -362,7 +363,7 @@ func TestPropertyAddMemberMovesFewest(t *testing.T) {
 		in.Members = append(in.Members, bal("new"))
 		next := Compute(in)
 		checkInvariants(t, in, next)
-		revoked, added := Diff(prev, next)
+		revoked, added := diff(prev, next)
 		moved := 0
 		for _, js := range revoked {
 			moved += len(js)
@@ -403,7 +404,7 @@ func TestPropertyRemoveMemberMovesOnlyItsJobs(t *testing.T) {
 		if groups || (!wasStatic && newView(in).static) {
 			return
 		}
-		revoked, _ := Diff(prev, next)
+		revoked, _ := diff(prev, next)
 		for m, js := range revoked {
 			if m != gone {
 				t.Fatalf("member %s lost %v when %s left", m, js, gone)

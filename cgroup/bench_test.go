@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkNewDelete creates one limited job cgroup (0.5 CPU, 256 MiB, swap
-// off, 64 pids: the BASELINES.md job) in every hierarchy and deletes it.
+// off, 64 pids) in every hierarchy and deletes it.
 func BenchmarkNewDelete(b *testing.B) {
 	h := testHierarchy(b)
 	res := &specs.LinuxResources{

@@ -9,8 +9,8 @@ import (
 
 // Cleanup kills every process in the cgroups below rel and deletes those
 // cgroups from every hierarchy; rel itself stays. The agent calls it on
-// start-up for "jobs": whatever a previous run left there must not run
-// (DESIGN.md, "Worker lifetime"; CASES C1).
+// start-up for each of Subtrees: whatever a previous run left there must
+// not run (docs/design.md, "A job's life"; docs/cases.md C1).
 //
 // Errors: rel is invalid; a child could not be killed or deleted before ctx
 // ended (all children are tried; the errors are joined).

@@ -23,14 +23,14 @@ const (
 // Delete removes the group, and every cgroup below it, from every hierarchy:
 // each v1 controller in use and the cgroup2 one. Children are removed before
 // parents. An rmdir that fails with EBUSY (processes not yet gone, or the
-// kernel still releasing the css: containerd/cgroups#148, CASES C4) is retried
-// with backoff until ctx ends. Delete runs in the caller's goroutine and
-// leaves nothing running when it returns.
+// kernel still releasing the css) is retried with backoff until ctx ends.
+// Delete runs in the caller's goroutine and leaves nothing running when it
+// returns.
 //
 // Afterwards it checks that the directory is gone from each hierarchy (unlike
-// libcgroup's cgdelete, which removed only the first controller's: see
-// BASELINES.md) and reports the ones that are not. Deleting a group that does
-// not exist is not an error. Delete does not kill: call Kill first.
+// libcgroup's cgdelete, which removed only the first controller's) and
+// reports the ones that are not. Deleting a group that does not exist is not
+// an error. Delete does not kill: call Kill first.
 //
 // Errors: naming every directory that is still there, wrapping the last
 // rmdir error and ctx.Err() when ctx ended.
@@ -120,7 +120,11 @@ func rmdirRetry(ctx context.Context, dir string) error {
 // the error names every directory that remains.
 func (h *Hierarchy) Remove(ctx context.Context) error {
 	if h.delegated {
-		return h.deleteRel(ctx, JobsDir)
+		var errs []error
+		for _, sub := range Subtrees() {
+			errs = append(errs, h.deleteRel(ctx, sub))
+		}
+		return errors.Join(errs...)
 	}
 	return h.deleteRel(ctx, "")
 }

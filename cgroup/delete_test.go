@@ -13,22 +13,22 @@ import (
 )
 
 // Delete removes the group and its children from every hierarchy (not only
-// the first controller, as libcgroup's cgdelete did: BASELINES.md), and
+// the first controller, as libcgroup's cgdelete did), and
 // deleting a missing group is not an error.
 func TestDeleteEveryHierarchy(t *testing.T) {
 	h := testHierarchy(t)
-	if _, err := h.New("jobs/g-del", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: ptr(int64(10))}}); err != nil {
+	if _, err := h.New("groups/del", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: ptr(int64(10))}}); err != nil {
 		t.Fatal(err)
 	}
-	g, err := h.New("jobs/g-del/a", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: ptr(int64(5))}})
+	g, err := h.New("groups/del/a", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: ptr(int64(5))}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent, err := h.Load("jobs/g-del")
+	parent, err := h.Load("groups/del")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirs := append(h.dirs("jobs/g-del"), h.dirs("jobs/g-del/a")...)
+	dirs := append(h.dirs("groups/del"), h.dirs("groups/del/a")...)
 	if len(dirs) < 2 {
 		t.Fatalf("group exists in %v only", dirs)
 	}
@@ -49,7 +49,7 @@ func TestDeleteEveryHierarchy(t *testing.T) {
 	if err := g.Delete(ctx); err != nil {
 		t.Errorf("Delete of a missing group = %v, want nil", err)
 	}
-	if _, err := h.Load("jobs/g-del/a"); !errors.Is(err, ErrNotExist) {
+	if _, err := h.Load("groups/del/a"); !errors.Is(err, ErrNotExist) {
 		t.Errorf("Load of a deleted group = %v, want ErrNotExist", err)
 	}
 }
@@ -112,18 +112,18 @@ func TestDeleteBusyGroupTimesOut(t *testing.T) {
 	}
 }
 
-// Cleanup kills and removes every leftover below jobs, nested groups
-// included (the agent's start-up sweep; CASES C1).
+// Cleanup kills and removes every leftover below jobs and groups, a
+// group's jobs included (the agent's start-up sweep; docs/cases.md C1).
 func TestCleanupKillsLeftovers(t *testing.T) {
 	h := testHierarchy(t)
 	a, err := h.New("jobs/a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.New("jobs/g-x", nil); err != nil {
+	if _, err := h.New("groups/x", nil); err != nil {
 		t.Fatal(err)
 	}
-	b, err := h.New("jobs/g-x/b", nil)
+	b, err := h.New("groups/x/b", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,17 +145,21 @@ func TestCleanupKillsLeftovers(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := h2.Cleanup(ctx, JobsDir); err != nil {
-		t.Fatalf("Cleanup: %v", err)
+	for _, sub := range Subtrees() {
+		if err := h2.Cleanup(ctx, sub); err != nil {
+			t.Fatalf("Cleanup %s: %v", sub, err)
+		}
 	}
 	ja.wait(t, 5*time.Second)
 	jb.wait(t, 5*time.Second)
-	if names, err := h2.Children(JobsDir); err != nil || len(names) != 0 {
-		t.Errorf("Children after Cleanup = %v, %v", names, err)
-	}
-	for _, d := range h.dirs(JobsDir) {
-		if _, err := os.Stat(d); err != nil {
-			t.Errorf("Cleanup removed jobs itself: %v", err)
+	for _, sub := range Subtrees() {
+		if names, err := h2.Children(sub); err != nil || len(names) != 0 {
+			t.Errorf("Children of %s after Cleanup = %v, %v", sub, names, err)
+		}
+		for _, d := range h.dirs(sub) {
+			if _, err := os.Stat(d); err != nil {
+				t.Errorf("Cleanup removed %s itself: %v", sub, err)
+			}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
@@ -31,13 +32,18 @@ type Group struct {
 	v1 cgroup1.Cgroup
 	// v2 is containerd's manager on a unified host (nil otherwise).
 	v2 *cgroup2.Manager
+
+	// runMu serialises ForkInside; runLeaf is the cgroup2 leaf of the
+	// latest run ("" before the first), removed when the next run starts.
+	runMu   sync.Mutex
+	runLeaf string
 }
 
 // Placement says where a new process must be put to run inside a Group.
 type Placement struct {
 	// UnifiedDir is the absolute directory of the group in the cgroup2
-	// hierarchy ("" when there is none); clone3(CLONE_INTO_CGROUP) with an
-	// fd of this directory starts a child inside it.
+	// hierarchy ("" when there is none). Runs started with ForkInside live
+	// in a leaf below it (RunPrefix).
 	UnifiedDir string
 	// ProcsFiles are the absolute paths of the group's cgroup.procs file in
 	// each v1 hierarchy (empty on a pure v2 host). A process written into
@@ -46,10 +52,10 @@ type Placement struct {
 }
 
 // New creates (or loads, when it exists) the cgroup at rel under the root,
-// e.g. "jobs/orders-sink-0" or "jobs/g-sinks/orders-sink-0", and applies res.
+// e.g. "jobs/orders-sink-0" or "groups/sinks/orders-sink-0" (JobRel), and applies res.
 //
 // Parent directories are created as needed, but a sharing group's own limits
-// must be set by creating it first: New("jobs/g-sinks", groupRes). A nil res,
+// must be set by creating it first: New("groups/sinks", groupRes). A nil res,
 // or a nil field of res, leaves that setting as it is (unlimited on a new
 // group).
 //
@@ -135,9 +141,10 @@ func (h *Hierarchy) Load(rel string) (*Group, error) {
 // Path is the group's path relative to the hierarchy root.
 func (g *Group) Path() string { return g.rel }
 
-// Placement returns where processes of this group must be born: the cgroup2
-// directory (for CLONE_INTO_CGROUP and for tracking on a hybrid host) and the
-// cgroup.procs file of each v1 controller the group exists in.
+// Placement returns where the group is: the cgroup2 directory and the
+// cgroup.procs file of each v1 controller the group exists in. A process
+// written into all of them is inside the group; ForkInside is how berth
+// starts one there from birth.
 func (g *Group) Placement() Placement {
 	p := Placement{UnifiedDir: g.h.unifiedDir(g.rel)}
 	for _, s := range g.h.subsystems {
@@ -151,7 +158,7 @@ func (g *Group) Placement() Placement {
 
 // Update applies res in place: no process is moved or restarted. Nil fields
 // are left as they are, so an update that changes only memory leaves the CPU
-// quota exactly as the kernel holds it (CASES C6, runc#4622). Rules as New.
+// quota exactly as the kernel holds it. Rules as New.
 //
 // Errors: the group was deleted; the kernel refuses a value.
 func (g *Group) Update(res *specs.LinuxResources) error {
@@ -178,7 +185,9 @@ func (g *Group) Update(res *specs.LinuxResources) error {
 // (a process put into only some hierarchies is still listed). A process that
 // has exited is no longer listed, even before it is reaped (kernel ≥ 5.x
 // drops exiting tasks from cgroup.procs; verified on 6.18). A group that is
-// gone has no processes.
+// gone has no processes. The agent's own pid is never listed: a v1
+// cgroup.procs file names it while one of its launcher threads passes
+// through the group (ForkInside), and nothing must ever signal it as a job.
 //
 // Errors: a cgroup.procs file cannot be read for a reason other than the
 // cgroup disappearing meanwhile.
@@ -194,6 +203,9 @@ func (g *Group) Pids() ([]int, error) {
 	slices.Sort(pids)
 	return slices.Compact(pids), nil
 }
+
+// self is the agent's pid, left out of every process list of a group.
+var self = os.Getpid()
 
 // procsRecursive reads cgroup.procs of dir and every cgroup below it. Parts
 // that vanish while walking (a concurrent Delete) are skipped.
@@ -221,7 +233,9 @@ func procsRecursive(dir string) ([]int, error) {
 			if err != nil {
 				return fmt.Errorf("parse %s: %w", filepath.Join(p, "cgroup.procs"), err)
 			}
-			pids = append(pids, pid)
+			if pid != self {
+				pids = append(pids, pid)
+			}
 		}
 		return nil
 	})

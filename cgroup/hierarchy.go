@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	cgroups "github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -57,6 +58,21 @@ type Hierarchy struct {
 	delegated bool
 	notes     []string
 	log       *slog.Logger
+
+	// threadCtrls are the v1 controllers a launcher thread crosses into,
+	// in order, one per mounted hierarchy (comounted controllers such as
+	// cpu,cpuacct appear once), cpu last; empty on a unified host.
+	threadCtrls []cgroup1.Name
+	// cloneInto is true when a cgroup2 hierarchy is mounted and the kernel
+	// has clone3 CLONE_INTO_CGROUP (Linux 5.7); kernel is its release.
+	cloneInto bool
+	kernel    string
+	// pidsMu guards pidsInside and pidsLimits: how many launcher threads
+	// sit in each v1 pids cgroup (by rel) and the configured limit of each
+	// such cgroup while they do (-1 for none); see ForkInside.
+	pidsMu     sync.Mutex
+	pidsInside map[string]int
+	pidsLimits map[string]int64
 }
 
 // Open detects the host's Mode and returns the hierarchy rooted at root.
@@ -84,8 +100,8 @@ func Open(root string) (*Hierarchy, error) {
 // Delegate=yes, e.g. "/system.slice/berth.service"), or, when root is "",
 // the cgroup this process is in. Prepare then never writes above root, and on
 // cgroup v2 moves the agent out of root into <root>/agent first (the
-// no-internal-processes rule, cgroup-v2.rst "No Internal Process Constraint";
-// CASES C13, systemd#26311).
+// no-internal-processes rule, cgroup-v2.rst "No Internal Process
+// Constraint").
 //
 // Errors: as Open.
 func OpenDelegated(root string) (*Hierarchy, error) {
@@ -93,7 +109,10 @@ func OpenDelegated(root string) (*Hierarchy, error) {
 }
 
 func open(root string, delegated bool) (*Hierarchy, error) {
-	h := &Hierarchy{mode: DetectMode(), delegated: delegated, log: slog.Default(), v1Roots: map[cgroup1.Name]string{}}
+	h := &Hierarchy{
+		mode: DetectMode(), delegated: delegated, log: slog.Default(), v1Roots: map[cgroup1.Name]string{},
+		pidsInside: map[string]int{}, pidsLimits: map[string]int64{},
+	}
 	if h.mode == Unavailable {
 		return nil, fmt.Errorf("open cgroup root %q: no cgroup file system mounted at %s", root, mountRoot)
 	}
@@ -147,6 +166,33 @@ func open(root string, delegated bool) (*Hierarchy, error) {
 		if len(h.subsystems) == 0 {
 			return nil, fmt.Errorf("open cgroup root %q: none of the v1 controllers %v is mounted under %s", root, v1Controllers, mountRoot)
 		}
+		// The thread enters cpu last and leaves it first: a job whose CPU
+		// quota is spent throttles every task of its cpu cgroup, the
+		// launcher thread included, until the next period.
+		order := slices.Clone(h.subsystems)
+		slices.SortStableFunc(order, func(a, b cgroup1.Subsystem) int {
+			isCPU := func(s cgroup1.Subsystem) int {
+				if s.Name() == cgroup1.Cpu {
+					return 1
+				}
+				return 0
+			}
+			return isCPU(a) - isCPU(b)
+		})
+		seen := map[string]bool{}
+		for _, s := range order {
+			real, err := filepath.EvalSymlinks(filepath.Join(mountRoot, string(s.Name())))
+			if err != nil {
+				real = filepath.Join(mountRoot, string(s.Name()))
+			}
+			if !seen[real] {
+				seen[real] = true
+				h.threadCtrls = append(h.threadCtrls, s.Name())
+			}
+		}
+	}
+	if h.unifiedMount != "" {
+		h.cloneInto, h.kernel = kernelAtLeast(5, 7)
 	}
 	return h, nil
 }
@@ -163,7 +209,7 @@ func cleanRoot(root string) (string, error) {
 }
 
 // cleanRel validates a group path relative to the root, such as
-// "jobs/g-sinks/orders-sink-0", and returns it cleaned ("" for the root).
+// "groups/sinks/orders-sink-0", and returns it cleaned ("" for the root).
 func cleanRel(rel string) (string, error) {
 	if strings.HasPrefix(rel, "/") {
 		return "", fmt.Errorf("%w: %q must be relative to the root", ErrInvalidPath, rel)

@@ -32,12 +32,16 @@ const (
 // only into v1 cgroup.procs files) are killed by freeze, SIGKILL, thaw, in
 // rounds until none is left: while FROZEN (freezer.state,
 // Documentation/admin-guide/cgroup-v1/freezer-subsystem.rst) no process can
-// fork, so a forking loop cannot escape (CASES C3, C4).
+// fork, so a forking loop cannot escape.
 //
 // An exited process leaves cgroup.procs when it exits, before it is reaped
 // (checked on kernel 6.18), so Kill does not wait for reaping; the caller
 // (the agent, a child subreaper) must still reap its children or they stay
 // zombies. A process in uninterruptible sleep delays Kill until it wakes.
+//
+// Once the group is empty, its run leaves (RunPrefix, see ForkInside) are
+// removed from the cgroup2 hierarchy: the next run gets a new one, and the
+// removal is then off its start path.
 //
 // Errors: ctx ended before the group was empty (wrapping ctx.Err(), naming
 // the pids left); a control file could not be written. Killing a group that
@@ -58,6 +62,7 @@ func (g *Group) Kill(ctx context.Context) error {
 			return fmt.Errorf("kill cgroup %s: %w", g.rel, err)
 		}
 		if len(pids) == 0 {
+			g.removeRunLeaves()
 			return nil
 		}
 		live := livePids(pids)
@@ -183,4 +188,26 @@ func livePids(pids []int) []int {
 // isNoProcess reports whether err says the process no longer exists.
 func isNoProcess(err error) bool {
 	return errors.Is(err, unix.ESRCH)
+}
+
+// removeRunLeaves removes the group's empty run leaves in cgroup2. A leaf
+// that cannot be removed stays for the next ForkInside or for Delete. It
+// waits for a ForkInside of this Group in progress, whose new leaf is still
+// empty until its fork.
+func (g *Group) removeRunLeaves() {
+	ud := g.h.unifiedDir(g.rel)
+	if ud == "" {
+		return
+	}
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	ents, err := os.ReadDir(ud)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), RunPrefix) {
+			_ = unix.Rmdir(filepath.Join(ud, e.Name()))
+		}
+	}
 }

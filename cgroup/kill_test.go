@@ -19,7 +19,7 @@ func alive(pid int) bool {
 	return len(livePids([]int{pid})) == 1
 }
 
-// CASES C3 (supervisor#1101): every process of a forking tree dies, the
+// Every process of a forking tree dies, the
 // grandchildren included, and the group can then be removed.
 func TestKillForkingTree(t *testing.T) {
 	h := testHierarchy(t)
@@ -57,7 +57,7 @@ func TestKillForkingTree(t *testing.T) {
 	}
 }
 
-// CASES C4 (containerd/cgroups#148): a TERM-ignoring loop is killed, the
+// A TERM-ignoring loop is killed, the
 // group is removed without error, and no goroutine of Delete keeps running.
 func TestKillTermIgnoringLoopAndDelete(t *testing.T) {
 	h := testHierarchy(t)

@@ -11,7 +11,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// CASES C8 (podman#3912): on a hybrid host the v1 controllers do the work and
+// On a hybrid host the v1 controllers do the work and
 // the controller-less cgroup2 mount carries no limit.
 func TestHybridUsesV1ForLimits(t *testing.T) {
 	needCgroups(t)
@@ -76,7 +76,7 @@ func TestOpenRejectsEscapingPaths(t *testing.T) {
 	}
 }
 
-// Prepare is idempotent (a restarted agent runs it again; CASES C13).
+// Prepare is idempotent (a restarted agent runs it again).
 func TestPrepareIdempotent(t *testing.T) {
 	h := testHierarchy(t)
 	for i := 0; i < 2; i++ {
@@ -84,14 +84,16 @@ func TestPrepareIdempotent(t *testing.T) {
 			t.Fatalf("Prepare #%d: %v", i+2, err)
 		}
 	}
-	for _, d := range h.dirs(JobsDir) {
-		if st, err := os.Stat(d); err != nil || !st.IsDir() {
-			t.Errorf("%s missing after Prepare: %v", d, err)
+	for _, sub := range Subtrees() {
+		for _, d := range h.dirs(sub) {
+			if st, err := os.Stat(d); err != nil || !st.IsDir() {
+				t.Errorf("%s missing after Prepare: %v", d, err)
+			}
 		}
-	}
-	if cs := h.v1Dir("cpuset", JobsDir); cs != "" {
-		if got := readFile(t, filepath.Join(cs, "cpuset.cpus")); got == "" {
-			t.Error("v1 cpuset.cpus of jobs is empty: tasks could not join")
+		if cs := h.v1Dir("cpuset", sub); cs != "" {
+			if got := readFile(t, filepath.Join(cs, "cpuset.cpus")); got == "" {
+				t.Errorf("v1 cpuset.cpus of %s is empty: tasks could not join", sub)
+			}
 		}
 	}
 }

@@ -12,28 +12,56 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// Layout names under the root (DESIGN.md, "cgroup layout").
+// Layout names under the root (see the package doc).
 const (
 	// AgentDir is the leaf the agent moves itself into on cgroup v2 when it
 	// starts in the root of its delegated cgroup.
 	AgentDir = "agent"
-	// JobsDir holds every job's and sharing group's cgroup.
+	// JobsDir holds the cgroup of every job that is in no sharing group:
+	// <root>/jobs/<job>.
 	JobsDir = "jobs"
+	// GroupsDir holds every sharing group's cgroup and, below it, the
+	// cgroups of the group's jobs: <root>/groups/<group>/<job>.
+	GroupsDir = "groups"
 )
 
+// Subtrees are the directories under the root that hold workload cgroups,
+// in the order Prepare makes them: everything below them is a job's or a
+// sharing group's, and nothing else is.
+func Subtrees() []string { return []string{JobsDir, GroupsDir} }
+
+// JobRel is the cgroup of job id relative to the root: "jobs/<id>" for a
+// job in no sharing group, "groups/<group>/<id>" for a job of group. Jobs
+// and groups live in separate subtrees, so the map from job IDs and group
+// names (each one path element, unique among its kind) to cgroups is
+// one-to-one by construction: no job can take a group's directory, whatever
+// the names.
+func JobRel(id, group string) string {
+	if group != "" {
+		return GroupRel(group) + "/" + id
+	}
+	return JobsDir + "/" + id
+}
+
+// GroupRel is sharing group name's cgroup relative to the root,
+// "groups/<name>"; its limits cap the sum of its jobs'.
+func GroupRel(name string) string { return GroupsDir + "/" + name }
+
 // Prepare makes the root ready for jobs, idempotently (a restarted agent calls
-// it again; CASES C13).
+// it again).
 //
-// v1 and hybrid: creates <root> and <root>/jobs in every v1 controller in use
-// (cpuset.cpus and cpuset.mems copied from the parent, because a v1 cpuset
-// child starts empty and refuses tasks) and in the cgroup2 hierarchy.
+// v1 and hybrid: creates <root>, <root>/jobs and <root>/groups in every v1
+// controller in use (cpuset.cpus and cpuset.mems copied from the parent,
+// because a v1 cpuset child starts empty and refuses tasks) and in the
+// cgroup2 hierarchy.
 //
-// Unified (v2): creates <root>/jobs; when processes sit in <root> itself (the
+// Unified (v2): creates <root>/jobs and <root>/groups; when processes sit in <root> itself (the
 // agent started by systemd with Delegate=yes), moves them into <root>/agent
 // first, because a cgroup with processes cannot enable controllers for its
 // children (cgroup-v2.rst "No Internal Process Constraint"); then enables
 // cpu, cpuset, io, memory and pids (those listed in cgroup.controllers) in
-// cgroup.subtree_control of every cgroup from the top down to <root>/jobs.
+// cgroup.subtree_control of every cgroup from the top down to <root>/jobs
+// and <root>/groups.
 // The top is the mount root, or <root> itself for a delegated root
 // (OpenDelegated), above which berth may not write.
 //
@@ -44,12 +72,14 @@ func (h *Hierarchy) Prepare() error {
 	if h.mode == Unified {
 		return h.prepareV2()
 	}
-	if _, err := cgroup1.New(h.v1Path(JobsDir), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.v1Hierarchy), allowAnyController); err != nil {
-		return fmt.Errorf("prepare cgroup root %s in v1 controllers %v: %w", h.root, h.Controllers(), err)
-	}
-	if d := h.unifiedDir(JobsDir); d != "" {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("prepare cgroup root: create %s: %w", d, err)
+	for _, sub := range Subtrees() {
+		if _, err := cgroup1.New(h.v1Path(sub), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.v1Hierarchy), allowAnyController); err != nil {
+			return fmt.Errorf("prepare cgroup root %s in v1 controllers %v: %w", h.root, h.Controllers(), err)
+		}
+		if d := h.unifiedDir(sub); d != "" {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return fmt.Errorf("prepare cgroup root: create %s: %w", d, err)
+			}
 		}
 	}
 	return nil
@@ -57,8 +87,10 @@ func (h *Hierarchy) Prepare() error {
 
 func (h *Hierarchy) prepareV2() error {
 	rootDir := h.unifiedDir("")
-	if err := os.MkdirAll(filepath.Join(rootDir, JobsDir), 0o755); err != nil {
-		return fmt.Errorf("prepare cgroup root: create %s: %w", filepath.Join(rootDir, JobsDir), err)
+	for _, sub := range Subtrees() {
+		if err := os.MkdirAll(filepath.Join(rootDir, sub), 0o755); err != nil {
+			return fmt.Errorf("prepare cgroup root: create %s: %w", filepath.Join(rootDir, sub), err)
+		}
 	}
 	if err := h.evacuateRoot(); err != nil {
 		return err
@@ -67,19 +99,23 @@ func (h *Hierarchy) prepareV2() error {
 	if h.delegated {
 		top = rootDir
 	}
+	// From the top down to the root, then each subtree.
 	levels := []string{top}
-	rel, err := filepath.Rel(top, filepath.Join(rootDir, JobsDir))
+	rel, err := filepath.Rel(top, rootDir)
 	if err != nil {
 		return fmt.Errorf("prepare cgroup root: %w", err)
 	}
 	cur := top
 	for _, part := range strings.Split(rel, "/") {
-		cur = filepath.Join(cur, part)
-		if cur != filepath.Join(rootDir, JobsDir) {
-			levels = append(levels, cur)
+		if part == "." {
+			continue
 		}
+		cur = filepath.Join(cur, part)
+		levels = append(levels, cur)
 	}
-	levels = append(levels, filepath.Join(rootDir, JobsDir))
+	for _, sub := range Subtrees() {
+		levels = append(levels, filepath.Join(rootDir, sub))
+	}
 	for _, dir := range levels {
 		if err := enableControllers(dir); err != nil {
 			return fmt.Errorf("prepare cgroup root: %w", err)

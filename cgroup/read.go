@@ -82,7 +82,8 @@ func readKeys(path string, want map[string]*uint64) error {
 // Processes lists the processes of the group and its descendants from one
 // hierarchy (cgroup2 when mounted, else the v1 pids or freezer controller,
 // whose directories hold few files): the cheap list for accounting at
-// scrape time. Kill uses Pids, which reads every hierarchy.
+// scrape time. Kill uses Pids, which reads every hierarchy. The agent's own
+// pid is left out, as Pids does.
 //
 // Errors: cgroup.procs cannot be read for a reason other than the group
 // disappearing.
@@ -114,7 +115,9 @@ func (g *Group) Processes() ([]int, error) {
 			if err != nil {
 				return fmt.Errorf("parse %s: %w", filepath.Join(d, "cgroup.procs"), err)
 			}
-			pids = append(pids, pid)
+			if pid != self { // a launcher thread passing through (see Pids)
+				pids = append(pids, pid)
+			}
 		}
 		entries, err := os.ReadDir(d)
 		if err != nil {

@@ -8,7 +8,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// CASES C6 (runc#4622): cpu = 0.333 gives a quota that an update changing
+// cpu = 0.333 gives a quota that an update changing
 // only memory leaves exactly as the kernel holds it: cpu.cfs_quota_us and
 // cpu.cfs_period_us on v1, cpu.max on v2.
 func TestQuotaStableAcrossMemoryUpdate(t *testing.T) {

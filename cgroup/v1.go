@@ -74,17 +74,17 @@ func (h *Hierarchy) updateV1(cg cgroup1.Cgroup, rel string, res *specs.LinuxReso
 		mm.Limit, mm.Swap = nil, nil
 		r.Memory = &mm
 	}
+	// pids.max is written here, not by containerd: a launcher thread of
+	// the agent may be inside the group at this moment, and the file then
+	// holds the limit plus one per such thread (see ForkInside). <= 0
+	// means unlimited in the runtime spec.
+	r.Pids = nil
 	if err := cg.Update(r); err != nil {
 		return err
 	}
-	// containerd writes pids.max only for a positive limit; <= 0 means
-	// unlimited in the runtime spec.
-	if res.Pids != nil && res.Pids.Limit != nil && *res.Pids.Limit <= 0 {
-		if dir := h.v1Dir(cgroup1.Pids, rel); dir != "" {
-			f := filepath.Join(dir, "pids.max")
-			if err := os.WriteFile(f, []byte("max"), 0); err != nil {
-				return fmt.Errorf("write %s: %w", f, err)
-			}
+	if res.Pids != nil && res.Pids.Limit != nil {
+		if err := h.setPidsMax(rel, *res.Pids.Limit); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -154,9 +154,6 @@ func (h *Hierarchy) v1Resources(rel string, res *specs.LinuxResources) *specs.Li
 			m.Swap = nil
 		}
 		r.Memory = &m
-	}
-	if res.Pids != nil && res.Pids.Limit != nil && *res.Pids.Limit <= 0 {
-		r.Pids = nil
 	}
 	return &r
 }

@@ -54,7 +54,7 @@ func TestUnifiedLimitsLand(t *testing.T) {
 	}
 }
 
-// CASES C13 (systemd#26311): an agent started in the root of its delegated
+// An agent started in the root of its delegated
 // cgroup moves itself into <root>/agent, then enabling controllers succeeds;
 // Prepare again is a no-op. A sleep stands in for the agent.
 func TestUnifiedPrepareDelegatedMovesAgent(t *testing.T) {
@@ -91,7 +91,7 @@ func TestUnifiedPrepareDelegatedMovesAgent(t *testing.T) {
 		t.Errorf("%s/agent holds %q, want the agent", root, got)
 	}
 	avail := strings.Fields(readFile(t, filepath.Join(dir, "cgroup.controllers")))
-	for _, d := range []string{dir, filepath.Join(dir, JobsDir)} {
+	for _, d := range []string{dir, filepath.Join(dir, JobsDir), filepath.Join(dir, GroupsDir)} {
 		on := strings.Fields(readFile(t, filepath.Join(d, "cgroup.subtree_control")))
 		for _, c := range v2Controllers {
 			if slices.Contains(avail, c) && !slices.Contains(on, c) {

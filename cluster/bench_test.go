@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"github.com/berthd/berth/config"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func BenchmarkPublish(b *testing.B) {
 	for m := range 10 {
 		for j := range 10 {
 			id := string(rune('a'+m)) + "-member"
-			a.Members[id] = append(a.Members[id], assign.TaskID("orders", m*10+j))
+			a.Members[id] = append(a.Members[id], config.TaskID("orders", m*10+j))
 		}
 	}
 	for b.Loop() {

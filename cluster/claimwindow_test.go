@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/config"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -40,7 +41,7 @@ func TestClaimWindowPacesPublication(t *testing.T) {
 	})
 	for i := range members {
 		id := fmt.Sprintf("m%d", i)
-		s := join(t, c, assign.Member{ID: id, Protocol: assign.Balanced})
+		s := join(t, c, assign.Member{ID: id, Protocol: config.ProtocolBalanced})
 		sessions = append(sessions, s)
 		watch := c.WatchShare(ctx, id)
 		wg.Add(1)

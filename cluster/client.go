@@ -26,10 +26,12 @@ type Client struct {
 	waveTimeout time.Duration
 }
 
-// Connect opens an etcd client for cfg (TLS when cfg.TLS is set) and checks
-// that the store answers a read within ctx. It returns an error when cfg is
-// invalid (see Config), when the TLS files cannot be loaded, or when no
-// endpoint answers before ctx ends.
+// Connect opens an etcd client for cfg (TLS when cfg.TLS is set, as the
+// etcd user cfg.Username when set) and checks that the store answers a
+// read of the cluster's prefix within ctx. It returns an error when cfg is
+// invalid (see Config), when the TLS files cannot be loaded, when the user
+// cannot authenticate, when the user's role does not grant reading the
+// prefix, or when no endpoint answers before ctx ends.
 func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -40,6 +42,8 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		DialTimeout: dialTimeout,
 		Logger:      zap.NewNop(),
 		Context:     context.Background(),
+		Username:    cfg.Username,
+		Password:    cfg.Password,
 		// The client refuses to send more than etcd accepts; the packing
 		// of transactions keeps below it (see MaxRequestBytes).
 		MaxCallSendMsgSize: cfg.MaxRequestBytes,
@@ -48,7 +52,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		ecfg.DialOptions = append(ecfg.DialOptions, grpc.WithStatsHandler(trafficHandler{cfg.Traffic}))
 	}
 	if cfg.TLS != nil {
-		info := transport.TLSInfo{CertFile: cfg.TLS.Cert, KeyFile: cfg.TLS.Key, TrustedCAFile: cfg.TLS.CA}
+		info := transport.TLSInfo{CertFile: cfg.TLS.Cert, KeyFile: cfg.TLS.Key, TrustedCAFile: cfg.TLS.CA, ServerName: cfg.TLS.ServerName}
 		tc, err := info.ClientConfig()
 		if err != nil {
 			return nil, fmt.Errorf("load etcd client TLS (ca %s, cert %s): %w", cfg.TLS.CA, cfg.TLS.Cert, err)

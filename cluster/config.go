@@ -40,6 +40,12 @@ type Config struct {
 	RebalanceDelay time.Duration
 	// TLS, when set, makes the client use TLS with these files.
 	TLS *TLSConfig
+	// Username and Password authenticate the client as an etcd user
+	// (etcd's role-based access control; the user's role must grant read
+	// and write on the prefix "/berth/<Name>/", which holds every key the
+	// cluster uses). Empty Username: no user, or the common name of the
+	// TLS client certificate when the server runs with --client-cert-auth.
+	Username, Password string
 	// Validate checks connector and group definitions before they are
 	// stored; PutConnector and PutGroup fail with ErrNoValidator without it.
 	Validate Validator
@@ -76,9 +82,10 @@ type Config struct {
 
 // TLSConfig names the PEM files for a TLS connection to etcd.
 type TLSConfig struct {
-	CA   string // CA bundle that signed the servers' certificates
-	Cert string // client certificate (empty: no client authentication)
-	Key  string // client certificate's private key
+	CA         string // CA bundle that signed the servers' certificates (empty: the system's)
+	Cert       string // client certificate (empty: no client authentication)
+	Key        string // client certificate's private key
+	ServerName string // name the servers' certificates must carry (empty: the endpoint's host)
 }
 
 // Errors returned by this package; test with errors.Is.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/berthd/berth/config"
 	"io"
 	"net"
 	"os"
@@ -73,7 +74,7 @@ func join(t testing.TB, c *Client, m assign.Member) *Session {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if m.Protocol == "" {
-		m.Protocol = assign.Static
+		m.Protocol = config.ProtocolStatic
 	}
 	s, err := c.Join(ctx, m, "127.0.0.1:9750")
 	if err != nil {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"github.com/berthd/berth/config"
 	"slices"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func putConnector(t *testing.T, c *Client, name, body string) {
 
 func TestLeaderPublishesGenerationsInOrder(t *testing.T) {
 	c := connect(t, shared.Endpoints(), uniqueName(t), nil)
-	s := join(t, c, assign.Member{ID: "a1", Protocol: assign.Balanced})
+	s := join(t, c, assign.Member{ID: "a1", Protocol: config.ProtocolBalanced})
 	ctx := ctxT(t)
 	watch := c.WatchAssignment(ctx)
 	runLeader(t, c, s)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/config"
 )
 
 // startLeader runs a won election's loop in the background (so the test
@@ -41,7 +42,7 @@ func cutLeader(t *testing.T) (*Client, *leader, *proxy) {
 	long := func(cfg *Config) { cfg.SessionTTL = 10 * time.Second }
 	lc := connect(t, []string{px.URL()}, name, long)
 	direct := connect(t, shared.Endpoints(), name, long)
-	s := join(t, lc, assign.Member{ID: "a", Protocol: assign.Balanced})
+	s := join(t, lc, assign.Member{ID: "a", Protocol: config.ProtocolBalanced})
 	l := startLeader(t, lc, s)
 	waitPublished(t, direct, "first generation", func(p Published) bool { return p.Generation >= 1 })
 	return direct, l, px

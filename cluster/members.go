@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/berthd/berth/config"
 	"sort"
 	"time"
 
@@ -15,10 +16,10 @@ import (
 // to its session lease: it disappears when the lease ends.
 type MemberRecord struct {
 	ID         string          `json:"id"`         // agent ID, unique in the cluster
-	Protocol   assign.Protocol `json:"protocol"`   // static or balanced (KIP-987)
+	Protocol   config.Protocol `json:"protocol"`   // static or balanced (KIP-987)
 	Connectors []string        `json:"connectors"` // declared static.connectors
 	Tasks      []string        `json:"tasks"`      // declared static.tasks
-	Addr       string          `json:"addr"`       // the agent's HTTP listen address, host:port
+	Addr       string          `json:"addr"`       // the agent's API address, host:port (https://host:port with TLS)
 	Started    time.Time       `json:"started"`    // when this session joined (UTC)
 	// Layout is the store layout the agent reads (Layout: 2, per-member
 	// shares); 0 for an agent of the single-key layout, for which the

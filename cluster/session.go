@@ -211,6 +211,10 @@ func (s *Session) end(err error) bool {
 // not exist) or closed by Close. Its workers must then be fenced.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
+// Context returns a context that is cancelled when the session ends (as
+// Done closes), for bounding a store call by the session's life.
+func (s *Session) Context() context.Context { return s.ctx }
+
 // Err returns nil while the session is live, an error wrapping
 // ErrSessionLost once it was lost, or ErrSessionClosed after Close.
 func (s *Session) Err() error {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"github.com/berthd/berth/config"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ func TestJoinWritesMemberRecordAndCloseRemovesIt(t *testing.T) {
 	name := uniqueName(t)
 	c := connect(t, shared.Endpoints(), name, nil)
 	ctx := ctxT(t)
-	m := assign.Member{ID: "a1", Protocol: assign.Static, Connectors: []string{"orders"}, Tasks: []string{"billing-0"}}
+	m := assign.Member{ID: "a1", Protocol: config.ProtocolStatic, Connectors: []string{"orders"}, Tasks: []string{"billing-0"}}
 	s, err := c.Join(ctx, m, "10.0.0.1:9750")
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +27,7 @@ func TestJoinWritesMemberRecordAndCloseRemovesIt(t *testing.T) {
 		t.Fatalf("members = %+v, want one", ms)
 	}
 	r := ms[0]
-	if r.ID != "a1" || r.Protocol != assign.Static || r.Addr != "10.0.0.1:9750" ||
+	if r.ID != "a1" || r.Protocol != config.ProtocolStatic || r.Addr != "10.0.0.1:9750" ||
 		len(r.Connectors) != 1 || r.Connectors[0] != "orders" || len(r.Tasks) != 1 || r.Tasks[0] != "billing-0" ||
 		r.Lease != int64(s.Lease()) || r.Started.IsZero() {
 		t.Fatalf("record = %+v", r)

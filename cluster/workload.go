@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Kinds of workload definition passed to a Validator.
@@ -28,13 +29,19 @@ type Validator func(kind, name string, body []byte) (assign.Connector, error)
 type storedDef struct {
 	Body      string            `json:"body"`                // the TOML text, verbatim
 	Connector *assign.Connector `json:"connector,omitempty"` // connectors only
+	// Files lists the agents (member IDs, sorted) whose own file holds the
+	// definition, when an agent's file created it; empty when `berth
+	// apply` (PutConnector, PutGroup) stored it last. See PutFileDef.
+	Files []string `json:"files,omitempty"`
 }
 
 // PutConnector validates body with Config.Validate and stores it as
 // connector name, replacing any previous definition; the leader recomputes
-// the assignment. It returns ErrNoValidator without a validator, the
-// validator's error (wrapped) when it refuses, an error when the validator
-// returns a connector of another name, or a store error.
+// the assignment. The definition is then the operator's (`berth apply`):
+// no agent deletes it when it leaves the agent's file (its Files are
+// cleared; see PutFileDef). It returns ErrNoValidator without a validator,
+// the validator's error (wrapped) when it refuses, an error when the
+// validator returns a connector of another name, or a store error.
 func (c *Client) PutConnector(ctx context.Context, name string, body []byte) error {
 	return c.putDef(ctx, KindConnector, name, body)
 }
@@ -45,8 +52,9 @@ func (c *Client) PutGroup(ctx context.Context, name string, body []byte) error {
 	return c.putDef(ctx, KindGroup, name, body)
 }
 
-// DeleteConnector removes connector name. It returns ErrNotFound (wrapped)
-// when there is none, or a store error.
+// DeleteConnector removes connector name, with its target state and
+// pending restart requests, in one transaction. It returns ErrNotFound
+// (wrapped) when there is none, or a store error.
 func (c *Client) DeleteConnector(ctx context.Context, name string) error {
 	return c.deleteDef(ctx, KindConnector, name)
 }
@@ -122,16 +130,18 @@ func (c *Client) Definitions(ctx context.Context, connectors []string) (conns, g
 	return conns, groups, nil
 }
 
-func (c *Client) putDef(ctx context.Context, kind, name string, body []byte) error {
+// validDef validates body as definition kind/name and returns it as it is
+// stored (without Files). Errors as PutConnector.
+func (c *Client) validDef(kind, name string, body []byte) (storedDef, error) {
 	if err := checkName(kind+" name", name); err != nil {
-		return err
+		return storedDef{}, err
 	}
 	if c.cfg.Validate == nil {
-		return fmt.Errorf("store %s %s: %w", kind, name, ErrNoValidator)
+		return storedDef{}, fmt.Errorf("store %s %s: %w", kind, name, ErrNoValidator)
 	}
 	conn, err := c.cfg.Validate(kind, name, body)
 	if err != nil {
-		return fmt.Errorf("refuse %s %s: %w", kind, name, err)
+		return storedDef{}, fmt.Errorf("refuse %s %s: %w", kind, name, err)
 	}
 	def := storedDef{Body: string(body)}
 	if kind == KindConnector {
@@ -139,9 +149,17 @@ func (c *Client) putDef(ctx context.Context, kind, name string, body []byte) err
 			conn.Name = name
 		}
 		if conn.Name != name {
-			return fmt.Errorf("refuse connector %s: validator returned connector %q", name, conn.Name)
+			return storedDef{}, fmt.Errorf("refuse connector %s: validator returned connector %q", name, conn.Name)
 		}
 		def.Connector = &conn
+	}
+	return def, nil
+}
+
+func (c *Client) putDef(ctx context.Context, kind, name string, body []byte) error {
+	def, err := c.validDef(kind, name, body)
+	if err != nil {
+		return err
 	}
 	v, err := json.Marshal(def)
 	if err != nil {
@@ -159,11 +177,16 @@ func (c *Client) deleteDef(ctx context.Context, kind, name string) error {
 		return err
 	}
 	key := c.defDir(kind) + name
-	resp, err := c.etcd.Delete(ctx, key)
+	ops := []clientv3.Op{clientv3.OpDelete(key)}
+	if kind == KindConnector {
+		// A connector's target state and pending restarts go with it.
+		ops = append(ops, clientv3.OpDelete(c.targetKey(name)), clientv3.OpDelete(c.restartsDir(name), clientv3.WithPrefix()))
+	}
+	resp, err := c.etcd.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("delete %s %s at %s: %w", kind, name, key, err)
 	}
-	if resp.Deleted == 0 {
+	if resp.Responses[0].GetResponseDeleteRange().Deleted == 0 {
 		return fmt.Errorf("delete %s %s: %w", kind, name, ErrNotFound)
 	}
 	return nil

@@ -3,7 +3,6 @@ package limits
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,55 +62,24 @@ func cpuNumber(s string) (int, error) {
 // (Documentation/ABI/testing/sysfs-devices-system-cpu).
 const onlineCPUsFile = "/sys/devices/system/cpu/online"
 
-// host holds the facts of this machine that validation checks against.
-type host struct {
-	online  []int // online CPUs; nil when unknown
-	resolve func(path string) (Device, error)
-}
-
-// thisHost reads the facts of the running machine.
-func thisHost() *host {
-	h := &host{resolve: ResolveDevice}
-	if b, err := os.ReadFile(onlineCPUsFile); err == nil {
-		if cpus, err := ParseCPUList(string(b)); err == nil {
-			h.online = cpus
-		}
-	}
-	return h
-}
-
-// numCPU is the number of CPUs a cpu limit may use: the online CPUs, or
-// runtime.NumCPU() when sysfs is not readable.
-func (h *host) numCPU() int {
-	if len(h.online) > 0 {
-		return len(h.online)
-	}
-	return runtime.NumCPU()
-}
-
-// checkCpuset parses s and checks that every CPU in it is online.
-func (h *host) checkCpuset(s string) ([]int, error) {
-	cpus, err := ParseCPUList(s)
+// OnlineCPUs returns the CPUs this host has online, ascending, from
+// /sys/devices/system/cpu/online. It returns an error when the file cannot be
+// read or parsed.
+func OnlineCPUs() ([]int, error) {
+	b, err := os.ReadFile(onlineCPUsFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("online CPUs: %w", err)
 	}
-	if h.online == nil {
-		return cpus, nil
-	}
-	on := map[int]bool{}
-	for _, c := range h.online {
-		on[c] = true
-	}
-	for _, c := range cpus {
-		if !on[c] {
-			return nil, fmt.Errorf("CPU %d of %q is not online on this host (online: %s)", c, s, formatCPUList(h.online))
-		}
+	cpus, err := ParseCPUList(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("online CPUs: %s: %w", onlineCPUsFile, err)
 	}
 	return cpus, nil
 }
 
-// formatCPUList writes cpus (ascending) in list format.
-func formatCPUList(cpus []int) string {
+// FormatCPUList writes cpus (ascending, without duplicates) in the kernel's
+// list format: FormatCPUList([]int{0, 1, 2, 6}) == "0-2,6".
+func FormatCPUList(cpus []int) string {
 	var parts []string
 	for i := 0; i < len(cpus); {
 		j := i

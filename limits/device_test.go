@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/berthd/berth/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +46,7 @@ func rdev(t *testing.T, path string) (uint32, uint32) {
 
 func TestResolveDeviceRootDisk(t *testing.T) {
 	requireRoot(t)
-	disk := rootDisk(t)
+	disk := testutil.RootDisk(t)
 	maj, min := rdev(t, disk)
 	d, err := ResolveDevice(disk)
 	if err != nil || d.Major != maj || d.Minor != min || d.Note != "" || d.Path != disk {
@@ -186,7 +187,7 @@ func loopWithPartition(t *testing.T) (disk, part string) {
 	return disk, part
 }
 
-// TestResolvePartitionOfLoopDevice is the resolution half of CASES C7: a
+// TestResolvePartitionOfLoopDevice is the resolution half of failure case C7: a
 // limit on a partition applies to the whole disk, with a note.
 func TestResolvePartitionOfLoopDevice(t *testing.T) {
 	requireRoot(t)
@@ -207,12 +208,9 @@ func TestResolvePartitionOfLoopDevice(t *testing.T) {
 	if d, err := ResolveDevice(disk); err != nil || d.Major != dmaj || d.Minor != dmin || d.Note != "" {
 		t.Errorf("ResolveDevice(%s) = %+v, %v; a loop device is a disk", disk, d, err)
 	}
-	// Through the config: the throttle lands on the disk, the note is returned.
-	c, err := Parse("c7.toml", []byte(conn(fmt.Sprintf("command = [\"x\"]\nlimits = { io = [{ device = %q, write_bps = \"1MiB\" }] }\n", part))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, notes, err := c.Jobs()[0].Resources(nil)
+	// Through the conversion: the throttle lands on the disk, the note is returned.
+	l := Limits{IO: []IOLimit{{Device: part, WriteBPS: 1 << 20}}}
+	r, notes, err := l.Resources(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

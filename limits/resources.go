@@ -22,19 +22,21 @@ const (
 	UnifiedIOWeight   = "io.weight"
 )
 
-// period is the effective CFS period.
-func (l *Limits) period() time.Duration {
+// Period is the effective CFS period: CPUPeriod, or DefaultCPUPeriod when
+// it is 0.
+func (l *Limits) Period() time.Duration {
 	if l.CPUPeriod == 0 {
 		return DefaultCPUPeriod
 	}
 	return l.CPUPeriod
 }
 
-// quotaMicros is the CFS quota in µs for cores over period: cores × period
-// rounded to the nearest µs. It is a pure function of its inputs, so the
-// same cores always give the same quota (CASES C6, runc#4622).
-func quotaMicros(cores float64, period time.Duration) int64 {
-	return int64(math.Round(cores * float64(period.Microseconds())))
+// QuotaMicros is the CFS quota in µs for CPU cores over Period: cores ×
+// period rounded to the nearest µs. It is a pure function of its inputs, so
+// the same cores always give the same quota (failure case C6 in
+// docs/cases.md, runc#4622).
+func (l *Limits) QuotaMicros() int64 {
+	return int64(math.Round(l.CPU * float64(l.Period().Microseconds())))
 }
 
 // CPUWeightToShares converts a cgroup v2 cpu.weight (1..10000) to cgroup v1
@@ -85,7 +87,7 @@ func IOWeightToBlkioWeight(weight uint64) uint16 {
 // group's cgroup. A zero field of l leaves the resource unset.
 //
 //   - CPU.Quota (µs) = cores × period rounded to the nearest µs
-//     (deterministic, CASES C6); CPU.Period (µs) = cpu_period or 100000.
+//     (deterministic, failure case C6 in docs/cases.md); CPU.Period (µs) = cpu_period or 100000.
 //   - CPU.Shares = CPUWeightToShares(cpu_weight) for v1; the exact weight is
 //     also in Unified["cpu.weight"].
 //   - CPU.Cpus = cpuset.
@@ -116,8 +118,8 @@ func (l *Limits) Resources(resolve DeviceResolver) (*specs.LinuxResources, []str
 		r.CPU = &specs.LinuxCPU{}
 	}
 	if l.CPU > 0 {
-		period := uint64(l.period().Microseconds())
-		quota := quotaMicros(l.CPU, l.period())
+		period := uint64(l.Period().Microseconds())
+		quota := l.QuotaMicros()
 		r.CPU.Period, r.CPU.Quota = &period, &quota
 	}
 	if l.CPUWeight > 0 {
@@ -172,15 +174,4 @@ func (l *Limits) Resources(resolve DeviceResolver) (*specs.LinuxResources, []str
 		r.Unified = unified
 	}
 	return r, notes, nil
-}
-
-// Resources converts the group's limits, which cap the sum of its jobs, the
-// same way as Limits.Resources.
-func (g *Group) Resources(resolve DeviceResolver) (*specs.LinuxResources, []string, error) {
-	return g.Limits.Resources(resolve)
-}
-
-// Resources converts the job's limits the same way as Limits.Resources.
-func (j *Job) Resources(resolve DeviceResolver) (*specs.LinuxResources, []string, error) {
-	return j.Process.Limits.Resources(resolve)
 }

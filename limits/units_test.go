@@ -70,7 +70,7 @@ func TestParseBytes(t *testing.T) {
 
 func TestParseCPUList(t *testing.T) {
 	got, err := ParseCPUList("3,0-1,1,6-6")
-	if err != nil || formatCPUList(got) != "0-1,3,6" {
+	if err != nil || FormatCPUList(got) != "0-1,3,6" {
 		t.Fatalf("ParseCPUList = %v, %v; want 0-1,3,6", got, err)
 	}
 	for _, in := range []string{"", "1-", "-1", "a", "3-1", "0,,1", "4096", "1 -2"} {

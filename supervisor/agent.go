@@ -1,26 +1,26 @@
-// Package supervisor is the berth agent: one loop that turns "what should
-// run" (a Source) into "what runs" (workers in cgroups), kills what an
-// earlier run left behind, reloads its configuration without harming running
-// jobs, and serves per-job metrics and a JSON API.
 package supervisor
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cgroup"
-	"github.com/berthd/berth/limits"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/metrics"
+	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/worker"
+	"github.com/coreos/go-systemd/v22/journal"
+	"github.com/jonboulle/clockwork"
 )
 
 // Agent runs the jobs its Source assigns to it. Create it with New and run
@@ -28,10 +28,11 @@ import (
 type Agent struct {
 	log    *slog.Logger
 	path   string // configuration file, re-read by Reload
+	host   *config.Host
+	clock  clockwork.Clock
 	hier   *cgroup.Hierarchy
-	source Source
-	static *StaticSource // non-nil when the source is the agent's own [static] table
-	member Membership    // the source as a view of the cluster, when it is one
+	source source.Source
+	build  [2]string // version, commit
 
 	// fenceMu orders fencing against starting jobs: a start (claim, then
 	// worker) holds it shared; fencing holds it exclusively, so that no
@@ -44,53 +45,77 @@ type Agent struct {
 	busySince atomic.Int64 // unix ns when the loop began its current pass; 0 when idle
 	readyMu   sync.Once
 
-	mu      sync.RWMutex // guards everything below; the loop writes, readers read
-	cfg     *limits.Config
-	jobs    map[string]*job
-	groups  map[string]*groupNode
-	desired Desired
+	mu       sync.RWMutex // guards everything below; the loop writes, readers read
+	cfg      *config.Config
+	jobs     map[string]*job
+	groups   map[string]*groupNode
+	desired  source.Desired
+	assigned map[string]bool // IDs of the jobs assigned here (metrics keep their history)
+	retries  map[string]*retryState
+	conf     confState
+	// declWarned is set once the [static] entries have been checked
+	// against a known workload (the file's and the store's).
+	declWarned bool
+	// handled maps a job to the store revision of the restart request this
+	// agent has carried out for it, until the request is gone from the
+	// store: a request is carried out once even when its removal fails.
+	handled map[string]int64
 
-	metrics *metricsState
+	logs     jobLogs
+	envFiles envFiles // the env_files' values, read on this host
 
-	reg *prometheus.Registry // what /metrics exposes; the cluster source joins it once it exists
-
-	logsMu sync.Mutex
-	logs   map[string]io.WriteCloser // job ID -> its log file (see jobLog)
+	registry *metrics.Registry
+	handler  http.Handler // the API and /metrics, set by Run before it serves
 }
 
 // Options configure an Agent beyond its configuration file.
 type Options struct {
 	// Logger receives the agent's structured log; nil: slog.Default().
 	Logger *slog.Logger
-	// Source overrides the assignment source. nil: the agent is a cluster
-	// member over etcd ([cluster]; an embedded etcd when it names no
-	// endpoints). A StaticSource runs the file's [static] jobs with no store.
-	Source Source
+	// Source says which jobs to run. nil: the agent is a cluster member
+	// over etcd ([cluster]; an embedded etcd when it names no endpoints).
+	Source source.Source
+	// Host holds the facts definitions are checked against; nil:
+	// config.LocalHost().
+	Host *config.Host
+	// Clock times retries; nil: the real clock.
+	Clock clockwork.Clock
+	// Version and Commit are the agent's build, as GET / reports them.
+	Version, Commit string
 }
 
 // New returns an agent for cfg, whose file is path (re-read on Reload). It
 // does not touch cgroups, processes or the store.
-func New(cfg *limits.Config, path string, opts Options) *Agent {
+func New(cfg *config.Config, path string, opts Options) *Agent {
 	a := &Agent{
-		log:     opts.Logger,
-		path:    path,
-		cfg:     cfg,
-		reloads: make(chan chan error),
-		ready:   make(chan struct{}),
-		jobs:    map[string]*job{},
-		groups:  map[string]*groupNode{},
-		metrics: newMetricsState(),
-		source:  opts.Source,
+		log:      opts.Logger,
+		path:     path,
+		host:     opts.Host,
+		clock:    opts.Clock,
+		cfg:      cfg,
+		source:   opts.Source,
+		reloads:  make(chan chan error),
+		ready:    make(chan struct{}),
+		jobs:     map[string]*job{},
+		groups:   map[string]*groupNode{},
+		assigned: map[string]bool{},
+		retries:  map[string]*retryState{},
+		handled:  map[string]int64{},
+		build:    [2]string{opts.Version, opts.Commit},
 	}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
-	if s, ok := a.source.(*StaticSource); ok {
-		a.static = s
+	if a.host == nil {
+		a.host = config.LocalHost()
 	}
-	if m, ok := a.source.(Membership); ok {
-		a.member = m
+	if a.clock == nil {
+		a.clock = clockwork.NewRealClock()
 	}
+	if a.source == nil {
+		a.source = source.NewCluster(cfg, a.host)
+	}
+	a.conf.started(cfg, a.clock.Now())
 	return a
 }
 
@@ -99,18 +124,19 @@ func New(cfg *limits.Config, path string, opts Options) *Agent {
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Config returns the configuration in force.
-func (a *Agent) Config() *limits.Config {
+func (a *Agent) Config() *config.Config {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	return a.cfg
 }
 
 // Run opens the cgroup hierarchy, kills whatever an earlier run left in
-// <cgroup_root>/jobs, serves HTTP on the configured listen address, and
-// reconciles until ctx is cancelled. It then stops every worker, removes
-// every cgroup it made and returns nil. It returns an error when the
-// hierarchy cannot be opened, leftovers cannot be removed, or the listen
-// address cannot be bound; in each case nothing is left running.
+// <cgroup_root>/jobs and <cgroup_root>/groups, serves HTTP on the configured listen address, starts
+// its source (joins the cluster) and reconciles until ctx is cancelled. It
+// then stops every worker, removes every cgroup it made and returns nil. It
+// returns an error when another agent holds its data_dir or cgroup root,
+// the hierarchy cannot be opened, leftovers cannot be removed, or the
+// listen address cannot be bound; in each case nothing is left running.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.Config()
 	// Nothing is touched before this agent knows it is the only one on this
@@ -125,63 +151,91 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("listen on %s (agent.listen): %w", cfg.Agent.Listen, err)
 	}
 	defer ln.Close()
+	// TLS and authentication of the listener: a web configuration that
+	// does not load is refused before anything is touched.
+	webTLS, err := api.CheckWebConfig(cfg.Agent.WebConfigFile)
+	if err != nil {
+		return fmt.Errorf("agent.web_config_file: %w", err)
+	}
 
+	// The agent reaps every process of every job (a child subreaper):
+	// refuse to start if it cannot be one.
+	if err := worker.Prepare(); err != nil {
+		return fmt.Errorf("start the worker reaper: %w", err)
+	}
 	hier, err := cgroup.Open(cfg.Agent.CgroupRoot)
 	if err != nil {
 		return fmt.Errorf("open cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
 	}
 	a.hier = hier
 	hier.SetLogger(a.log)
-	a.log.Info("cgroup hierarchy", "mode", modeName(hier.Mode()), "root", cfg.Agent.CgroupRoot)
+	a.log.Info("cgroup hierarchy", "mode", hier.Mode().String(), "root", cfg.Agent.CgroupRoot)
+	warnJournal(a.log, cfg.Agent.LogSink)
 	if err := hier.Prepare(); err != nil {
 		return fmt.Errorf("prepare cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
 	}
 	// A job that nobody claims must not run: kill what an earlier run of the
-	// agent left behind before anything else (CASES C1).
-	if err := hier.Cleanup(ctx, jobsDir); err != nil {
-		return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, jobsDir, err)
+	// agent left behind before anything else (failure case C1).
+	for _, sub := range cgroup.Subtrees() {
+		if err := hier.Cleanup(ctx, sub); err != nil {
+			return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, sub, err)
+		}
 	}
 
+	a.registry, err = metrics.NewRegistry(a.log, a, a)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
 	// until the agent is a member and has reconciled.
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
+		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name})
+	a.mu.Lock()
+	a.handler = h
+	a.mu.Unlock()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	a.log.Info("serving", "listen", ln.Addr().String())
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		serveErr <- api.Serve(ln, srv, cfg.Agent.WebConfigFile, a.log)
+	}()
+	// Other members reach this agent at the address of its member record:
+	// with its scheme when it serves TLS.
+	addr := ln.Addr().String()
+	if webTLS {
+		addr = "https://" + addr
+	}
+	a.log.Info("serving", "listen", ln.Addr().String(), "tls", webTLS, "web_config_file", cfg.Agent.WebConfigFile)
 	defer func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
+		<-served
 	}()
 
-	if a.source == nil {
-		m, err := a.startMembership(ctx, cfg, ln.Addr().String())
-		if err != nil {
-			// Leave no cgroup behind: nothing of ours runs yet.
-			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = hier.Remove(rctx)
-			if ctx.Err() != nil {
-				return nil // asked to stop while joining: a clean stop
-			}
-			return err
+	env := source.Env{Log: a.log, Addr: addr, Fence: a.fenceAll,
+		OnFence: a.registry.Cluster.Fenced, OnRenew: a.registry.Cluster.ObserveRenew}
+	if err := a.source.Start(ctx, env); err != nil {
+		a.source.Close()
+		// Leave no cgroup behind: nothing of ours runs yet.
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hier.Remove(rctx)
+		if ctx.Err() != nil {
+			return nil // asked to stop while joining: a clean stop
 		}
-		defer m.close()
-		a.mu.Lock()
-		a.source, a.member = m, m
-		a.mu.Unlock()
-		a.reg.MustRegister(m)
+		return err
 	}
+	defer a.source.Close()
 
 	err = a.loop(ctx, serveErr)
 
-	if m, ok := a.source.(*memberSource); ok {
-		m.stopping.Store(true) // a lease lost from here on fences, and does not rejoin
-	}
+	a.source.Stopping() // a lease lost from here on fences, and does not rejoin
 	if stopErr := a.stopAll(); stopErr != nil {
 		err = errors.Join(err, stopErr)
 	}
-	a.closeLogs()
+	a.logs.closeAll()
 	return err
 }
 
@@ -194,31 +248,34 @@ const reloadTimeout = 5 * time.Second
 const readyWait = 30 * time.Second
 
 func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
-	// Retry jobs whose cgroup could not be made or whose claim is held.
-	retry := time.NewTicker(500 * time.Millisecond)
-	defer retry.Stop()
 	// Ready once the first reconcile of a published assignment is done
 	// (every assigned job started or failed with a reason), or after
 	// readyWait if no assignment arrives (a store with no leader yet).
-	readyTimer := time.NewTimer(readyWait)
+	readyTimer := a.clock.NewTimer(readyWait)
 	defer readyTimer.Stop()
-	readyC := readyTimer.C
+	readyC := readyTimer.Chan()
 	markReady := func() {
 		a.readyMu.Do(func() { close(a.ready) })
 		readyC = nil
 	}
-	settled := func() {
-		a.mu.RLock()
-		gen := a.desired.Generation
-		a.mu.RUnlock()
-		if gen > 0 {
+	// retryTimer fires when the earliest transient failure (a held claim,
+	// a store error, a cgroup the kernel was busy with) is due again.
+	retryTimer := a.clock.NewTimer(time.Hour)
+	retryTimer.Stop()
+	defer retryTimer.Stop()
+	pass := func(f func()) {
+		done := a.busy()
+		f()
+		done()
+		if d, ok := a.nextRetry(); ok {
+			retryTimer.Reset(d)
+		}
+		if a.Generation() > 0 {
 			markReady()
 		}
 	}
-	done := a.busy()
-	a.reconcile(ctx)
-	done()
-	settled()
+	pass(func() { a.reconcile(ctx, false) })
+	a.warnFile(a.Config(), false)
 	for {
 		select {
 		case <-ctx.Done():
@@ -229,22 +286,29 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 			a.log.Warn("no assignment published yet; reporting ready anyway", "waited", readyWait)
 			markReady()
 		case <-a.source.Changed():
-			done := a.busy()
-			a.reconcile(ctx)
-			done()
-			settled()
+			pass(func() { a.reconcile(ctx, false) })
+			a.warnDeclarations(false)
 		case reply := <-a.reloads:
-			done := a.busy()
-			reply <- a.reload(ctx)
-			done()
-		case <-retry.C:
-			if a.needsRetry() {
-				done := a.busy()
-				a.reconcile(ctx)
-				done()
-			}
+			pass(func() { reply <- a.reload(ctx) })
+		case <-retryTimer.Chan():
+			pass(func() { a.reconcile(ctx, false) })
 		}
 	}
+}
+
+// Handler returns the agent's HTTP API with /metrics, as Run serves it on
+// the listen address; nil before Run has opened the hierarchy.
+func (a *Agent) Handler() http.Handler {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.handler
+}
+
+// Generation is the generation of the assignment the agent runs.
+func (a *Agent) Generation() int64 {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.desired.Generation
 }
 
 // Reload re-reads the configuration file. A file that fails validation is
@@ -268,53 +332,97 @@ func (a *Agent) Reload(ctx context.Context) error {
 }
 
 func (a *Agent) reload(ctx context.Context) error {
-	cfg, err := limits.Load(a.path)
+	data, err := os.ReadFile(a.path)
+	sum := fileHash(data)
+	var cfg *config.Config
 	if err != nil {
-		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "error", err)
+		err = fmt.Errorf("load config %s: %w", a.path, err)
+	} else {
+		cfg, err = config.Parse(a.path, data, a.host)
+	}
+	if err == nil {
+		// The source stores the file's connectors and groups and its
+		// [static] table; a refusal leaves the store and the running jobs
+		// as they were. Bounded: with the store unreachable the reload is
+		// refused in reloadTimeout, and the agent (stop, watchdog) stays
+		// responsive.
+		sctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+		err = a.source.Reload(sctx, cfg)
+		cancel()
+	}
+	if err != nil {
+		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "sha256", sum, "error", err)
+		a.mu.Lock()
+		a.conf.record(a.clock.Now(), sum, err, nil, nil)
+		a.mu.Unlock()
 		return err
 	}
-	if m, ok := a.source.(*memberSource); ok {
-		// The file's connectors and groups are applied (create or update);
-		// the change reaches every agent, this one included, through the
-		// store. A refusal leaves the store and the running jobs as they were.
-		// Bounded: with the store unreachable the reload is refused in
-		// reloadTimeout, and the agent (stop, watchdog) stays responsive.
-		sctx, cancel := context.WithTimeout(ctx, reloadTimeout)
-		defer cancel()
-		if err := m.applyFile(sctx, cfg); err != nil {
-			a.log.Error("reload refused; running jobs left as they were", "config", a.path, "error", err)
-			return err
-		}
-		if nm := memberOf(cfg); changedMember(m.declared(), nm) {
-			if err := m.update(sctx, nm); err != nil {
-				a.log.Error("update the member record with the reloaded [static] table", "error", err)
-			} else {
-				a.log.Info("member record updated", "connectors", nm.Connectors, "tasks", nm.Tasks, "protocol", nm.Protocol)
-			}
-		}
-	}
 	a.mu.Lock()
-	old := a.cfg.Agent
+	old := a.cfg
 	a.cfg = cfg
 	a.mu.Unlock()
-	a.log.Info("reload accepted", "config", a.path)
-	warnRestartOnly(a.log, old, cfg.Agent)
-	if a.static != nil {
-		a.static.Set(cfg)
+	a.envFiles.reload() // read every env_file again
+	changes := config.DiffConfig(old, cfg)
+	a.log.Info("reload accepted", "config", a.path, "sha256", sum, "changes", len(changes))
+	for _, c := range changes {
+		a.log.Info("config changed", "key", c.Key, "old", c.Old, "new", c.New)
+	}
+	warnRestartOnly(a.log, old.Agent, cfg.Agent)
+	if old.Agent.LogSink != cfg.Agent.LogSink {
+		warnJournal(a.log, cfg.Agent.LogSink)
 	}
 	a.reconcile(ctx, true)
+	warnings := a.warnFile(cfg, true)
+	a.mu.Lock()
+	a.conf.record(a.clock.Now(), sum, nil, changes, warnings)
+	a.mu.Unlock()
 	return nil
 }
 
-// changedMember reports whether the member record differs: declarations or
-// protocol.
-func changedMember(a, b assign.Member) bool {
-	return a.Protocol != b.Protocol || !slices.Equal(a.Connectors, b.Connectors) || !slices.Equal(a.Tasks, b.Tasks)
+// warnFile logs the warnings of the file in force and returns them: its
+// values that validate but may not mean what was meant, and its [static]
+// entries that name no job of the file or of the cluster's store (with
+// force, now; else once the source knows the store's workload).
+func (a *Agent) warnFile(cfg *config.Config, force bool) []*config.Problem {
+	var out []*config.Problem
+	for _, w := range cfg.Warnings {
+		if !strings.HasPrefix(w.Key, "static.") {
+			out = append(out, w)
+			a.log.Warn("configuration", "warning", w.Error())
+		}
+	}
+	return append(out, a.warnDeclarations(force)...)
+}
+
+// warnDeclarations logs the [static] entries of the file in force that
+// name no job of the file or of the workload the source knows (the
+// cluster's store) and returns them. Unless force, it does so once, as
+// soon as the source knows a workload.
+func (a *Agent) warnDeclarations(force bool) []*config.Problem {
+	a.mu.Lock()
+	cfg, wl := a.cfg, a.desired.Workload
+	if (!force && a.declWarned) || (wl == nil && !force) {
+		a.mu.Unlock()
+		return nil
+	}
+	a.declWarned = a.declWarned || wl != nil
+	a.mu.Unlock()
+	all := config.Workload{Groups: cfg.Groups, Connectors: cfg.Connectors}
+	where := "this file"
+	if wl != nil {
+		all.Connectors = append(append([]config.Connector(nil), all.Connectors...), wl.Connectors...)
+		where = "this file or the cluster's store"
+	}
+	ws := cfg.CheckDeclarations(&all, where)
+	for _, w := range ws {
+		a.log.Warn("a [static] declaration names no job; it is ignored until one is defined", "warning", w.Error())
+	}
+	return ws
 }
 
 // warnRestartOnly logs the [agent] settings a reload cannot change: they
 // take effect when the agent restarts.
-func warnRestartOnly(log *slog.Logger, old, new limits.Agent) {
+func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 	for _, c := range []struct {
 		key      string
 		old, new string
@@ -324,9 +432,20 @@ func warnRestartOnly(log *slog.Logger, old, new limits.Agent) {
 		{"agent.cgroup_root", old.CgroupRoot, new.CgroupRoot},
 		{"agent.data_dir", old.DataDir, new.DataDir},
 		{"agent.log_dir", old.LogDir, new.LogDir},
+		{"agent.web_config_file", old.WebConfigFile, new.WebConfigFile},
 	} {
 		if c.old != c.new {
 			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)
 		}
+	}
+}
+
+// warnJournal warns when log_sink = "journal" but this host has no journal
+// to write to (no /run/systemd/journal/socket, sd_journal_send(3)): jobs'
+// output then goes only to their files, and without this line nothing would
+// say so.
+func warnJournal(log *slog.Logger, sink string) {
+	if sink == "journal" && !journal.Enabled() {
+		log.Warn("log_sink = \"journal\" but this host has no journal (no /run/systemd/journal/socket): job output goes to the log files only", "key", "agent.log_sink")
 	}
 }

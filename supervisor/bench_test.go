@@ -11,15 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/worker"
 )
-
-func TestMain(m *testing.M) {
-	// Workers start through this test binary re-executed as the helper.
-	worker.MaybeRunHelper()
-	os.Exit(m.Run())
-}
 
 // startAgent runs an agent in this process on the given connectors and
 // waits until it is ready. The agent is stopped in cleanup.
@@ -36,7 +30,7 @@ func startAgent(tb testing.TB, body string) *Agent {
 	if err := os.WriteFile(path, []byte(cfgText), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	cfg, err := limits.Load(path)
+	cfg, err := config.Load(path, config.LocalHost())
 	if err != nil {
 		tb.Fatal(err)
 	}

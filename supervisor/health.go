@@ -47,7 +47,6 @@ func (a *Agent) Summary() string {
 		js = append(js, j)
 	}
 	gen := a.desired.Generation
-	member := a.member
 	a.mu.RUnlock()
 	var running, failed, waiting, other int
 	for _, j := range js {
@@ -64,10 +63,11 @@ func (a *Agent) Summary() string {
 			other++
 		}
 	}
-	state := StateMember
-	if member != nil {
-		state = member.Info().State
+	state := a.source.Info().State
+	jobs := "jobs"
+	if running == 1 {
+		jobs = "job"
 	}
-	return fmt.Sprintf("%s; %d jobs running, %d failed, %d waiting for a claim, %d other; assignment generation %d",
-		state, running, failed, waiting, other, gen)
+	return fmt.Sprintf("%s; %d %s running, %d failed, %d waiting for a claim, %d other; assignment generation %d",
+		state, running, jobs, failed, waiting, other, gen)
 }

@@ -13,38 +13,71 @@ import (
 // lockDir holds the agents' cgroup-root locks (FHS /run/lock).
 const lockDir = "/run/lock/berth"
 
+// heldLock is a lock file this process holds.
+type heldLock struct {
+	path string
+	f    *os.File
+}
+
+// release removes the lock file and then closes it (which ends the lock):
+// an agent that stops cleanly leaves no file behind. Removing it while
+// still holding the lock is safe with lockFile's check that the path
+// still names the file it locked: a process that opened the old file
+// meanwhile gets its lock but sees the path gone, and tries again.
+func (l *heldLock) release() {
+	_ = os.Remove(l.path)
+	_ = l.f.Close()
+}
+
 // lockFile takes an exclusive, non-blocking flock(2) on path (created if
-// missing) and returns the open file that holds it; the lock ends when the
-// file is closed or the process dies, so a killed agent never leaves a
-// stale lock. It returns an error naming what holds the lock when another
+// missing), writes this process's PID into it and returns it held; the
+// lock ends when the file is closed or the process dies, so a killed agent
+// never leaves a stale lock (only a stale file, which the next agent
+// takes over). It returns an error naming what holds the lock when another
 // process has it.
-func lockFile(path, what string) (*os.File, error) {
+func lockFile(path, what string) (*heldLock, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", what, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", what, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another berth agent (pid %s) already uses %s (lock %s): refusing to start, nothing was touched",
-				strings.TrimSpace(string(holder)), what, path)
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", what, err)
 		}
-		return nil, fmt.Errorf("lock %s (%s): %w", what, path, err)
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			holder, _ := os.ReadFile(path)
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("another berth agent (pid %s) already uses %s (lock %s): refusing to start, nothing was touched",
+					strings.TrimSpace(string(holder)), what, path)
+			}
+			return nil, fmt.Errorf("lock %s (%s): %w", what, path, err)
+		}
+		// The previous holder may have removed the file between our open
+		// and our lock: then we hold a lock nobody else can see.
+		held, err1 := f.Stat()
+		named, err2 := os.Stat(path)
+		if err1 != nil || err2 != nil || !os.SameFile(held, named) {
+			f.Close()
+			continue
+		}
+		_ = f.Truncate(0)
+		_, _ = fmt.Fprintf(f, "%d\n", os.Getpid())
+		return &heldLock{path: path, f: f}, nil
 	}
-	_ = f.Truncate(0)
-	_, _ = fmt.Fprintf(f, "%d\n", os.Getpid())
-	return f, nil
 }
+
+// LockFile is the lock file of the agent that uses dataDir: while that
+// agent runs it holds an exclusive flock(2) on it, and the file holds the
+// agent's PID and a newline (`berth reload` reads it to signal the agent).
+// The agent removes it when it stops cleanly.
+func LockFile(dataDir string) string { return filepath.Join(dataDir, "agent.lock") }
 
 // lockAgent makes sure no other agent on this host uses the same data_dir
 // (its embedded etcd) or the same cgroup root (whose leftovers an agent
 // kills at start-up), before the agent touches either.
 func lockAgent(dataDir, cgroupRoot string) (release func(), err error) {
-	d, err := lockFile(filepath.Join(dataDir, "agent.lock"), "data_dir "+dataDir)
+	d, err := lockFile(LockFile(dataDir), "data_dir "+dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -54,10 +87,10 @@ func lockAgent(dataDir, cgroupRoot string) (release func(), err error) {
 	}
 	c, err := lockFile(filepath.Join(lockDir, "cgroup-"+name+".lock"), fmt.Sprintf("cgroup_root %q", cgroupRoot))
 	if err != nil {
-		d.Close()
+		d.release()
 		return nil, err
 	}
-	return func() { c.Close(); d.Close() }, nil
+	return func() { c.release(); d.release() }, nil
 }
 
 // ownCgroupName names this process's cgroup (the delegated root) for a lock

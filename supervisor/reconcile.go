@@ -4,42 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/worker"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// jobsDir is where job cgroups live under the agent's root (DESIGN.md,
-// "cgroup layout").
-const jobsDir = "jobs"
-
 // job is one assigned job as the agent runs it.
 type job struct {
-	spec  limits.Job
+	spec  config.Job
 	res   *specs.LinuxResources
 	group *cgroup.Group
 	w     *worker.Worker
 	// err is why the job could not be started (its cgroup could not be
-	// made, its limits could not be resolved); the job is then retried.
-	err string
+	// made, its limits could not be resolved, its claim could not be
+	// taken); permanent says the error cannot heal by waiting (the kernel
+	// refused a value): the job is then retried only on reload or when its
+	// definition changes, else with backoff.
+	err       string
+	permanent bool
 	// holder is the member that holds the job's claim while this agent
-	// waits for it; the job is retried until the claim is free.
+	// waits for it; the job is retried with backoff until the claim is free.
 	holder string
 	// claimed is true once this agent holds the job's claim.
 	claimed bool
+	// held is the target state of the job's connector while it keeps the
+	// job from running here (paused or stopped), "" otherwise; a held job
+	// has no worker, no cgroup and no claim. heldBy and heldAt say who set
+	// it and when.
+	held   config.TargetState
+	heldBy string
+	heldAt time.Time
+	// restarting is set while the job is stopped to carry out a restart
+	// request; a new job replaces it.
+	restarting bool
+	// blocked is why the job's new definition cannot start on this host
+	// (its user, program or working directory is missing): the running
+	// worker keeps the previous definition meanwhile. "" when none.
+	blocked string
 }
-
-// Waiting is the state of a job whose claim another member still holds.
-const Waiting worker.State = "waiting"
 
 // groupNode is a sharing group's parent cgroup, holding the group's limits.
 type groupNode struct {
@@ -49,92 +62,200 @@ type groupNode struct {
 	group  *cgroup.Group
 }
 
-// cgroupRel is the job's cgroup path relative to the agent's root.
-func cgroupRel(j limits.Job) string {
-	if j.Group != "" {
-		return path.Join(jobsDir, groupDir(j.Group), j.ID)
-	}
-	return path.Join(jobsDir, j.ID)
-}
-
-func groupDir(name string) string { return "g-" + name }
+// cgroupRel is the job's cgroup path relative to the agent's root
+// (cgroup.JobRel: jobs and groups in separate subtrees, one-to-one).
+func cgroupRel(j config.Job) string { return cgroup.JobRel(j.ID, j.Group) }
 
 // reconcile makes the running jobs match the source's assignment and the
 // configuration in force: stop what is no longer assigned, restart what
 // changed in a way that needs a new process, update limits in place, start
-// what is missing.
+// what is missing, and try again the jobs whose start failed for a reason
+// that may have passed (when their backoff is due). It also carries out
+// the operators' actions (actions.go): a job of a paused or stopped
+// connector is stopped and held, one whose connector runs again is
+// started, and a requested restart stops and starts its job once.
 //
-// With retryFailed (a reload), jobs whose command could not be started are
-// tried again: the operator may have fixed what was missing.
-func (a *Agent) reconcile(ctx context.Context, retryFailed ...bool) {
-	retry := len(retryFailed) > 0 && retryFailed[0]
-	desired, err := a.source.Desired(ctx)
-	if err != nil {
-		a.log.Error("read assignment", "error", err)
-		return
-	}
+// With retryFailed (a reload), every job whose start failed is tried again,
+// permanent failures included: the operator may have fixed what was
+// missing.
+func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
+	desired := a.source.Desired()
 	a.mu.RLock()
 	cfg := a.cfg
 	a.mu.RUnlock()
 
-	defs := map[string]limits.Job{}
+	defs := map[string]config.Job{}
 	if desired.Workload != nil {
 		for _, j := range desired.Workload.Jobs(cfg.Agent.StopTimeout) {
 			defs[j.ID] = j
 		}
 	}
-	want := map[string]limits.Job{}
+	want := map[string]config.Job{}
 	for _, id := range desired.Jobs {
 		if j, ok := defs[id]; ok {
 			want[id] = j
 		}
 	}
 
-	// Stop removed and respawn-needing jobs, all at once.
+	envErrs := a.resolveEnvFiles(want)
+
+	// Operator actions: jobs held by a paused or stopped connector, restart
+	// requests to carry out now.
+	acts := a.planActions(desired, want)
+	run := map[string]config.Job{} // the wanted jobs that may run
+	for id, j := range want {
+		if _, held := acts.held[id]; !held {
+			run[id] = j
+		}
+	}
+
+	// Stop removed, respawn-needing, newly held and restarting jobs, all
+	// at once. A running job whose new definition cannot start here (its
+	// user, program or working directory is missing) is not stopped: it
+	// keeps running its previous definition, and the reason is reported,
+	// until the new one can start (a requested restart waits for that
+	// too). A paused or stopped connector's job is stopped whatever its
+	// definition.
 	var stop []*job
+	keepOld := map[string]bool{}
 	a.mu.RLock()
-	for id, j := range a.jobs {
+	current := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		current = append(current, j)
+	}
+	a.mu.RUnlock()
+	sort.Slice(current, func(i, k int) bool { return current[i].spec.ID < current[k].spec.ID })
+	for _, j := range current {
+		id := j.spec.ID
 		nj, ok := want[id]
-		if !ok || needsRestart(j.spec, nj) || (retry && j.w != nil && j.w.Status().State == worker.Failed) {
+		_, hold := acts.held[id]
+		restart := ok && needsRestart(j.spec, nj)
+		if restart && !hold && j.live() {
+			if err := a.host.CheckJob(nj); err != nil {
+				keepOld[id] = true
+				delete(acts.restart, id)
+				a.holdJob(j, nj, err)
+				continue
+			}
+		}
+		a.unholdJob(j)
+		_, requested := acts.restart[id]
+		if !ok || restart || (retryFailed && j.w != nil && j.w.Status().State == worker.Failed) ||
+			(hold && j.held == "") || requested {
+			if ok && restart && j.held == "" {
+				a.log.Info("job definition changed; restarting it", "job_id", id, "changes", changeList(config.DiffJobs(j.spec, nj)))
+			}
+			a.mu.Lock()
+			j.restarting = requested
+			a.mu.Unlock()
 			stop = append(stop, j)
 		}
 	}
-	a.mu.RUnlock()
-	a.stopJobs(stop, cfg.Agent.StopTimeout)
+	_ = a.stopJobs(stop, cfg.Agent.StopTimeout)
 
 	// Group nodes first: a job's cgroup lives inside its group's.
-	a.reconcileGroups(desired.Workload, want)
+	a.reconcileGroups(desired.Workload, run)
 
 	ids := make([]string, 0, len(want))
 	for id := range want {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	now := a.clock.Now()
 	for _, id := range ids {
+		if keepOld[id] {
+			continue // runs its previous definition
+		}
 		nj := want[id]
+		if t, held := acts.held[id]; held {
+			a.hold(nj, t)
+			continue
+		}
 		a.mu.RLock()
 		cur := a.jobs[id]
+		due := a.retryDue(id, now)
 		a.mu.RUnlock()
 		switch {
-		case cur == nil:
+		case envErrs[id] != nil:
+			a.envFailed(cur, nj, envErrs[id])
+		case cur == nil || cur.held != "":
 			a.startJob(ctx, cfg, nj)
 		case cur.err != "" || cur.holder != "":
-			a.startJob(ctx, cfg, nj) // replaces cur
+			if retryFailed || (!cur.permanent && due) || !sameDefinition(cur.spec, nj) {
+				a.startJob(ctx, cfg, nj) // replaces cur
+			}
 		default:
 			a.updateJob(cur, nj)
 		}
 	}
 
-	a.removeUnusedGroups(want)
-	keep := map[string]bool{}
+	a.removeUnusedGroups(run)
+	a.finishActions(ctx, desired, want, acts)
+	keep := make(map[string]bool, len(want))
 	for id := range want {
 		keep[id] = true
 	}
-	a.metrics.retain(keep)
 	a.mu.Lock()
-	a.desired = desired
+	for id := range a.retries {
+		if !keep[id] {
+			delete(a.retries, id)
+		}
+	}
+	a.desired, a.assigned = desired, keep
 	a.mu.Unlock()
 }
+
+// live reports whether the job's worker is running (or starting): an
+// instance worth keeping when its replacement cannot start.
+func (j *job) live() bool {
+	if j.w == nil {
+		return false
+	}
+	st := j.w.Status().State
+	return st == worker.Running || st == worker.Starting
+}
+
+// holdJob keeps job j running its previous definition because nj cannot
+// start on this host (err), reports why (log once per reason, status,
+// berth_job_update_blocked) and checks again with backoff: the missing
+// user, program or directory may appear without any change of definition.
+func (a *Agent) holdJob(j *job, nj config.Job, err error) {
+	msg := fmt.Sprintf("new definition cannot start on this host, the previous one keeps running: %v", err)
+	a.mu.Lock()
+	changed := j.blocked != msg
+	j.blocked = msg
+	a.failedTransiently(j.spec.ID, retry.Store())
+	a.mu.Unlock()
+	if changed {
+		a.log.Error("job keeps its previous definition: the new one cannot start on this host", "job_id", j.spec.ID,
+			"error", err, "changes", changeList(config.DiffJobs(j.spec, nj)))
+	}
+}
+
+// unholdJob clears a hold of job j (its definition can start now, or is
+// the running one again) and its re-check backoff.
+func (a *Agent) unholdJob(j *job) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j.blocked != "" {
+		j.blocked = ""
+		if j.err == "" && j.holder == "" {
+			delete(a.retries, j.spec.ID)
+		}
+	}
+}
+
+// changeList formats changes for one log attribute: "k: a → b; k2: c → d".
+func changeList(cs []config.Change) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// sameDefinition reports whether a job's definition is unchanged.
+func sameDefinition(old, new config.Job) bool { return reflect.DeepEqual(old, new) }
 
 // needsRestart reports whether going from old to new needs a new process
 // (and a new cgroup): anything but the limits changed, or a limit was
@@ -142,41 +263,13 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed ...bool) {
 // one has no value to write that means "as if never set" in every
 // controller (v1 pids.max, blkio throttles, cpuset), so the job's cgroup is
 // made anew.
-func needsRestart(old, new limits.Job) bool {
+func needsRestart(old, new config.Job) bool {
 	o, n := old.Process, new.Process
 	o.Limits, n.Limits = limits.Limits{}, limits.Limits{}
-	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limitsRemoved(old.Process.Limits, new.Process.Limits)
+	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limits.Removed(old.Process.Limits, new.Process.Limits)
 }
 
-// limitsRemoved reports whether a limit set in old is unset in new.
-func limitsRemoved(old, new limits.Limits) bool {
-	gone := func(o, n bool) bool { return o && !n }
-	if gone(old.CPU > 0, new.CPU > 0) || gone(old.CPUWeight > 0, new.CPUWeight > 0) ||
-		gone(old.Cpuset != "", new.Cpuset != "") || gone(old.Memory > 0, new.Memory > 0) ||
-		gone(old.MemoryHigh > 0, new.MemoryHigh > 0) || gone(old.MemorySwap > 0, new.MemorySwap > 0) ||
-		gone(old.Pids > 0, new.Pids > 0) || gone(old.IOWeight > 0, new.IOWeight > 0) {
-		return true
-	}
-	rates := func(l limits.Limits) map[string][4]bool {
-		m := map[string][4]bool{}
-		for _, io := range l.IO {
-			m[io.Device] = [4]bool{io.ReadBPS > 0, io.WriteBPS > 0, io.ReadIOPS > 0, io.WriteIOPS > 0}
-		}
-		return m
-	}
-	nr := rates(new)
-	for dev, o := range rates(old) {
-		n := nr[dev]
-		for i := range o {
-			if gone(o[i], n[i]) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (a *Agent) reconcileGroups(wl *limits.Workload, want map[string]limits.Job) {
+func (a *Agent) reconcileGroups(wl *config.Workload, want map[string]config.Job) {
 	used := map[string]bool{}
 	for _, j := range want {
 		if j.Group != "" {
@@ -202,21 +295,25 @@ func (a *Agent) reconcileGroups(wl *limits.Workload, want map[string]limits.Job)
 		cur := a.groups[g.Name]
 		a.mu.RUnlock()
 		if cur != nil {
-			if limitsRemoved(cur.limits, g.Limits) {
+			if limits.Removed(cur.limits, g.Limits) {
 				a.log.Warn("a limit was removed from a sharing group: it stays in force until the group's jobs are all stopped and its cgroup is made anew", "group", g.Name)
 			}
+			a.mu.Lock()
+			old := cur.limits
 			cur.limits = g.Limits
+			a.mu.Unlock()
 			if !reflect.DeepEqual(cur.res, res) {
 				if err := cur.group.Update(res); err != nil {
 					a.log.Error("update group cgroup", "group", g.Name, "error", err)
 					continue
 				}
 				cur.res = res
-				a.log.Info("group limits updated in place", "group", g.Name)
+				a.log.Info("group limits updated in place", "group", g.Name,
+					"changes", changeList(config.DiffJobs(config.Job{Process: config.Process{Limits: old}}, config.Job{Process: config.Process{Limits: g.Limits}})))
 			}
 			continue
 		}
-		cg, err := a.hier.New(path.Join(jobsDir, groupDir(g.Name)), res)
+		cg, err := a.hier.New(cgroup.GroupRel(g.Name), res)
 		if err != nil {
 			a.log.Error("create group cgroup", "group", g.Name, "error", err)
 			continue
@@ -227,7 +324,7 @@ func (a *Agent) reconcileGroups(wl *limits.Workload, want map[string]limits.Job)
 	}
 }
 
-func (a *Agent) removeUnusedGroups(want map[string]limits.Job) {
+func (a *Agent) removeUnusedGroups(want map[string]config.Job) {
 	used := map[string]bool{}
 	for _, j := range want {
 		used[j.Group] = true
@@ -254,68 +351,95 @@ func (a *Agent) removeUnusedGroups(want map[string]limits.Job) {
 	}
 }
 
-// startJob takes the job's claim (in a cluster), makes its cgroup with its
-// limits and starts its worker in it. A claim held by another member leaves
-// the job waiting; a failure is recorded on the job (state "failed"). Both
-// are retried later; neither stops the agent.
-func (a *Agent) startJob(ctx context.Context, cfg *limits.Config, j limits.Job) {
+// startJob takes the job's claim, makes its cgroup with its limits and
+// starts its worker in it. A claim held by another member leaves the job
+// waiting; a failure is recorded on the job (state "failed"). A transient
+// failure (the store, a busy kernel) is retried with backoff; a permanent
+// one (the kernel refuses a limit, a device is gone) only on reload or when
+// the definition changes. Neither stops the agent.
+func (a *Agent) startJob(ctx context.Context, cfg *config.Config, j config.Job) {
 	a.fenceMu.RLock()
 	defer a.fenceMu.RUnlock()
 	nj := &job{spec: j}
-	if c, ok := a.source.(Claimer); ok {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		got, holder, err := c.Claim(cctx, j.ID)
-		cancel()
-		switch {
-		case err != nil:
-			nj.holder = "?"
-			nj.err = fmt.Sprintf("claim: %v", err)
-		case !got:
-			nj.holder = holder
-		default:
-			nj.claimed = true
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	got, holder, err := a.source.Claim(cctx, j.ID)
+	cancel()
+	switch {
+	case err != nil:
+		nj.holder = "?"
+		nj.err = fmt.Sprintf("claim: %v", err)
+	case !got:
+		nj.holder = holder
+	default:
+		nj.claimed = true
+	}
+	if nj.claimed && a.fencing.Load() {
+		return // fencing: the claim goes with the lease
+	}
+	if !nj.claimed {
+		a.mu.Lock()
+		prev := a.jobs[j.ID]
+		a.jobs[j.ID] = nj
+		a.failedTransiently(j.ID, retry.Claim())
+		a.mu.Unlock()
+		if prev == nil || prev.holder != nj.holder {
+			a.log.Info("job waits for its claim", "job_id", j.ID, "holder", nj.holder, "error", nj.err)
 		}
-		if nj.claimed && a.fencing.Load() {
-			return // fencing: the claim goes with the lease
-		}
-		if !nj.claimed {
-			a.mu.Lock()
-			prev := a.jobs[j.ID]
-			a.jobs[j.ID] = nj
-			a.mu.Unlock()
-			if prev == nil || prev.holder != nj.holder {
-				a.log.Info("job waits for its claim", "job_id", j.ID, "holder", nj.holder, "error", nj.err)
-			}
-			return
-		}
+		return
 	}
 	res, notes, err := j.Process.Limits.Resources(nil)
 	for _, n := range notes {
 		a.log.Info("job limits", "job_id", j.ID, "note", n)
 	}
-	if err == nil {
+	if err != nil {
+		nj.permanent = true // the device of an io limit does not resolve
+	} else {
 		nj.res = res
 		nj.group, err = a.hier.New(cgroupRel(j), res)
+		if err != nil {
+			nj.permanent = permanent(err)
+			// Leave no half-made cgroup behind (failure case C16).
+			if g, lerr := a.hier.Load(cgroupRel(j)); lerr == nil {
+				dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+				_ = g.Delete(dctx)
+				dcancel()
+			}
+			nj.group = nil
+		}
 	}
 	if err != nil {
 		nj.err = fmt.Sprintf("create cgroup: %v", err)
-		a.log.Error("start job", "job_id", j.ID, "error", err)
 		a.mu.Lock()
 		a.jobs[j.ID] = nj
+		if !nj.permanent {
+			a.failedTransiently(j.ID, retry.Store())
+		}
 		a.mu.Unlock()
+		if nj.permanent {
+			a.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", j.ID, "error", err)
+		} else {
+			a.log.Error("job failed to start; retrying with backoff", "job_id", j.ID, "error", err)
+		}
 		return
 	}
 	nj.w = worker.New(a.workerSpec(cfg, j, nj.group, a.cgroupPath(j)))
 	a.mu.Lock()
 	a.jobs[j.ID] = nj
+	delete(a.retries, j.ID)
 	a.mu.Unlock()
 	nj.w.Start()
 	a.log.Info("job starting", "job_id", j.ID, "cgroup", a.cgroupPath(j))
 }
 
+// permanent reports whether a cgroup error cannot heal by waiting: the
+// kernel refused a value (EINVAL, ERANGE) or a device does not exist.
+func permanent(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ERANGE) || errors.Is(err, syscall.ENODEV)
+}
+
 // fenceAll kills every worker at once, without grace, and forgets every
 // job: the agent's membership can no longer be proven, so another member
-// may soon claim its jobs (DESIGN.md, "fencing"). It kills first, without
+// may soon claim its jobs (docs/design.md, "Fencing"). It kills first, without
 // waiting for anything (a start in progress may hold fenceMu while its
 // claim call runs), then takes fenceMu, so that no start can slip in, and
 // kills again whatever started meanwhile. It returns an error when a job's
@@ -384,25 +508,26 @@ func (a *Agent) fenceAll() error {
 }
 
 // cgroupPath is the job's cgroup as /proc/PID/cgroup names it.
-func (a *Agent) cgroupPath(j limits.Job) string {
+func (a *Agent) cgroupPath(j config.Job) string {
 	return path.Join("/", a.hier.Root(), cgroupRel(j))
 }
 
-func (a *Agent) workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cgPath string) worker.Spec {
+func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cgPath string) worker.Spec {
 	stop := cfg.Agent.StopTimeout
 	if j.Process.StopTimeout > 0 {
 		stop = j.Process.StopTimeout
 	}
-	var out io.Writer = a.jobLog(cfg, j.ID)
-	if js := journalSink(cfg, j.ID); js != nil {
-		out = io.MultiWriter(out, js)
+	out := a.logs.writer(cfg, j.ID)
+	dir := j.Process.Dir
+	if dir == "" {
+		dir = "/" // as systemd's WorkingDirectory= defaults for a system service
 	}
 	return worker.Spec{
 		JobID:       j.ID,
 		Path:        j.Process.Command[0],
 		Args:        j.Process.Command,
 		Env:         j.Env(cgPath),
-		Dir:         j.Process.Dir,
+		Dir:         dir,
 		User:        j.Process.User,
 		Restart:     worker.Policy(j.Process.Restart),
 		StopTimeout: stop,
@@ -412,50 +537,31 @@ func (a *Agent) workerSpec(cfg *limits.Config, j limits.Job, g *cgroup.Group, cg
 	}
 }
 
-// jobLog is the job's rotating log file, <log_dir>/<job_id>.log. One writer
-// per job ID serves every worker the job ever has in this agent's life: the
-// rotation library keeps a goroutine per writer even after Close, so making
-// a new one per worker would leak one each time a job is restarted anew.
-func (a *Agent) jobLog(cfg *limits.Config, id string) io.Writer {
-	a.logsMu.Lock()
-	defer a.logsMu.Unlock()
-	if a.logs == nil {
-		a.logs = map[string]io.WriteCloser{}
-	}
-	w, ok := a.logs[id]
-	if !ok {
-		w = worker.LogConfig{
-			Path:     path.Join(cfg.Agent.LogDir, id+".log"),
-			MaxBytes: cfg.Agent.LogMaxSize,
-			MaxFiles: cfg.Agent.LogMaxFiles,
-		}.Open()
-		a.logs[id] = w
-	}
-	return w
-}
-
-// closeLogs closes every job log file (at agent stop).
-func (a *Agent) closeLogs() {
-	a.logsMu.Lock()
-	defer a.logsMu.Unlock()
-	for id, w := range a.logs {
-		_ = w.Close()
-		delete(a.logs, id)
-	}
-}
-
 // logTransitions logs a worker's state changes in the agent's own log, one
 // line per event, so that `journalctl -u berth` tells what happened to
 // every job without reading its output.
+//
+// While the agent fences, an exit is fencing's kill, not the job's doing:
+// it is logged as such (at INFO, after the fencing line that says why),
+// never as a crash to restart.
 func (a *Agent) logTransitions(id string) func(worker.Status) {
 	return func(st worker.Status) {
+		if a.fencing.Load() && (st.State == worker.Exited || st.State == worker.BackingOff) {
+			a.log.Info("job killed by fencing", "job_id", id, "exit", st.LastExit.Reason)
+			return
+		}
 		switch st.State {
 		case worker.Running:
 			a.log.Info("job running", "job_id", id, "pid", st.PID, "restarts", st.Restarts)
 		case worker.Failed:
 			a.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", id, "reason", st.Reason)
 		case worker.Exited:
-			a.log.Warn("job exited; its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason)
+			if st.LastExit.Code == 0 {
+				a.log.Info("job exited cleanly; its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason)
+			} else {
+				a.log.Error("job failed: it exited and its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason,
+					"oom_killed", st.LastExit.OOMKilled)
+			}
 		case worker.BackingOff:
 			a.log.Warn("job exited; restarting", "job_id", id, "exit", st.LastExit.Reason,
 				"oom_killed", st.LastExit.OOMKilled, "restart_at", st.NextRestart.Format(time.RFC3339Nano))
@@ -463,17 +569,8 @@ func (a *Agent) logTransitions(id string) func(worker.Status) {
 	}
 }
 
-// journalSink is where a job's output goes besides its file: the systemd
-// journal when log_sink = "journal", else nowhere.
-func journalSink(cfg *limits.Config, id string) io.Writer {
-	if cfg.Agent.LogSink == "journal" {
-		return &worker.JournalWriter{JobID: id}
-	}
-	return nil
-}
-
 // updateJob applies changed limits in place: the process keeps running.
-func (a *Agent) updateJob(cur *job, nj limits.Job) {
+func (a *Agent) updateJob(cur *job, nj config.Job) {
 	res, notes, err := nj.Process.Limits.Resources(nil)
 	if err != nil {
 		a.log.Error("job limits", "job_id", nj.ID, "error", err)
@@ -487,7 +584,7 @@ func (a *Agent) updateJob(cur *job, nj limits.Job) {
 			a.log.Error("update job cgroup; old limits stay", "job_id", nj.ID, "error", err)
 			return
 		}
-		a.log.Info("job limits updated in place", "job_id", nj.ID)
+		a.log.Info("job limits updated in place", "job_id", nj.ID, "changes", changeList(config.DiffJobs(cur.spec, nj)))
 	}
 	a.mu.Lock()
 	cur.res, cur.spec = res, nj
@@ -534,10 +631,10 @@ func (a *Agent) stopJob(j *job, grace time.Duration) error {
 		a.log.Info("job stopped", "job_id", j.spec.ID)
 	}
 	// Only once no process of the job is left may another member claim it
-	// (DESIGN.md rule 7). A failed stop keeps the claim until the lease
+	// (assignment rule 7). A failed stop keeps the claim until the lease
 	// ends: never two workers for one job.
-	if c, ok := a.source.(Claimer); ok && j.claimed && err == nil {
-		if rerr := c.Release(ctx, j.spec.ID); rerr != nil {
+	if j.claimed && err == nil {
+		if rerr := a.source.Release(ctx, j.spec.ID); rerr != nil {
 			a.log.Warn("release claim", "job_id", j.spec.ID, "error", rerr)
 		}
 	}
@@ -549,17 +646,6 @@ func (a *Agent) removeJob(id string) {
 	a.mu.Lock()
 	delete(a.jobs, id)
 	a.mu.Unlock()
-}
-
-func (a *Agent) needsRetry() bool {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	for _, j := range a.jobs {
-		if j.err != "" || j.holder != "" {
-			return true
-		}
-	}
-	return false
 }
 
 // stopAll stops every job and removes every cgroup the agent made,
@@ -576,8 +662,10 @@ func (a *Agent) stopAll() error {
 	a.removeUnusedGroups(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if cerr := a.hier.Cleanup(ctx, jobsDir); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("remove %s: %w", jobsDir, cerr))
+	for _, sub := range cgroup.Subtrees() {
+		if cerr := a.hier.Cleanup(ctx, sub); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove %s: %w", sub, cerr))
+		}
 	}
 	// Leave no cgroup behind: the root too, unless it is the cgroup systemd
 	// delegated to the agent (which systemd owns).
@@ -585,35 +673,4 @@ func (a *Agent) stopAll() error {
 		err = errors.Join(err, rerr)
 	}
 	return err
-}
-
-// memberOf is the agent's own member record: its [static] declarations.
-func memberOf(cfg *limits.Config) assign.Member {
-	return assign.Member{
-		ID:         cfg.Agent.ID,
-		Protocol:   assign.Protocol(cfg.Cluster.Protocol),
-		Connectors: cfg.Static.Connectors,
-		Tasks:      cfg.Static.Tasks,
-	}
-}
-
-// connectorsOf is the workload as assignment sees it.
-func connectorsOf(wl *limits.Workload) []assign.Connector {
-	out := make([]assign.Connector, 0, len(wl.Connectors))
-	for _, c := range wl.Connectors {
-		out = append(out, assign.Connector{Name: c.Name, Run: c.Run != nil, Tasks: c.Tasks, Group: c.Group})
-	}
-	return out
-}
-
-func modeName(m cgroup.Mode) string {
-	switch m {
-	case cgroup.Legacy:
-		return "legacy"
-	case cgroup.Hybrid:
-		return "hybrid"
-	case cgroup.Unified:
-		return "unified"
-	}
-	return "unavailable"
 }

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/api"
 )
 
 var berthBin string
@@ -148,6 +148,13 @@ func (e *env) write(body string) {
 // start runs the agent and waits until it answers /healthz.
 func (e *env) start() {
 	e.t.Helper()
+	e.startWith(http.DefaultClient, "http://"+e.addr)
+}
+
+// startWith runs the agent and waits until it answers GET base/healthz
+// through c (an agent that serves TLS and asks for credentials).
+func (e *env) startWith(c *http.Client, base string) {
+	e.t.Helper()
 	e.cmd = exec.Command(berthBin, "agent", "--config", e.config)
 	e.out = &syncBuffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
@@ -156,14 +163,16 @@ func (e *env) start() {
 	}
 	e.waited = make(chan error, 1)
 	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(e.cmd, e.waited)
-	eventually(e.t, 20*time.Second, "agent /healthz", func() bool {
+	// Ready can take a session TTL (10 s) when the agent restarts before its
+	// previous session's lease expired, and longer on a loaded machine.
+	eventually(e.t, 60*time.Second, "agent /healthz", func() bool {
 		select {
 		case err := <-e.waited:
 			e.waited <- err
 			e.t.Fatalf("agent exited early: %v\n%s", err, e.out)
 		default:
 		}
-		resp, err := http.Get("http://" + e.addr + "/healthz")
+		resp, err := c.Get(base + "/healthz")
 		if err != nil {
 			return false
 		}
@@ -196,10 +205,22 @@ func (e *env) cleanup() {
 	for _, dir := range e.cgroupDirs() {
 		killTree(dir)
 	}
+	// An agent killed here had no chance to remove its cgroup-root lock
+	// file (a clean stop removes it); the next agent would take it over,
+	// but no agent ever uses this test's root again.
+	_ = os.Remove(e.cgroupLock())
 	if e.t.Failed() && e.out != nil {
 		e.t.Logf("agent output:\n%s", e.out)
 	}
 }
+
+// cgroupLock is the lock file of this test's cgroup root.
+func (e *env) cgroupLock() string {
+	return filepath.Join("/run/lock/berth", "cgroup-"+e.root+".lock")
+}
+
+// dataLock is the lock file of this test's data_dir (with its agent's PID).
+func (e *env) dataLock() string { return filepath.Join(e.dir, "data", "agent.lock") }
 
 // cgroupDirs lists the root of this test's cgroups in every hierarchy.
 func (e *env) cgroupDirs() []string {
@@ -277,11 +298,11 @@ func getJSON(t testing.TB, url string, v any) int {
 	return resp.StatusCode
 }
 
-func (e *env) jobs() map[string]supervisor.JobInfo {
+func (e *env) jobs() map[string]api.Job {
 	e.t.Helper()
-	var js []supervisor.JobInfo
+	var js []api.Job
 	getJSON(e.t, "http://"+e.addr+"/v1/jobs", &js)
-	out := map[string]supervisor.JobInfo{}
+	out := map[string]api.Job{}
 	for _, j := range js {
 		out[j.ID] = j
 	}
@@ -289,9 +310,9 @@ func (e *env) jobs() map[string]supervisor.JobInfo {
 }
 
 // waitRunning waits until every named job is running and returns the jobs.
-func (e *env) waitRunning(ids ...string) map[string]supervisor.JobInfo {
+func (e *env) waitRunning(ids ...string) map[string]api.Job {
 	e.t.Helper()
-	var js map[string]supervisor.JobInfo
+	var js map[string]api.Job
 	eventually(e.t, 20*time.Second, fmt.Sprintf("jobs %v running", ids), func() bool {
 		js = e.jobs()
 		for _, id := range ids {

@@ -112,6 +112,8 @@ type clusterSpec struct {
 type agent struct {
 	*env
 	id string
+	// agentKeys are more lines of its [agent] table (web_config_file).
+	agentKeys string
 }
 
 func newAgent(t testing.TB, id string) *agent {
@@ -134,12 +136,12 @@ log_dir = %q
 listen = %q
 cgroup_root = %q
 stop_timeout = "5s"
-
+%s
 [cluster]
 name = %q
 endpoints = [%s]
 session_ttl = %q
-`, a.id, filepath.Join(a.dir, "data"), filepath.Join(a.dir, "log"), a.addr, a.root,
+`, a.id, filepath.Join(a.dir, "data"), filepath.Join(a.dir, "log"), a.addr, a.root, a.agentKeys,
 		c.name, strings.Join(eps, ", "), sessionTTL.String())
 	if c.protocol != "" {
 		fmt.Fprintf(&b, "protocol = %q\n", c.protocol)

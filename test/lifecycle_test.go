@@ -91,7 +91,7 @@ group = "pair"
 	}
 	for _, d := range e.cgroupDirs() {
 		_ = filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
-			if err == nil && de.IsDir() && strings.Contains(p, "/jobs/") {
+			if err == nil && de.IsDir() && (strings.Contains(p, "/jobs/") || strings.Contains(p, "/groups/")) {
 				t.Errorf("job cgroup %s left after the agent exited", p)
 			}
 			return nil
@@ -100,8 +100,13 @@ group = "pair"
 	if left := e.cgroupDirs(); len(left) != 0 {
 		t.Errorf("cgroup root left after the agent exited: %v", left)
 	}
-	if js["grouped"].Cgroup != "/"+e.root+"/jobs/g-pair/grouped" {
-		t.Errorf("grouped job's cgroup = %q, want /%s/jobs/g-pair/grouped", js["grouped"].Cgroup, e.root)
+	for _, lock := range []string{e.cgroupLock(), e.dataLock()} {
+		if _, err := os.Stat(lock); !os.IsNotExist(err) {
+			t.Errorf("lock file %s left after a clean stop (stat: %v)", lock, err)
+		}
+	}
+	if js["grouped"].Cgroup != "/"+e.root+"/groups/pair/grouped" {
+		t.Errorf("grouped job's cgroup = %q, want /%s/groups/pair/grouped", js["grouped"].Cgroup, e.root)
 	}
 }
 

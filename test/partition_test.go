@@ -278,6 +278,9 @@ tasks = 2
 		if js, err := a.tryJobs(); err == nil && len(runningIDs(js)) > 0 {
 			t.Errorf("round %d: the cut agent still reports running jobs %v after b took them", i, runningIDs(js))
 		}
+		// b's workers have stamped before the heal hands the jobs back: a
+		// worker stopped before its shell ran a line would leave no trace.
+		waitStamped(t, stamps, b.waitExactly(settle, jobs...))
 		r.healAt = time.Now()
 		px.heal()
 		a.waitMember(settle)
@@ -301,6 +304,9 @@ tasks = 2
 		}
 		if want := 2*rounds + 1; len(ivs) != want {
 			t.Errorf("job %s: %d worker processes stamped, want %d (a, then b and a again in each round; more means handoffs without a cut)", job, len(ivs), want)
+			for _, iv := range ivs {
+				t.Logf("  %s on %s: %d stamps, %s", job, owner(iv.agent, a, b), iv.n, iv)
+			}
 		}
 	}
 	var lines []string

@@ -30,6 +30,16 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 // what is left in it and removes it and its root from every hierarchy.
 func newTestGroup(t testing.TB, memBytes int64) *testGroup {
 	t.Helper()
+	res := &specs.LinuxResources{}
+	if memBytes > 0 {
+		res.Memory = &specs.LinuxMemory{Limit: &memBytes, Swap: &memBytes}
+	}
+	return newTestGroupRes(t, res)
+}
+
+// newTestGroupRes is newTestGroup with the limits res.
+func newTestGroupRes(t testing.TB, res *specs.LinuxResources) *testGroup {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create cgroups")
 	}
@@ -52,10 +62,6 @@ func newTestGroup(t testing.TB, memBytes int64) *testGroup {
 	if err := h.Prepare(); err != nil {
 		t.Fatalf("prepare cgroup hierarchy %s: %v", root, err)
 	}
-	res := &specs.LinuxResources{}
-	if memBytes > 0 {
-		res.Memory = &specs.LinuxMemory{Limit: &memBytes, Swap: &memBytes}
-	}
 	g, err := h.New("jobs/job", res)
 	if err != nil {
 		t.Fatalf("create cgroup %s/jobs/job: %v", root, err)
@@ -74,12 +80,14 @@ func newTestGroup(t testing.TB, memBytes int64) *testGroup {
 		if err := g.Delete(ctx); err != nil {
 			t.Errorf("cleanup delete: %v", err)
 		}
-		// The cgroup package keeps <root>/jobs and <root>; remove them too.
+		// The cgroup package keeps <root>/jobs, <root>/groups and <root>;
+		// remove them too.
 		for _, d := range dirs {
 			if d == "" {
 				continue
 			}
-			for _, up := range []string{filepath.Dir(d), filepath.Dir(filepath.Dir(d))} {
+			root := filepath.Dir(filepath.Dir(d))
+			for _, up := range []string{filepath.Dir(d), filepath.Join(root, cgroup.GroupsDir), root} {
 				if err := unix.Rmdir(up); err != nil && !errors.Is(err, unix.ENOENT) {
 					t.Errorf("cleanup remove %s: %v", up, err)
 				}

@@ -1,65 +1,152 @@
 package worker
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"syscall"
 
+	"github.com/berthd/berth/cgroup"
 	"golang.org/x/sys/unix"
 )
 
-// forkRequest asks the launcher thread to fork-and-exec one process.
-type forkRequest struct {
+// launchRequest asks a launcher thread to start one process.
+type launchRequest struct {
+	group Group // nil: no cgroup (the fork+exec floor of the benchmarks)
 	path  string
 	argv  []string
 	attr  *syscall.ProcAttr
 	exits chan<- unix.WaitStatus // receives the process's wait status
-	reply chan forkReply
+	reply chan launchReply
 }
 
-type forkReply struct {
+type launchReply struct {
 	pid int
 	err error
 }
 
+// pool is a set of launcher threads serving one channel of requests.
+type pool struct {
+	requests chan launchRequest
+	once     sync.Once
+	err      error
+	// confined threads have given up every privilege a child could gain
+	// (confineThread) before they fork anything.
+	confined bool
+}
+
 var (
-	launchRequests = make(chan forkRequest)
-	launcherOnce   sync.Once
+	// launchers start the jobs that run as the agent's user.
+	launchers = &pool{requests: make(chan launchRequest)}
+	// confinedLaunchers start the jobs that run as a user of their own
+	// (a Credential): every child they fork has no_new_privs and an empty
+	// capability bounding set. Started when the first such job starts.
+	confinedLaunchers = &pool{requests: make(chan launchRequest), confined: true}
 )
 
-// fork forks path on the launcher thread and registers exits with the
-// reaper for the new pid. It returns syscall.ForkExec's error (which, when
-// the image is exec'd directly, includes exec errors from the child).
-func fork(path string, argv []string, attr *syscall.ProcAttr, exits chan<- unix.WaitStatus) (int, error) {
-	if err := startLauncher(); err != nil {
+// launcherCount is the number of launcher threads, and so the number of
+// starts that run at once: one per P, at least 2, at most 8. Forks
+// themselves are serialised by the Go runtime (syscall.ForkLock) and by the
+// reaper; what runs in parallel is the crossing into and out of the jobs'
+// cgroups.
+func launcherCount() int { return max(2, min(runtime.GOMAXPROCS(0), 8)) }
+
+// launch starts path on one of the launcher threads, inside g, and
+// registers exits with the reaper for the new pid. It returns once the
+// child has exec'd the image, or with the error that kept it from doing so.
+// A start with a Credential (a job with `user`) runs on a confined launcher
+// thread (confineThread), so the job can never gain a privilege: it fails
+// when such a thread cannot be made.
+func launch(g Group, path string, argv []string, attr *syscall.ProcAttr, exits chan<- unix.WaitStatus) (int, error) {
+	p := launchers
+	if attr.Sys != nil && attr.Sys.Credential != nil {
+		p = confinedLaunchers
+	}
+	if err := p.start(); err != nil {
 		return 0, err
 	}
-	req := forkRequest{path: path, argv: argv, attr: attr, exits: exits, reply: make(chan forkReply, 1)}
-	launchRequests <- req
+	req := launchRequest{group: g, path: path, argv: argv, attr: attr, exits: exits, reply: make(chan launchReply, 1)}
+	p.requests <- req
 	rep := <-req.reply
 	return rep.pid, rep.err
 }
 
-// startLauncher starts the process-wide reaper and launcher goroutines once.
-func startLauncher() error {
+// startLauncher starts the process-wide reaper and the launcher threads
+// once; it returns the error of the first that could not start (every
+// later call returns it too).
+func startLauncher() error { return launchers.start() }
+
+// start starts the process-wide reaper and p's threads once; it returns
+// the error of the first that could not start (every later call returns it
+// too).
+func (p *pool) start() error {
 	if _, err := startReaper(); err != nil {
 		return err
 	}
-	launcherOnce.Do(func() { go launcher() })
-	return nil
+	p.once.Do(func() {
+		n := launcherCount()
+		ready := make(chan error, n)
+		for range n {
+			go launcher(ready, p)
+		}
+		for range n {
+			if err := <-ready; err != nil && p.err == nil {
+				p.err = err
+			}
+		}
+	})
+	return p.err
 }
 
-// launcher is the one goroutine that forks workers. It locks itself to its
-// OS thread and never returns, so that thread lives as long as the agent:
-// Pdeathsig is delivered when the forking thread exits (prctl(2)
-// PR_SET_PDEATHSIG; golang/go#27505), not when the agent does.
-func launcher() {
-	runtime.LockOSThread() // never unlocked: the thread must not be reused or retired
-	r := theReaper
-	for req := range launchRequests {
-		pid, err := r.forkRegistered(func() (int, error) {
-			return syscall.ForkExec(req.path, req.argv, req.attr)
-		}, req.exits)
-		req.reply <- forkReply{pid: pid, err: err}
+// launcher is one launcher thread: a goroutine locked to its OS thread for
+// the life of the agent. The lock is never undone and the goroutine never
+// returns once it has forked, because Pdeathsig is delivered when the
+// forking thread exits, not when the agent does (prctl(2)
+// PR_SET_PDEATHSIG); and a locked thread is also one the Go
+// runtime never clones new threads from, which matters while it sits in a
+// job's cgroups (see cgroup.Home), and while it is confined (confineThread:
+// a pool of confined threads starts the jobs that run as a user).
+func launcher(ready chan<- error, p *pool) {
+	runtime.LockOSThread() // never unlocked
+	var err error
+	if p.confined {
+		err = confineThread()
 	}
+	var home *cgroup.Home
+	if err == nil {
+		home, err = cgroup.ThreadHome()
+	}
+	ready <- err
+	if err != nil {
+		// Has forked nothing: its thread may end. The goroutine returns
+		// still locked, so the runtime ends the thread rather than reuse
+		// one that may be half confined.
+		return
+	}
+	for req := range p.requests {
+		pid, err := launchHere(home, req)
+		req.reply <- launchReply{pid: pid, err: err}
+		if errors.Is(err, cgroup.ErrThreadStranded) {
+			// This thread is stuck in a job's cgroup: it must fork nothing
+			// more, and must not end (its children's Pdeathsig).
+			select {}
+		}
+	}
+}
+
+// launchHere runs req on the calling launcher thread.
+func launchHere(home *cgroup.Home, req launchRequest) (int, error) {
+	fork := func(cgroupFD int) (int, error) {
+		attr := *req.attr
+		if cgroupFD >= 0 {
+			sys := *attr.Sys
+			sys.UseCgroupFD, sys.CgroupFD = true, cgroupFD
+			attr.Sys = &sys
+		}
+		return theReaper.forkExec(req.path, req.argv, &attr, req.exits)
+	}
+	if req.group == nil {
+		return fork(-1)
+	}
+	return req.group.ForkInside(home, fork)
 }

@@ -15,8 +15,10 @@ import (
 // Group is what a worker needs of its job's cgroup; *cgroup.Group
 // implements it.
 type Group interface {
-	// Placement says where the job's processes must be born.
-	Placement() cgroup.Placement
+	// ForkInside runs fork on the calling launcher thread (the one that
+	// made home) so that the child is born inside the group in every
+	// hierarchy; see cgroup.Group.ForkInside for the contract.
+	ForkInside(home *cgroup.Home, fork func(cgroupFD int) (int, error)) (int, error)
 	// OOMKills is the kernel's count of OOM kills in the group.
 	OOMKills() (uint64, error)
 	// Kill kills every process in the group and returns once it is empty.
@@ -31,15 +33,18 @@ const DefaultStopTimeout = 10 * time.Second
 
 // Spec is the whole contract of one worker.
 type Spec struct {
-	// JobID names the job ("orders-sink", "orders-sink-0"); it appears in the
-	// helper's argv and in errors.
+	// JobID names the job ("orders-sink", "orders-sink-0"); it appears in
+	// errors.
 	JobID string
 	// Path is the command (command[0]). A name without a slash is looked up
-	// in the PATH of Env, or the agent's PATH when Env has none.
+	// in the PATH of Env (DefaultPath when Env sets none).
 	Path string
 	// Args is the full argv, Args[0] included; empty means {Path}.
 	Args []string
-	// Env is the job's whole environment ("KEY=value"); nil means empty.
+	// Env is the job's environment ("KEY=value"), completed as systemd
+	// completes a service's: PATH=DefaultPath when Env sets no PATH, and
+	// with User also USER, LOGNAME, HOME and SHELL from the user's passwd
+	// entry, each only when Env does not set it (see jobEnv).
 	Env []string
 	// Dir is the working directory; "" means the agent's.
 	Dir string
@@ -73,8 +78,8 @@ type Spec struct {
 // the main process, kill what is left in the cgroup, then restart after a
 // backoff or end, as Spec.Restart says. A run that cannot start (missing or
 // non-executable command, unknown user or group, bad working directory, a
-// cgroup that refuses the pid) leaves the worker Failed with the reason and
-// is not retried: such errors do not heal by waiting, and the supervisor
+// cgroup that refuses the process, a child that dies before it execs the
+// job) leaves the worker Failed with the reason and is not retried: such errors do not heal by waiting, and the supervisor
 // makes a new Worker when the job's definition changes. Its methods are safe
 // for concurrent use.
 type Worker struct {
@@ -192,13 +197,15 @@ func (w *Worker) run() {
 		oomBefore, oomErr := w.spec.Group.OOMKills()
 		started := time.Now()
 		w.setState(func(s *Status) { s.State, s.StartedAt, s.NextRestart = Starting, started, time.Time{} })
-		p, err := spawn(&w.spec, w.spec.Group.Placement(), logs.w, func(pid int) { logs.mark("started pid %d", pid) })
+		p, err := spawn(&w.spec, w.spec.Group, logs.w)
 		if err != nil {
 			logs.mark("start failed: %v", err)
 			w.killGroup(logs)
 			w.fail(err)
 			return
 		}
+		// The job is already running: its first lines may come before this.
+		logs.mark("started pid %d", p.pid)
 		w.setState(func(s *Status) { s.State, s.PID = Running, p.pid })
 
 		var ws unix.WaitStatus
@@ -210,7 +217,7 @@ func (w *Worker) run() {
 			ws = w.terminate(p, logs)
 		}
 		exitAt := time.Now()
-		w.killGroup(logs) // a job's descendants never outlive it (CASES C3)
+		w.killGroup(logs) // a job's descendants never outlive it
 		oom := false
 		if ws.Signaled() && ws.Signal() == unix.SIGKILL && oomErr == nil {
 			if n, err := w.spec.Group.OOMKills(); err == nil && n > oomBefore {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/config"
 	"github.com/cenkalti/backoff/v5"
 )
 
@@ -71,7 +72,7 @@ func (m *member) run() {
 	b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 2*time.Second
 	for m.ctx.Err() == nil {
 		jctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-		s, err := m.client.Join(jctx, assign.Member{ID: m.id, Protocol: assign.Balanced}, "")
+		s, err := m.client.Join(jctx, assign.Member{ID: m.id, Protocol: config.ProtocolBalanced}, "")
 		cancel()
 		if err != nil {
 			m.rec.note("join: " + err.Error())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,28 +9,45 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/supervisor"
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
 )
 
-// runAgent runs the agent until SIGTERM or SIGINT, reloading on SIGHUP.
-// Exit codes: 0 after a clean stop (every worker gone, every cgroup
-// removed), 1 when the agent failed, 2 for a bad command line or a
-// configuration that does not validate.
-func runAgent(args []string) int {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	config := fs.String("config", defaultConfig, "configuration file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func agentCmd(configPath *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "agent",
+		Short: "Run the host agent",
+		Long: `Run the host agent until SIGTERM or SIGINT; SIGHUP reloads the file
+(` + "`berth reload`" + ` sends it and prints the result).
+
+The agent kills whatever an earlier run left in its cgroup root, joins its
+cluster (an embedded etcd when [cluster] names no endpoints), and runs the
+jobs the assignment gives it. Under systemd (Type=notify) it reports READY=1
+after its first reconcile, RELOADING=1 around a reload and feeds the watchdog
+while its loop is healthy.
+
+Exit status: 0 after a clean stop (every worker gone, every cgroup removed),
+1 when the agent failed, 2 when the file does not validate.`,
+		Example: `  berth agent --config /etc/berth/berth.toml
+  berth agent -c packaging/examples/berth.toml`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAgent(*configPath)
+		},
 	}
+}
+
+// runAgent runs the agent until SIGTERM or SIGINT, reloading on SIGHUP.
+func runAgent(path string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
 
-	cfg, err := limits.Load(*config)
+	host := config.LocalHost()
+	cfg, err := config.Load(path, host)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+		return configError(err)
 	}
 	if os.Geteuid() != 0 {
 		log.Warn("not running as root: making cgroups will likely fail")
@@ -41,11 +57,12 @@ func runAgent(args []string) int {
 	defer cancel()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 
-	agent := supervisor.New(cfg, *config, supervisor.Options{Logger: log})
+	agent := supervisor.New(cfg, path, supervisor.Options{Logger: log, Host: host, Version: version, Commit: commit})
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx) }()
-	log.Info("agent starting", "version", version, "commit", commit, "config", *config, "id", cfg.Agent.ID)
+	log.Info("agent starting", "version", version, "commit", commit, "config", path, "id", cfg.Agent.ID)
 
 	// systemd's watchdog (WatchdogSec=) is fed at half its interval, and
 	// only while the agent's loop is healthy; STATUS= is refreshed with it.
@@ -58,8 +75,18 @@ func runAgent(args []string) int {
 	status := time.NewTicker(10 * time.Second)
 	defer status.Stop()
 	ready := agent.Ready()
+	// Reloads run off this loop, so that SIGTERM and the watchdog are
+	// served meanwhile; a SIGHUP during a reload runs another one after it.
 	reloaded := make(chan struct{}, 1)
 	reloading, reloadAgain := false, false
+	startReload := func() {
+		reloading = true
+		_, _ = daemon.SdNotify(false, daemon.SdNotifyReloading)
+		go func() {
+			_ = agent.Reload(ctx) // a refused reload is logged and changes nothing
+			reloaded <- struct{}{}
+		}()
+	}
 	for {
 		select {
 		case <-ready:
@@ -75,45 +102,35 @@ func runAgent(args []string) int {
 		case <-status.C:
 			_, _ = daemon.SdNotify(false, "STATUS="+agent.Summary())
 		case sig := <-sigs:
-			switch sig {
-			case syscall.SIGHUP:
-				// Reload off this loop, so that SIGTERM and the watchdog are
-				// served meanwhile; a SIGHUP during a reload runs another
-				// one after it.
-				if reloading {
-					reloadAgain = true
-					break
-				}
-				reloading = true
-				_, _ = daemon.SdNotify(false, daemon.SdNotifyReloading)
-				go func() {
-					// A refused reload is logged by the agent and changes nothing.
-					_ = agent.Reload(ctx)
-					reloaded <- struct{}{}
-				}()
-			default:
+			if sig != syscall.SIGHUP {
 				log.Info("stopping", "signal", sig.String())
 				_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
 				cancel()
-			}
-		case <-reloaded:
-			if reloadAgain {
-				reloadAgain = false
-				go func() {
-					_ = agent.Reload(ctx)
-					reloaded <- struct{}{}
-				}()
 				break
 			}
+			if reloading {
+				reloadAgain = true
+				break
+			}
+			startReload()
+		case <-reloaded:
 			reloading = false
+			if reloadAgain {
+				reloadAgain = false
+				startReload()
+				break
+			}
 			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS="+agent.Summary())
 		case err := <-done:
+			if reloading {
+				<-reloaded // the reload goroutine ends with the agent's loop
+			}
 			if err != nil {
 				log.Error("agent failed", "error", err)
-				return 1
+				return &exitError{code: 1, err: fmt.Errorf("agent failed: %w", err)}
 			}
 			log.Info("agent stopped")
-			return 0
+			return nil
 		}
 	}
 }

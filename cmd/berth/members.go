@@ -2,15 +2,16 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
+	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/config"
+	"github.com/spf13/cobra"
 )
 
 // memberInfo is one live member as "berth members --json" prints it: its
@@ -43,41 +44,47 @@ type conflictInfo struct {
 	Winner  string   `json:"winner"`  // the member that runs it (lowest ID)
 }
 
-// runMembers prints the live members of the cluster and the published
-// assignment: "berth members [--config FILE] [--json]". The table has ID
-// PROTOCOL CONNECTORS TASKS (the declared static assignment) JOBS (how many
-// jobs the published assignment gives the member) ADDR STARTED; above it the
-// generation and leader of the published assignment, below it the
-// unassigned jobs with their reasons and the static conflicts.
-func runMembers(args []string) int {
-	fs := flag.NewFlagSet("members", flag.ContinueOnError)
-	config := fs.String("config", defaultConfig, "agent configuration file (for [cluster] and agent.data_dir)")
-	asJSON := fs.Bool("json", false, "print JSON: generation, leader, members, unassigned, conflicts")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func membersCmd(configPath *string) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "members",
+		Short: "List the cluster's members and the published assignment",
+		Long: `List the live members of the cluster and the published assignment. The
+table has ID PROTOCOL CONNECTORS TASKS (the declared static assignment) JOBS
+(how many jobs the published assignment gives the member) ADDR STARTED; above
+it the generation and leader of the assignment, below it the unassigned jobs
+with their reasons and the static conflicts.`,
+		Example: `  berth members
+  berth members --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var (
+				recs []cluster.MemberRecord
+				pub  cluster.Published
+				name string
+			)
+			err := withStore(cmd.Context(), *configPath, config.LocalHost(), func(ctx context.Context, c *cluster.Client) (err error) {
+				name = c.Config().Name
+				if recs, err = c.Members(ctx); err != nil {
+					return err
+				}
+				pub, err = c.Assignment(ctx)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			out := membersFrom(recs, pub)
+			if asJSON {
+				printJSON(cmd.OutOrStdout(), out)
+				return nil
+			}
+			printMembers(cmd.OutOrStdout(), out, name)
+			return nil
+		},
 	}
-	var (
-		recs []cluster.MemberRecord
-		pub  cluster.Published
-		name string
-	)
-	if code := withStore("members", *config, func(ctx context.Context, c *cluster.Client) (err error) {
-		name = c.Config().Name
-		if recs, err = c.Members(ctx); err != nil {
-			return err
-		}
-		pub, err = c.Assignment(ctx)
-		return err
-	}); code != 0 {
-		return code
-	}
-	out := membersFrom(recs, pub)
-	if *asJSON {
-		printJSON(out)
-		return 0
-	}
-	printMembers(out, name)
-	return 0
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON: generation, leader, members, unassigned, conflicts")
+	return c
 }
 
 func membersFrom(recs []cluster.MemberRecord, pub cluster.Published) membersOutput {
@@ -105,11 +112,11 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func printMembers(m membersOutput, clusterName string) {
+func printMembers(w io.Writer, m membersOutput, clusterName string) {
 	if m.Generation == 0 {
-		fmt.Printf("cluster %s: no assignment published yet\n", clusterName)
+		fmt.Fprintf(w, "cluster %s: no assignment published yet\n", clusterName)
 	} else {
-		fmt.Printf("cluster %s: assignment generation %d, leader %s\n", clusterName, m.Generation, m.Leader)
+		fmt.Fprintf(w, "cluster %s: assignment generation %d, leader %s\n", clusterName, m.Generation, m.Leader)
 	}
 	list := func(s []string) string {
 		if len(s) == 0 {
@@ -117,7 +124,7 @@ func printMembers(m membersOutput, clusterName string) {
 		}
 		return strings.Join(s, ",")
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPROTOCOL\tCONNECTORS\tTASKS\tJOBS\tADDR\tSTARTED")
 	for _, r := range m.Members {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Protocol, list(r.Connectors), list(r.Tasks),
@@ -125,7 +132,7 @@ func printMembers(m membersOutput, clusterName string) {
 	}
 	tw.Flush()
 	if len(m.Members) == 0 {
-		fmt.Println("no live members")
+		fmt.Fprintln(w, "no live members")
 	}
 	jobs := make([]string, 0, len(m.Unassigned))
 	for j := range m.Unassigned {
@@ -133,9 +140,9 @@ func printMembers(m membersOutput, clusterName string) {
 	}
 	sort.Strings(jobs)
 	for _, j := range jobs {
-		fmt.Printf("unassigned %s: %s\n", j, m.Unassigned[j])
+		fmt.Fprintf(w, "unassigned %s: %s\n", j, m.Unassigned[j])
 	}
 	for _, cf := range m.Conflicts {
-		fmt.Printf("conflict %s: declared by %s; runs on %s\n", cf.Job, strings.Join(cf.Members, ", "), cf.Winner)
+		fmt.Fprintf(w, "conflict %s: declared by %s; runs on %s\n", cf.Job, strings.Join(cf.Members, ", "), cf.Winner)
 	}
 }

@@ -1,69 +1,90 @@
 package main
 
 import (
-	"encoding/json"
-	"flag"
+	"context"
 	"fmt"
-	"net/http"
-	"os"
+	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/BurntSushi/toml"
-	"github.com/berthd/berth/limits"
-	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/api"
+	"github.com/spf13/cobra"
 )
 
-// runStatus prints the jobs of a running agent as a table, read from its
-// GET /v1/jobs. The address is --addr, else agent.listen of --config.
-func runStatus(args []string) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	config := fs.String("config", defaultConfig, "configuration file (for agent.listen)")
-	addr := fs.String("addr", "", "agent address HOST:PORT (default: agent.listen of --config)")
-	asJSON := fs.Bool("json", false, "print the raw JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func statusCmd(configPath *string) *cobra.Command {
+	var addr string
+	var asJSON, wide bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Print the jobs and sharing groups of a running agent",
+		Long: `Print the jobs of a running agent (its GET /v1/jobs): state, pid, uptime,
+restarts, CPU time against its CPU limit (cores), memory against its limit,
+OOM kills, last exit, and in the last column the reason a job is failed or
+waiting, or why its new definition is held back. Then its sharing groups
+(GET /v1/groups): each group's jobs here and their usage together against
+the group's limits. --wide adds each job's cgroup and command.
+
+The agent is found at --addr, else at agent.listen of --config, over https
+when its agent.web_config_file turns TLS on, presenting the [agent.client]
+CA, client certificate and basic-auth credentials of --config. A file that
+does not validate (a refused reload is when status is most needed) is still
+read for these keys, with a warning.`,
+		Example: `  berth status
+  berth status --wide
+  berth status --addr 10.0.0.7:9750 --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := agentClient(cmd.ErrOrStderr(), *configPath, addr)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			defer cancel()
+			jobs, err := cl.Jobs(ctx)
+			if err != nil {
+				return fmt.Errorf("is the agent running? %w", err)
+			}
+			if asJSON {
+				printJSON(cmd.OutOrStdout(), jobs)
+				return nil
+			}
+			now := time.Now()
+			printJobs(cmd.OutOrStdout(), jobs, wide, now)
+			if groups, err := cl.Groups(ctx); err == nil && len(groups) > 0 {
+				fmt.Fprintln(cmd.OutOrStdout())
+				printGroups(cmd.OutOrStdout(), groups)
+			}
+			return nil
+		},
 	}
-	if *addr == "" {
-		listen, err := listenOf(*config)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "berth status: no --addr, and %v\n", err)
-			return 2
-		}
-		*addr = listen
-	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + *addr + "/v1/jobs")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "berth status: is the agent running? %v\n", err)
-		return 1
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(os.Stderr, "berth status: GET /v1/jobs: %s\n", resp.Status)
-		return 1
-	}
-	var jobs []supervisor.JobInfo
-	if err := json.NewDecoder(resp.Body).Decode(&jobs); err != nil {
-		fmt.Fprintf(os.Stderr, "berth status: decode /v1/jobs: %v\n", err)
-		return 1
-	}
-	if *asJSON {
-		printJSON(jobs)
-		return 0
-	}
-	printJobs(jobs)
-	return 0
+	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT or URL (default: agent.listen of --config)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the agent's JSON (GET /v1/jobs)")
+	c.Flags().BoolVarP(&wide, "wide", "w", false, "also print each job's cgroup and command")
+	return c
 }
 
-func printJobs(jobs []supervisor.JobInfo) {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tKIND\tGROUP\tSTATE\tPID\tRESTARTS\tCPU\tMEMORY\tLIMIT\tOOM\tLAST EXIT\tCGROUP")
+// printJobs prints one row per job. STATE is the bare state; why a job is
+// failed or waiting, or why its new definition is held back, is the last
+// column, so that a long reason never shifts the others.
+func printJobs(w io.Writer, jobs []api.Job, wide bool, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := "JOB\tKIND\tGROUP\tSTATE\tPID\tUPTIME\tRESTARTS\tCPU\tCPU LIMIT\tMEMORY\tMEM LIMIT\tOOM\tLAST EXIT\t"
+	if wide {
+		head += "CGROUP\tCOMMAND\t"
+	}
+	fmt.Fprintln(tw, head+"REASON")
 	for _, j := range jobs {
-		cpu, mem, limit, oom := "-", "-", "-", "-"
+		cpu, cpuLimit, mem, limit, oom := "-", "-", "-", "-", "-"
+		if j.Limits.CPU > 0 {
+			cpuLimit = strconv.FormatFloat(j.Limits.CPU, 'f', -1, 64)
+		}
 		if u := j.Usage; u != nil {
 			cpu = fmt.Sprintf("%.1fs", u.CPUSeconds)
+			if u.CPULimitCores > 0 {
+				cpuLimit = strconv.FormatFloat(u.CPULimitCores, 'f', -1, 64)
+			}
 			mem = bytesHuman(u.MemoryBytes)
 			if u.MemoryLimitBytes > 0 {
 				limit = bytesHuman(u.MemoryLimitBytes)
@@ -74,57 +95,84 @@ func printJobs(jobs []supervisor.JobInfo) {
 		if j.PID > 0 {
 			pid = fmt.Sprint(j.PID)
 		}
+		uptime := "-"
+		if j.StartedAt != nil && j.PID > 0 {
+			uptime = humanDuration(now.Sub(*j.StartedAt))
+		}
 		last := "-"
 		if j.LastExit != nil {
 			last = j.LastExit.Reason
 		}
-		state := string(j.State)
+		var reasons []string
 		if j.Reason != "" {
-			state += " (" + j.Reason + ")"
+			reasons = append(reasons, j.Reason)
 		}
-		group := j.Group
-		if group == "" {
-			group = "-"
+		if j.UpdateBlocked != "" {
+			reasons = append(reasons, j.UpdateBlocked)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Kind, group,
-			strings.TrimSpace(state), pid, j.Restarts, cpu, mem, limit, oom, last, j.Cgroup)
+		reason := "-"
+		if len(reasons) > 0 {
+			reason = oneLine(strings.Join(reasons, "; "))
+		}
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t", j.ID, j.Kind, dash(j.Group),
+			j.State, pid, uptime, j.Restarts, cpu, cpuLimit, mem, limit, oom, last)
+		if wide {
+			row += j.Cgroup + "\t" + oneLine(strings.Join(j.Command, " ")) + "\t"
+		}
+		fmt.Fprintln(tw, row+reason)
 	}
 	tw.Flush()
 }
 
-// bytesHuman prints n in binary units (KiB, MiB, GiB), as limits are written.
-func bytesHuman(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%dB", n)
+// printGroups prints one row per sharing group: its jobs here and their
+// usage together against the group's limits.
+func printGroups(w io.Writer, groups []api.Group) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tJOBS\tCPU\tCPU LIMIT\tMEMORY\tMEM LIMIT\tPIDS\tPIDS LIMIT\tOOM\tIO READ\tIO WRITE\tCGROUP")
+	for _, g := range groups {
+		cpu, cpuLimit, mem, memLimit, pids, pidsLimit, oom, rd, wr := "-", "-", "-", "-", "-", "-", "-", "-", "-"
+		if g.Limits.CPU > 0 {
+			cpuLimit = strconv.FormatFloat(g.Limits.CPU, 'f', -1, 64)
+		}
+		if u := g.Usage; u != nil {
+			cpu = fmt.Sprintf("%.1fs", u.CPUSeconds)
+			if u.CPULimitCores > 0 {
+				cpuLimit = strconv.FormatFloat(u.CPULimitCores, 'f', -1, 64)
+			}
+			mem = bytesHuman(u.MemoryBytes)
+			if u.MemoryLimitBytes > 0 {
+				memLimit = bytesHuman(u.MemoryLimitBytes)
+			}
+			pids = fmt.Sprint(u.Pids)
+			if u.PidsLimit > 0 {
+				pidsLimit = fmt.Sprint(u.PidsLimit)
+			}
+			oom = fmt.Sprint(u.OOMKills)
+			rd, wr = bytesHuman(u.IOReadBytes), bytesHuman(u.IOWriteBytes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, strings.Join(g.Jobs, ","),
+			cpu, cpuLimit, mem, memLimit, pids, pidsLimit, oom, rd, wr, g.Cgroup)
 	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTP"[exp])
+	tw.Flush()
 }
 
-// listenOf returns agent.listen of the configuration file. A file that does
-// not validate (a refused reload is when status is most needed) is still
-// read for that one key, with a warning.
-func listenOf(path string) (string, error) {
-	cfg, err := limits.Load(path)
-	if err == nil {
-		return cfg.Agent.Listen, nil
+// humanDuration is d rounded for a table: "45s", "12m03s", "5h02m", "3d04h".
+func humanDuration(d time.Duration) string {
+	if d < 0 {
+		d = 0
 	}
-	var raw struct {
-		Agent struct {
-			Listen string `toml:"listen"`
-		} `toml:"agent"`
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
-	if _, derr := toml.DecodeFile(path, &raw); derr != nil {
-		return "", err
-	}
-	fmt.Fprintf(os.Stderr, "berth status: warning: %s does not validate (the agent keeps its last good configuration):\n%v\n", path, err)
-	if raw.Agent.Listen == "" {
-		return limits.DefaultListen, nil
-	}
-	return raw.Agent.Listen, nil
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// oneLine keeps a table row on one line: newlines become "; ".
+func oneLine(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")
 }

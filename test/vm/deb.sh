@@ -25,6 +25,18 @@ VERSION=${VERSION//-/+}
 [[ $VERSION =~ ^[0-9]+\. ]] || VERSION=0.0~git$VERSION
 export VERSION
 mkdir -p dist
+# Man pages and shell completion are generated from the binary being
+# packaged, so they cannot be stale; dated by the last commit for a
+# reproducible build.
+stage=dist/stage
+rm -rf "$stage"
+mkdir -p "$stage/completion"
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+bin/berth gendocs --man "$stage/man"
+gzip -9n "$stage"/man/*
+bin/berth completion bash >"$stage/completion/berth"
+bin/berth completion zsh >"$stage/completion/_berth"
+bin/berth completion fish >"$stage/completion/berth.fish"
 out=dist/berth_${VERSION}_amd64.deb
 "$NFPM" package --config packaging/nfpm.yaml --packager deb --target "$out" >&2
 echo "$out"

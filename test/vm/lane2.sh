@@ -10,7 +10,8 @@
 # oneshot berth-lane2.service; it boots from /dev/vda through a busybox
 # initramfs that loads the virtio modules and switch_roots to systemd. The
 # guest has no network (-nic none): the package is installed offline.
-# Each check prints "LANE2 PASS|FAIL <name>", then "LANE2 RESULT PASS|FAIL".
+# Each check prints "LANE2 PASS|FAIL <name>", then "LANE2 RESULT PASS|FAIL";
+# the unit's systemd-analyze security score is printed as "LANE2 INFO".
 # Exit status: 0 on PASS, 1 on FAIL or a missing result line, 2 on a setup
 # error.
 #
@@ -89,7 +90,7 @@ run_qemu "${LANE2_TIMEOUT:-600}" "$work/console.log" \
 t2=$(date +%s)
 
 log "lane2: setup $((t1 - t0))s, guest $((t2 - t1))s; console log $work/console.log"
-grep -oE 'LANE2 (PASS|FAIL) .*' "$work/console.log" >&2 || true
+grep -oE 'LANE2 (PASS|FAIL|INFO systemd-analyze) .*' "$work/console.log" >&2 || true
 result=$(grep -oE 'LANE2 RESULT (PASS|FAIL)$' "$work/console.log" | tail -n1 || true)
 case $result in
 "LANE2 RESULT PASS") exit 0 ;;

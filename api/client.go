@@ -1,0 +1,158 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/berthd/berth/config"
+	promconfig "github.com/prometheus/common/config"
+)
+
+// Client calls one agent's API.
+type Client struct {
+	// Base is the agent's URL, "http://127.0.0.1:9750".
+	Base string
+	// HTTP is the client used; NewClient sets one with a 10 s timeout.
+	HTTP *http.Client
+}
+
+// clientTimeout bounds one request of a Client.
+const clientTimeout = 10 * time.Second
+
+// NewClient returns a client for the agent at addr: "host:port" or a URL.
+func NewClient(addr string) *Client {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return &Client{Base: strings.TrimSuffix(addr, "/"), HTTP: &http.Client{Timeout: clientTimeout}}
+}
+
+// NewClientFor returns a client for the agent at addr ("host:port" or a
+// URL) that presents what auth ([agent.client]) gives: the CA that signed
+// the agents' certificates, a client certificate, basic-auth credentials
+// (password_file read now, config.ReadPasswordFile). A bare host:port is
+// reached over https when tls is true (the agent's web configuration turns
+// TLS on: WebTLS), else over http; a URL keeps its scheme. The transport
+// is the Prometheus HTTP client's (prometheus/common/config, what a scrape
+// configuration's tls_config and basic_auth build). It returns an error
+// when the password file cannot be used or the TLS settings are invalid.
+func NewClientFor(addr string, auth config.APIClient, tls bool) (*Client, error) {
+	if !strings.Contains(addr, "://") {
+		scheme := "http://"
+		if tls {
+			scheme = "https://"
+		}
+		addr = scheme + addr
+	}
+	hc := promconfig.HTTPClientConfig{TLSConfig: promconfig.TLSConfig{
+		CAFile: auth.TLS.CA, CertFile: auth.TLS.Cert, KeyFile: auth.TLS.Key, ServerName: auth.TLS.ServerName,
+	}}
+	if auth.Username != "" {
+		pw := auth.Password
+		if auth.PasswordFile != "" {
+			var err error
+			if pw, err = config.ReadPasswordFile(auth.PasswordFile); err != nil {
+				return nil, fmt.Errorf("agent.client: %w", err)
+			}
+		}
+		hc.BasicAuth = &promconfig.BasicAuth{Username: auth.Username, Password: promconfig.Secret(pw)}
+	}
+	h, err := promconfig.NewClientFromConfig(hc, "berth")
+	if err != nil {
+		return nil, fmt.Errorf("agent.client: %w", err)
+	}
+	h.Timeout = clientTimeout
+	return &Client{Base: strings.TrimSuffix(addr, "/"), HTTP: h}, nil
+}
+
+// Get fetches path ("/v1/jobs") and decodes the JSON answer into v. A
+// non-2xx answer is returned as *Error (decoded from its body, or made up
+// from the status when the body is not an Error); a transport failure is
+// wrapped with the URL.
+func (c *Client) Get(ctx context.Context, path string, v any) error {
+	u := c.Base + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("GET %s: read answer: %w", u, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &Error{}
+		if json.Unmarshal(body, e) != nil || e.Message == "" {
+			e = &Error{Code: resp.StatusCode, Message: strings.TrimSpace(string(body))}
+		}
+		return e
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("GET %s: decode answer: %w", u, err)
+	}
+	return nil
+}
+
+// Jobs is GET /v1/jobs.
+func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
+	var js []Job
+	return js, c.Get(ctx, "/v1/jobs", &js)
+}
+
+// Job is GET /v1/jobs/{id}.
+func (c *Client) Job(ctx context.Context, id string) (Job, error) {
+	var j Job
+	return j, c.Get(ctx, "/v1/jobs/"+url.PathEscape(id), &j)
+}
+
+// Agent is GET /v1/agent.
+func (c *Client) Agent(ctx context.Context) (Agent, error) {
+	var a Agent
+	return a, c.Get(ctx, "/v1/agent", &a)
+}
+
+// Groups is GET /v1/groups.
+func (c *Client) Groups(ctx context.Context) ([]Group, error) {
+	var gs []Group
+	return gs, c.Get(ctx, "/v1/groups", &gs)
+}
+
+// Members is GET /v1/members.
+func (c *Client) Members(ctx context.Context) ([]Member, error) {
+	var ms []Member
+	return ms, c.Get(ctx, "/v1/members", &ms)
+}
+
+// Assignment is GET /v1/assignment.
+func (c *Client) Assignment(ctx context.Context) (Assignment, error) {
+	var a Assignment
+	return a, c.Get(ctx, "/v1/assignment", &a)
+}
+
+// Connectors is GET /connectors.
+func (c *Client) Connectors(ctx context.Context) ([]string, error) {
+	var names []string
+	return names, c.Get(ctx, "/connectors", &names)
+}
+
+// Connector is GET /connectors/{name}.
+func (c *Client) Connector(ctx context.Context, name string) (ConnectorInfo, error) {
+	var ci ConnectorInfo
+	return ci, c.Get(ctx, "/connectors/"+url.PathEscape(name), &ci)
+}
+
+// ConnectorStatus is GET /connectors/{name}/status.
+func (c *Client) ConnectorStatus(ctx context.Context, name string) (ConnectorStatus, error) {
+	var cs ConnectorStatus
+	return cs, c.Get(ctx, "/connectors/"+url.PathEscape(name)+"/status", &cs)
+}

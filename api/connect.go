@@ -1,0 +1,270 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/worker"
+)
+
+// Hidden stands for every environment value in the API's views: the name
+// of a variable is shown, its value never (Kafka Connect's
+// Password.HIDDEN, what it shows for a PASSWORD-type config).
+const Hidden = config.Hidden
+
+// The states of connectors and tasks in Kafka Connect's words (its
+// AbstractStatus.State; STOPPED from KIP-875).
+const (
+	StateUnassigned = "UNASSIGNED"
+	StateRunning    = "RUNNING"
+	StatePaused     = "PAUSED"
+	StateStopped    = "STOPPED"
+	StateRestarting = "RESTARTING"
+	StateFailed     = "FAILED"
+)
+
+// connectorType is the "type" of every connector: Connect's ConnectorType
+// is source, sink or unknown, and a berth connector is neither of the
+// first two.
+const connectorType = "unknown"
+
+// ConnectState names a job's state as Kafka Connect names a task's:
+//
+//	running                          RUNNING
+//	paused                           PAUSED
+//	stopping, stopped                STOPPED
+//	exited 0 (restart policy ended)  STOPPED
+//	exited non-zero, killed by a signal or OOM-killed, not restarted: FAILED
+//	failed (could not start)         FAILED
+//	starting, backoff, restarting    RESTARTING
+//	waiting (claim held elsewhere)   UNASSIGNED
+//
+// A dead task is never reported as healthy (docs/cases.md C17).
+func ConnectState(j Job) string {
+	switch j.State {
+	case worker.Running:
+		return StateRunning
+	case worker.Paused:
+		return StatePaused
+	case worker.Failed:
+		return StateFailed
+	case worker.Exited:
+		if j.LastExit != nil && j.LastExit.Code != 0 {
+			return StateFailed // a non-zero status, a signal (Code -1), an OOM kill
+		}
+		return StateStopped
+	case worker.Starting, worker.BackingOff, worker.Restarting:
+		return StateRestarting
+	case worker.Stopping, worker.Stopped:
+		return StateStopped
+	}
+	return StateUnassigned // waiting for a claim
+}
+
+// jobStatus is j's JobStatus as its agent (workerID) reports it: the trace
+// of a FAILED job, else the reason of a job that is not running.
+func jobStatus(j Job, workerID string) JobStatus {
+	st := JobStatus{State: ConnectState(j), WorkerID: workerID, Trace: j.Trace}
+	if st.Trace == "" && st.State != StateRunning {
+		st.Trace = j.Reason
+	}
+	return st
+}
+
+// connectorInfo is GET /connectors/{name}: berth's definition flattened
+// into Connect-style dotted keys. A stopped connector lists no tasks
+// (KIP-875).
+func connectorInfo(c config.Connector, target config.TargetState) ConnectorInfo {
+	tasks := []TaskRef{}
+	if target != config.TargetStopped {
+		for i := 0; i < c.Tasks; i++ {
+			tasks = append(tasks, TaskRef{Connector: c.Name, Task: i})
+		}
+	}
+	return ConnectorInfo{Name: c.Name, Config: connectorConfig(c), Tasks: tasks, Type: connectorType}
+}
+
+// connectorConfig is GET /connectors/{name}/config: "name", "tasks.max",
+// "group" and each process's keys under "run." and "task.".
+func connectorConfig(c config.Connector) map[string]string {
+	cfg := map[string]string{"name": c.Name, "tasks.max": fmt.Sprint(c.Tasks)}
+	if c.Group != "" {
+		cfg["group"] = c.Group
+	}
+	for prefix, p := range map[string]*config.Process{"run": c.Run, "task": c.Task} {
+		if p != nil {
+			flattenProcess(cfg, prefix, p)
+		}
+	}
+	return cfg
+}
+
+// taskInfos is GET /connectors/{name}/tasks: each task's own job, its
+// command expanded; none for a stopped connector (KIP-875).
+func taskInfos(c config.Connector, target config.TargetState) []TaskInfo {
+	out := []TaskInfo{}
+	if target == config.TargetStopped {
+		return out
+	}
+	wl := config.Workload{Connectors: []config.Connector{c}}
+	for _, j := range wl.Jobs(0) {
+		if j.Kind != config.KindTask {
+			continue
+		}
+		cfg := map[string]string{"connector": c.Name, "task.id": fmt.Sprint(j.Task), "job.id": j.ID}
+		flattenProcess(cfg, "task", &j.Process)
+		out = append(out, TaskInfo{ID: TaskRef{Connector: c.Name, Task: j.Task}, Config: cfg})
+	}
+	return out
+}
+
+func flattenProcess(cfg map[string]string, prefix string, p *config.Process) {
+	enc := func(v any) string {
+		var b strings.Builder
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false) // commands hold & and <, kept as written
+		_ = e.Encode(v)
+		return strings.TrimSuffix(b.String(), "\n")
+	}
+	cfg[prefix+".command"] = enc(p.Command)
+	cfg[prefix+".restart"] = string(p.Restart)
+	if p.User != "" {
+		cfg[prefix+".user"] = p.User
+	}
+	if p.Dir != "" {
+		cfg[prefix+".working_directory"] = p.Dir
+	}
+	if p.StopTimeout > 0 {
+		cfg[prefix+".stop_timeout"] = p.StopTimeout.String()
+	}
+	// Environment values are where operators keep passwords: the API
+	// names them and never serves them, as Kafka Connect shows its
+	// PASSWORD-type configs.
+	for k := range p.Env {
+		cfg[prefix+".env."+k] = Hidden
+	}
+	if p.EnvFile != "" {
+		cfg[prefix+".env_file"] = p.EnvFile
+	}
+	l := p.Limits
+	set := func(k string, ok bool, v any) {
+		if ok {
+			cfg[prefix+".limits."+k] = fmt.Sprint(v)
+		}
+	}
+	set("cpu", l.CPU > 0, l.CPU)
+	set("cpu_weight", l.CPUWeight > 0, l.CPUWeight)
+	set("cpuset", l.Cpuset != "", l.Cpuset)
+	set("memory", l.Memory > 0, l.Memory)
+	set("memory_high", l.MemoryHigh > 0, l.MemoryHigh)
+	set("memory_swap", l.MemorySwap > 0, l.MemorySwap)
+	set("pids", l.Pids > 0, l.Pids)
+	set("io_weight", l.IOWeight > 0, l.IOWeight)
+	if len(l.IO) > 0 {
+		cfg[prefix+".limits.io"] = enc(l.IO)
+	}
+}
+
+// connectorStatus is GET /connectors/{name}/status: each job's state as
+// the agent that runs it reports it (its /v1/jobs), as a Connect worker
+// reads its peers' statuses. A connector without its own job reports its
+// target state; a stopped connector has no tasks (KIP-875).
+func connectorStatus(ctx context.Context, b Backend, c config.Connector) ConnectorStatus {
+	self, owners := b.Owners()
+	target := b.Target(c.Name)
+	remote, answered := remoteStates(ctx, b, owners, self)
+	local := map[string]Job{}
+	for _, j := range b.Jobs() {
+		local[j.ID] = j
+	}
+	state := func(id string) JobStatus {
+		owner := owners[id]
+		switch {
+		case owner == "":
+			return JobStatus{State: StateUnassigned}
+		case owner != self:
+			if j, ok := remote[id]; ok {
+				return jobStatus(j, owner)
+			}
+			if answered[owner] {
+				return JobStatus{State: StateUnassigned, WorkerID: owner, Trace: "assigned to " + owner + ", not started there yet"}
+			}
+			return JobStatus{State: StateUnassigned, WorkerID: owner, Trace: "agent " + owner + " did not answer"}
+		}
+		j, ok := local[id]
+		if !ok {
+			return JobStatus{State: StateUnassigned, WorkerID: self, Trace: "about to start"}
+		}
+		return jobStatus(j, self)
+	}
+	out := ConnectorStatus{Name: c.Name, Type: connectorType, Tasks: []TaskStatus{}}
+	if c.Run != nil {
+		out.Connector = state(c.Name)
+	} else {
+		out.Connector = JobStatus{State: targetState(target), WorkerID: self}
+		if a, ok := b.Assignment(); ok && a.Leader != "" {
+			out.Connector.WorkerID = a.Leader
+		}
+	}
+	if target == config.TargetStopped {
+		return out
+	}
+	for i := 0; i < c.Tasks; i++ {
+		out.Tasks = append(out.Tasks, TaskStatus{ID: i, JobStatus: state(config.TaskID(c.Name, i))})
+	}
+	return out
+}
+
+// targetState is a target state in Connect's words.
+func targetState(t config.TargetState) string {
+	switch t {
+	case config.TargetPaused:
+		return StatePaused
+	case config.TargetStopped:
+		return StateStopped
+	}
+	return StateRunning
+}
+
+// remoteStates asks every other agent that owns a job (GET /v1/jobs at the
+// address of its member record, 2 s at most) for its jobs' states.
+func remoteStates(ctx context.Context, b Backend, owners map[string]string, self string) (map[string]Job, map[string]bool) {
+	jobs, answered := map[string]Job{}, map[string]bool{}
+	want := map[string]bool{}
+	for _, o := range owners {
+		if o != self {
+			want[o] = true
+		}
+	}
+	if len(want) == 0 {
+		return jobs, answered
+	}
+	ms, err := b.Members(ctx)
+	if err != nil {
+		return jobs, answered
+	}
+	for _, m := range ms {
+		if !want[m.ID] || m.Addr == "" {
+			continue
+		}
+		cl, err := b.PeerClient(m.Addr)
+		if err != nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		js, err := cl.Jobs(cctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		answered[m.ID] = true
+		for _, j := range js {
+			jobs[j.ID] = j
+		}
+	}
+	return jobs, answered
+}

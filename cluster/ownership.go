@@ -1,0 +1,196 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Which agent file a stored definition came from. An agent stores its own
+// file's [[connector]] and [[group]] blocks at start and on reload
+// (PutFileDef); when a block leaves its file the agent gives the
+// definition up (ReleaseFileDef), and the definition is deleted once no
+// agent's file holds it — unless `berth apply` stored it (PutConnector,
+// PutGroup), which makes it the operator's: no agent deletes it.
+
+// maxOwnershipTries bounds the read-modify-write retries of PutFileDef and
+// ReleaseFileDef when other writers change the same key meanwhile.
+const maxOwnershipTries = 10
+
+// errOwnershipRace is returned when a definition kept changing under a
+// read-modify-write for maxOwnershipTries rounds.
+var errOwnershipRace = errors.New("the definition kept changing; try again")
+
+// FileDefs returns the names of the definitions of kind (KindConnector or
+// KindGroup) that agent's own file holds (Files includes agent), sorted.
+// It returns a store error, or an error naming a value that is not valid
+// JSON.
+func (c *Client) FileDefs(ctx context.Context, kind, agent string) ([]string, error) {
+	dir := c.defDir(kind)
+	resp, err := c.etcd.Get(ctx, dir, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("list %ss under %s: %w", kind, dir, err)
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		var d storedDef
+		if err := json.Unmarshal(kv.Value, &d); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		if slices.Contains(d.Files, agent) {
+			out = append(out, strings.TrimPrefix(string(kv.Key), dir))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// FileOwners returns, for every stored definition of kind that an agent's
+// file holds, those agents' IDs (sorted); definitions stored by `berth
+// apply` are absent.
+func (c *Client) FileOwners(ctx context.Context, kind string) (map[string][]string, error) {
+	dir := c.defDir(kind)
+	resp, err := c.etcd.Get(ctx, dir, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("list %ss under %s: %w", kind, dir, err)
+	}
+	out := map[string][]string{}
+	for _, kv := range resp.Kvs {
+		var d storedDef
+		if err := json.Unmarshal(kv.Value, &d); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		if len(d.Files) > 0 {
+			out[strings.TrimPrefix(string(kv.Key), dir)] = d.Files
+		}
+	}
+	return out, nil
+}
+
+// PutFileDef validates body (as PutConnector does) and stores it as
+// definition kind/name of agent's own file: created with Files = [agent]
+// when absent; when an agent's file created it, agent is added to its
+// Files; when `berth apply` stored it, it stays the operator's (Files
+// empty). Nothing is written when body and Files are unchanged. It
+// reports whether it wrote. Each write is a transaction on the key's
+// revision, retried when another writer came first. Errors as
+// PutConnector, or errOwnershipRace.
+func (c *Client) PutFileDef(ctx context.Context, kind, name string, body []byte, agent string) (bool, error) {
+	def, err := c.validDef(kind, name, body)
+	if err != nil {
+		return false, err
+	}
+	if agent == "" {
+		return false, fmt.Errorf("store %s %s from a file: no agent ID", kind, name)
+	}
+	key := c.defDir(kind) + name
+	for range maxOwnershipTries {
+		old, rev, err := c.readDef(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		def.Files = nil
+		switch {
+		case rev == 0:
+			def.Files = []string{agent}
+		case len(old.Files) > 0:
+			def.Files = slices.Clone(old.Files)
+			if !slices.Contains(def.Files, agent) {
+				def.Files = append(def.Files, agent)
+				slices.Sort(def.Files)
+			}
+		}
+		if rev != 0 && old.Body == def.Body && slices.Equal(old.Files, def.Files) {
+			return false, nil
+		}
+		ok, err := c.casDef(ctx, key, rev, &def)
+		if err != nil {
+			return false, fmt.Errorf("store %s %s at %s: %w", kind, name, key, err)
+		}
+		if ok {
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("store %s %s at %s: %w", kind, name, key, errOwnershipRace)
+}
+
+// ReleaseFileDef says that agent's own file no longer holds definition
+// kind/name: agent is removed from its Files, and the definition is
+// deleted when agent was the last. A definition that agent's file does
+// not hold (stored by `berth apply`, by another agent's file, or gone) is
+// left alone. It reports whether it deleted the definition. Errors: a
+// store error, or errOwnershipRace.
+func (c *Client) ReleaseFileDef(ctx context.Context, kind, name, agent string) (bool, error) {
+	if err := checkName(kind+" name", name); err != nil {
+		return false, err
+	}
+	key := c.defDir(kind) + name
+	for range maxOwnershipTries {
+		old, rev, err := c.readDef(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		if rev == 0 || !slices.Contains(old.Files, agent) {
+			return false, nil
+		}
+		old.Files = slices.DeleteFunc(slices.Clone(old.Files), func(s string) bool { return s == agent })
+		var ok bool
+		if len(old.Files) == 0 {
+			resp, err := c.etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+				Then(clientv3.OpDelete(key)).Commit()
+			if err != nil {
+				return false, fmt.Errorf("delete %s %s at %s: %w", kind, name, key, err)
+			}
+			if resp.Succeeded {
+				return true, nil
+			}
+			continue
+		}
+		if ok, err = c.casDef(ctx, key, rev, &old); err != nil {
+			return false, fmt.Errorf("release %s %s at %s: %w", kind, name, key, err)
+		}
+		if ok {
+			return false, nil
+		}
+	}
+	return false, fmt.Errorf("release %s %s at %s: %w", kind, name, key, errOwnershipRace)
+}
+
+// readDef reads one stored definition and its mod revision (0: absent).
+func (c *Client) readDef(ctx context.Context, key string) (storedDef, int64, error) {
+	resp, err := c.etcd.Get(ctx, key)
+	if err != nil {
+		return storedDef{}, 0, fmt.Errorf("read %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return storedDef{}, 0, nil
+	}
+	var d storedDef
+	if err := json.Unmarshal(resp.Kvs[0].Value, &d); err != nil {
+		return storedDef{}, 0, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return d, resp.Kvs[0].ModRevision, nil
+}
+
+// casDef writes def at key if its mod revision is still rev (0: absent);
+// false when another write came first.
+func (c *Client) casDef(ctx context.Context, key string, rev int64, def *storedDef) (bool, error) {
+	v, err := json.Marshal(def)
+	if err != nil {
+		return false, fmt.Errorf("encode %s: %w", key, err)
+	}
+	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", rev)
+	if rev == 0 {
+		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	}
+	resp, err := c.etcd.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(v))).Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}

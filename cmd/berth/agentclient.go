@@ -1,0 +1,48 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/config"
+)
+
+// clientOf returns a client of the API of the agent whose [agent] settings
+// are ag: at addr when it is given (--addr: host:port or a URL), else at
+// ag.Listen; over https when ag.WebConfigFile turns TLS on (or addr is an
+// https URL); presenting the [agent.client] CA, client certificate and
+// basic-auth credentials. It returns an error when the web configuration
+// or the credentials cannot be read.
+func clientOf(ag config.Agent, addr string) (*api.Client, error) {
+	if addr == "" {
+		addr = ag.Listen
+	}
+	tls, err := api.WebTLS(ag.WebConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("agent.web_config_file (does the agent serve TLS?): %w", err)
+	}
+	return api.NewClientFor(addr, ag.Client, tls)
+}
+
+// agentClient returns a client of the API of the agent that the file path
+// configures (read as agentOf reads it), at addr when it is given, else at
+// its agent.listen (clientOf). With addr, a file that does not exist means
+// no credentials, and one that cannot be read is warned about on warn and
+// ignored. It returns a usage error when the file cannot be read and no
+// addr is given.
+func agentClient(warn io.Writer, path, addr string) (*api.Client, error) {
+	ag, err := agentOf(warn, path)
+	switch {
+	case err != nil && addr == "":
+		return nil, usageError("no --addr, and %v", err)
+	case err != nil && errors.Is(err, fs.ErrNotExist):
+		return api.NewClient(addr), nil
+	case err != nil:
+		fmt.Fprintf(warn, "warning: %v: calling %s without its [agent.client] credentials\n", err, addr)
+		return api.NewClient(addr), nil
+	}
+	return clientOf(ag, addr)
+}

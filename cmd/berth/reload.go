@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/supervisor"
+	"github.com/spf13/cobra"
+)
+
+func reloadCmd(configPath *string) *cobra.Command {
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "reload",
+		Short: "Make the running agent re-read its file, and print the result",
+		Long: `Send SIGHUP to the agent that runs with --config (its PID is in
+<data_dir>/agent.lock, and must be the PID its API at agent.listen reports),
+wait until it has finished the reload, and print the result: the SHA-256 of
+the file it read, every setting it changed ("key: old → new") and its
+warnings, or why it refused the file (a refused reload changes nothing: the
+agent keeps its previous configuration and every job as it was).
+
+The result is the agent's own (GET /v1/agent, config.last_reload): the
+command waits for config.reloads to grow, and for a result of the file as it
+is on disk now, should another reload have been running.
+
+Exit status: 0 when the reload was accepted, 1 when the agent refused it,
+no agent runs, or no result came within --timeout, 2 for a bad command line.`,
+		Example: `  berth reload
+  berth reload -c /etc/berth/berth.toml --timeout 2m`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ag, err := agentOf(cmd.ErrOrStderr(), *configPath)
+			if err != nil {
+				return configError(err)
+			}
+			pid, err := agentPID(supervisor.LockFile(ag.DataDir))
+			if err != nil {
+				return err
+			}
+			cl, err := clientOf(ag, "")
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			before, err := cl.Agent(ctx)
+			if err != nil {
+				return fmt.Errorf("the agent (pid %d) does not answer at %s: %w", pid, ag.Listen, err)
+			}
+			if before.PID != pid {
+				return fmt.Errorf("the agent at %s has pid %d, but %s names pid %d: not signalling", ag.Listen, before.PID, supervisor.LockFile(ag.DataDir), pid)
+			}
+			if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+				return fmt.Errorf("signal the agent (pid %d): %w", pid, err)
+			}
+			r, err := waitReload(ctx, cl, before.Config.Reloads, *configPath)
+			if err != nil {
+				return err
+			}
+			return printReload(cmd.OutOrStdout(), before.Config.File, r)
+		},
+	}
+	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the agent's result (a reload that stops jobs takes their stop_timeout)")
+	return c
+}
+
+// agentPID reads the PID an agent wrote into its lock file.
+func agentPID(lock string) (int, error) {
+	b, err := os.ReadFile(lock)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("no agent runs with this data_dir: %s does not exist", lock)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the agent's pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("no agent runs with this data_dir: %s holds no pid (%q)", lock, strings.TrimSpace(string(b)))
+	}
+	return pid, nil
+}
+
+// waitReload polls the agent until it reports a reload after seq, of the
+// file at path as it is on disk now (another reload may have been running
+// when the signal came; the agent then reloads once more).
+func waitReload(ctx context.Context, cl *api.Client, seq uint64, path string) (*api.Reload, error) {
+	var last *api.Reload
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		a, err := cl.Agent(ctx)
+		if err == nil && a.Config.Reloads > seq && a.Config.LastReload != nil {
+			last = a.Config.LastReload
+			if data, err := os.ReadFile(path); err != nil || hexSum(data) == last.SHA256 {
+				return last, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return last, nil // the file changed meanwhile: the last result
+			}
+			return nil, fmt.Errorf("no reload result from the agent in time (is a reload still stopping jobs? see its log): %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// printReload prints one reload's result; a refused reload is an error.
+func printReload(w io.Writer, file string, r *api.Reload) error {
+	short := r.SHA256
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	if !r.Successful {
+		return fmt.Errorf("reload %d of %s (sha256 %s) refused; the agent keeps its previous configuration:\n%s", r.Seq, file, short, r.Error)
+	}
+	fmt.Fprintf(w, "reload %d of %s (sha256 %s) accepted: %s\n", r.Seq, file, short, plural(len(r.Changes), "change"))
+	for _, c := range r.Changes {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
+	for _, x := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", x)
+	}
+	return nil
+}
+
+func hexSum(data []byte) string {
+	s := sha256.Sum256(data)
+	return hex.EncodeToString(s[:])
+}

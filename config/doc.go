@@ -1,0 +1,24 @@
+// Package config is berth's file model and its one vocabulary: the agent
+// file (/etc/berth/berth.toml: [agent], [static], [cluster]), connector and
+// sharing-group definitions ([[connector]], [[group]]), TOML decoding with
+// the position of every key, defaults, and the names every other package
+// uses (job kind, task ID, protocol, restart policy, definition kind).
+//
+// Parsing uses github.com/BurntSushi/toml. Every problem found is collected
+// (not only the first) and returned as *Problems, data that names the file,
+// line, column, key and, inside a [[connector]] or [[group]] block, the
+// definition; each prints as
+//
+//	FILE:LINE:COL: key: message
+//
+// where key is the dotted TOML key path with zero-based indices for arrays,
+// e.g. "connector[1].task.limits.memory" or "static.tasks[2]". LINE and COL
+// (1-based; COL counts bytes) point at the key (for a table, at its "[" or
+// "[[" header); without a known position an entry prints as
+// "FILE: key: message".
+//
+// Limits are checked against their kernel bounds (package limits) and
+// against the facts of a Host passed in by the caller (CPUs online, block
+// devices): parsing itself never reads the machine. Jobs expands a workload
+// into the jobs that are assigned, run and measured.
+package config

@@ -1,0 +1,60 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Environment variables berth sets for every job.
+const (
+	EnvJobID     = "BERTH_JOB_ID"    // the job ID
+	EnvConnector = "BERTH_CONNECTOR" // the connector's name
+	EnvTask      = "BERTH_TASK"      // the task index, "" for a connector job
+	EnvCgroup    = "BERTH_CGROUP"    // the job's cgroup path, supplied at start
+)
+
+// reservedEnv are the names a process's env may not set.
+var reservedEnv = map[string]bool{EnvJobID: true, EnvConnector: true, EnvTask: true, EnvCgroup: true}
+
+// expandable are the references allowed in a command.
+var expandable = map[string]bool{EnvJobID: true, EnvConnector: true, EnvTask: true}
+
+// expand replaces ${BERTH_JOB_ID}, ${BERTH_CONNECTOR} and ${BERTH_TASK} in
+// s with their values in vars, and "$$" with "$". Any other "$" is kept as
+// it is (so "$HOME" reaches a shell untouched). A nil vars only checks the
+// syntax.
+//
+// It returns an error for an unterminated "${" and for a reference to any
+// other name (write "$${NAME}" to pass "${NAME}" through to the program).
+func expand(s string, vars map[string]string) (string, error) {
+	if !strings.Contains(s, "$") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '$' || i+1 == len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '{':
+			end := strings.IndexByte(s[i+2:], '}')
+			if end < 0 {
+				return "", fmt.Errorf("unterminated \"${\" in %q (write \"$$\" for a literal \"$\")", s)
+			}
+			name := s[i+2 : i+2+end]
+			if !expandable[name] {
+				return "", fmt.Errorf("unknown reference ${%s} in %q (allowed: ${BERTH_JOB_ID}, ${BERTH_CONNECTOR}, ${BERTH_TASK}; write \"$${%s}\" for a literal)", name, s, name)
+			}
+			b.WriteString(vars[name])
+			i += 2 + end
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,294 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Load reads the agent file at path and parses it with Parse against host.
+// An error reading the file is returned wrapped with the path (not as
+// *Problems).
+func Load(path string, host *Host) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return Parse(path, data, host)
+}
+
+// Parse decodes an agent file (data, named file in messages), applies the
+// defaults and validates every key, the limits against host's facts (CPU
+// count, online CPUs, io devices; nil host: those checks are skipped). On any problem it returns a nil *Config and *Problems
+// holding every problem found, each "FILE:LINE:COL: key: message"; a TOML
+// syntax error is a single entry with the parser's line and column.
+func Parse(file string, data []byte, host *Host) (*Config, error) {
+	return parse(file, data, host, nil)
+}
+
+// parse is Parse; when read is not nil, it records in it every key the
+// decoder asks for, per section ID (a test compares them with the
+// reference in keys.go).
+func parse(file string, data []byte, host *Host, read map[string]map[string]bool) (*Config, error) {
+	root, pos, err := decodeTOML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{host: host, read: read}
+	t := d.open("", SectionFile, root)
+	sum := sha256.Sum256(data)
+	c := &Config{File: file, SHA256: hex.EncodeToString(sum[:])}
+	c.Agent = d.agent(t.sub("agent"))
+	if s := t.sub("static"); s != nil {
+		c.Static.Connectors = s.strings("connectors")
+		c.Static.Tasks = s.strings("tasks")
+		s.done()
+	}
+	c.Cluster = d.cluster(t.sub("cluster"))
+	c.Workload = d.workload(t)
+	t.done()
+	c.checkStatic(&d.errs)
+	d.errs.attachDefs(&c.Workload)
+	if err := d.errs.result(file, pos); err != nil {
+		return nil, err
+	}
+	c.pos = pos
+	d.warns.list = append(d.warns.list, c.CheckDeclarations(&c.Workload, "this file")...)
+	d.warns.attachDefs(&c.Workload)
+	c.Warnings = d.warns.placed(file, pos)
+	return c, nil
+}
+
+// ParseConnectors parses a file that holds only [[group]] and [[connector]]
+// blocks (the input of "berth apply"), validated by the same rules as the
+// agent file. Errors are as for Parse.
+func ParseConnectors(file string, data []byte, host *Host) (*Workload, error) {
+	w, _, err := parseConnectors(file, data, host)
+	return w, err
+}
+
+// parseConnectors is ParseConnectors that also returns the warnings.
+func parseConnectors(file string, data []byte, host *Host) (*Workload, []*Problem, error) {
+	root, pos, err := decodeTOML(file, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := &decoder{host: host}
+	t := d.open("", SectionDefinitions, root)
+	w := d.workload(t)
+	t.done()
+	d.errs.attachDefs(&w)
+	if err := d.errs.result(file, pos); err != nil {
+		return nil, nil, err
+	}
+	d.warns.attachDefs(&w)
+	return &w, d.warns.placed(file, pos), nil
+}
+
+// ParseConnector parses one connector definition whose keys are at the top
+// level (name, tasks, group, [run], [task]), the form stored in the cluster
+// store. Whether its group exists and whether its job IDs clash with other
+// connectors is checked by Workload.Validate, not here. Errors are as for
+// Parse, with keys relative to the definition ("task.limits.memory").
+func ParseConnector(file string, data []byte, host *Host) (*Connector, error) {
+	root, pos, err := decodeTOML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{host: host}
+	c := d.connector(d.open("", SectionConnector, root))
+	d.errs.attachDef(DefConnector, c.Name)
+	if err := d.errs.result(file, pos); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// ParseGroup parses one sharing-group definition whose keys are at the top
+// level (name, limits). Errors are as for ParseConnector.
+func ParseGroup(file string, data []byte, host *Host) (*Group, error) {
+	root, pos, err := decodeTOML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{host: host}
+	g := d.group(d.open("", SectionGroup, root))
+	d.errs.attachDef(DefGroup, g.Name)
+	if err := d.errs.result(file, pos); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// decodeTOML parses data into a generic tree and locates its keys.
+func decodeTOML(file string, data []byte) (map[string]any, *positions, error) {
+	var root map[string]any
+	md, err := toml.Decode(string(data), &root)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, nil, &Problems{List: []*Problem{{File: file, Line: pe.Position.Line, Col: pe.Position.Col, Key: pe.LastKey, Msg: pe.Message}}}
+		}
+		return nil, nil, &Problems{List: []*Problem{{File: file, Msg: err.Error()}}}
+	}
+	return root, locate(string(data), md.Keys()), nil
+}
+
+// agent reads [agent] and applies its defaults.
+func (d *decoder) agent(t *table) Agent {
+	a := Agent{
+		DataDir: DefaultDataDir, LogDir: DefaultLogDir, LogMaxSize: DefaultLogMaxSize,
+		LogMaxFiles: DefaultLogMaxFiles, LogSink: LogSinkFile, Listen: DefaultListen,
+		CgroupRoot: DefaultCgroupRoot, StopTimeout: DefaultStopTimeout,
+	}
+	if t == nil {
+		t = d.open("agent", SectionAgent, map[string]any{})
+	}
+	defer t.done()
+	if _, ok := t.m["id"]; ok {
+		a.ID = t.str("id", "")
+		d.checkName(t.key("id"), "agent ID", a.ID)
+	} else if h, err := os.Hostname(); err != nil {
+		d.errs.add(t.key("id"), "not set and the host name is unknown: %v", err)
+	} else if err := validName(h); err != nil {
+		d.errs.add(t.key("id"), "not set and the host name %v; set agent.id", err)
+	} else {
+		a.ID = h
+	}
+	for _, dir := range []struct {
+		k string
+		p *string
+	}{{"data_dir", &a.DataDir}, {"log_dir", &a.LogDir}} {
+		if _, ok := t.m[dir.k]; ok {
+			*dir.p = t.str(dir.k, *dir.p)
+			if !strings.HasPrefix(*dir.p, "/") {
+				d.errs.add(t.key(dir.k), "must be an absolute path, not %q", *dir.p)
+			}
+		}
+	}
+	if n, ok := t.bytes("log_max_size"); ok {
+		if n < 1 {
+			d.errs.add(t.key("log_max_size"), "must be > 0 bytes")
+		} else {
+			a.LogMaxSize = n
+		}
+	}
+	if n, ok := t.inRange("log_max_files"); ok {
+		a.LogMaxFiles = int(n)
+	}
+	a.LogSink = t.oneOf("log_sink", "a log sink", a.LogSink)
+	if _, ok := t.m["listen"]; ok {
+		a.Listen = t.str("listen", a.Listen)
+		if _, port, err := net.SplitHostPort(a.Listen); err != nil || port == "" {
+			d.errs.add(t.key("listen"), "%q is not host:port", a.Listen)
+		}
+	}
+	if _, ok := t.m["cgroup_root"]; ok {
+		a.CgroupRoot = t.str("cgroup_root", a.CgroupRoot)
+		if a.CgroupRoot != "" {
+			for _, part := range strings.Split(a.CgroupRoot, "/") {
+				if err := validName(part); err != nil {
+					d.errs.add(t.key("cgroup_root"), "%q must be \"\" or a relative cgroup path of names: %v", a.CgroupRoot, err)
+					break
+				}
+			}
+		}
+	}
+	a.StopTimeout = t.duration("stop_timeout", a.StopTimeout)
+	if _, ok := t.m["web_config_file"]; ok {
+		a.WebConfigFile = t.str("web_config_file", "")
+		if !strings.HasPrefix(a.WebConfigFile, "/") {
+			d.errs.add(t.key("web_config_file"), "must be an absolute path, not %q", a.WebConfigFile)
+		}
+	}
+	if c := t.sub("client"); c != nil {
+		a.Client.TLS = d.tlsTable(c.sub("tls"))
+		a.Client.Username, a.Client.Password, a.Client.PasswordFile = d.credentials(c)
+		c.done()
+	}
+	return a
+}
+
+// tlsTable reads a tls table ({ ca, cert, key, server_name }); nil gives
+// the zero TLS.
+func (d *decoder) tlsTable(t *table) TLS {
+	if t == nil {
+		return TLS{}
+	}
+	defer t.done()
+	c := TLS{CA: t.str("ca", ""), Cert: t.str("cert", ""), Key: t.str("key", ""), ServerName: t.str("server_name", "")}
+	if (c.Cert == "") != (c.Key == "") {
+		d.errs.add(t.path, "cert and key must be given together")
+	}
+	for _, f := range []struct{ k, v string }{{"ca", c.CA}, {"cert", c.Cert}, {"key", c.Key}} {
+		if _, ok := t.m[f.k]; ok && !strings.HasPrefix(f.v, "/") {
+			d.errs.add(t.key(f.k), "must be an absolute path, not %q", f.v)
+		}
+	}
+	return c
+}
+
+// credentials reads username, password and password_file of t: a user
+// needs exactly one of password and password_file, and they need a user.
+func (d *decoder) credentials(t *table) (user, password, passwordFile string) {
+	user = t.str("username", "")
+	password = t.str("password", "")
+	passwordFile = t.str("password_file", "")
+	_, hasUser := t.m["username"]
+	_, hasPassword := t.m["password"]
+	_, hasFile := t.m["password_file"]
+	switch {
+	case hasUser && user == "":
+		d.errs.add(t.key("username"), "must not be empty (omit it for no user)")
+	case hasPassword && hasFile:
+		d.errs.add(t.key("password_file"), "password and password_file are exclusive: give one")
+	case hasUser && !hasPassword && !hasFile:
+		d.errs.add(t.key("username"), "needs password or password_file")
+	case !hasUser && (hasPassword || hasFile):
+		d.errs.add(t.path, "password and password_file need username")
+	}
+	if hasFile && !strings.HasPrefix(passwordFile, "/") {
+		d.errs.add(t.key("password_file"), "must be an absolute path, not %q", passwordFile)
+	}
+	return user, password, passwordFile
+}
+
+// cluster reads [cluster] and applies its defaults.
+func (d *decoder) cluster(t *table) Cluster {
+	c := Cluster{Name: DefaultClusterName, SessionTTL: DefaultSessionTTL, Protocol: ProtocolStatic}
+	if t == nil {
+		return c
+	}
+	defer t.done()
+	if _, ok := t.m["name"]; ok {
+		c.Name = t.str("name", c.Name)
+		d.checkName(t.key("name"), "cluster name", c.Name)
+	}
+	c.Endpoints = t.strings("endpoints")
+	for i, e := range c.Endpoints {
+		if strings.TrimSpace(e) == "" {
+			d.errs.add(fmt.Sprintf("%s[%d]", t.key("endpoints"), i), "must not be empty")
+		}
+	}
+	c.SessionTTL = t.duration("session_ttl", c.SessionTTL)
+	if c.SessionTTL < MinSessionTTL {
+		d.errs.add(t.key("session_ttl"), "must be at least 2s, not %v", c.SessionTTL)
+	}
+	if c.SessionTTL%1000000000 != 0 {
+		d.errs.add(t.key("session_ttl"), "must be a whole number of seconds (etcd lease TTLs are seconds), not %v", c.SessionTTL)
+	}
+	c.RebalanceDelay = t.duration("rebalance_delay", 0)
+	c.Protocol = Protocol(t.oneOf("protocol", "a protocol", string(c.Protocol)))
+	c.TLS = d.tlsTable(t.sub("tls"))
+	c.Username, c.Password, c.PasswordFile = d.credentials(t)
+	if c.Username != "" && len(c.Endpoints) == 0 {
+		d.errs.add(t.key("username"), "needs endpoints: the embedded etcd (no endpoints) has no users")
+	}
+	return c
+}

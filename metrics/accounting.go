@@ -1,0 +1,143 @@
+package metrics
+
+import (
+	"sync"
+)
+
+// counter turns a value that may reset (a cgroup recreated for a job, a
+// process that exited) into a Prometheus counter that never goes down: when
+// a new reading is below the last one, the last one is added to a base.
+type counter struct {
+	base, last float64
+}
+
+func (c *counter) observe(v float64) float64 {
+	if v < c.last {
+		c.base += c.last
+	}
+	c.last = v
+	return c.base + v
+}
+
+// procKey identifies one process for its whole life: a PID may be reused,
+// a (PID, start time) pair is not.
+type procKey struct {
+	pid   int
+	start uint64 // clock ticks after boot, /proc/PID/stat field 22
+}
+
+// procTotals are one process's cumulative counters as last read.
+type procTotals struct {
+	readBytes, writeBytes float64
+	volCtx, involCtx      float64
+}
+
+func (t *procTotals) add(o procTotals) {
+	t.readBytes += o.readBytes
+	t.writeBytes += o.writeBytes
+	t.volCtx += o.volCtx
+	t.involCtx += o.involCtx
+}
+
+// procReading is what a scan read of one process of the job.
+type procReading struct {
+	totals procTotals
+	ppid   int
+	zombie bool // exited, not yet reaped: its counters are carried over
+}
+
+// jobAccount is the usage history of one job that keeps its counters
+// monotonic and free of double counting when processes exit (failure case C12;
+// node_exporter#1042):
+//
+//   - /proc/PID/io of a process includes the I/O of every child it has
+//     reaped (kernel/exit.c, wait_task_zombie adds the child's ioac to the
+//     parent's signal). So an exited process whose parent is still in the
+//     job is already counted by that parent; one whose parent is outside
+//     the job (the agent, which reaps the main process and every orphan) is
+//     not, and its last reading is kept in `gone`.
+//   - voluntary/involuntary context switches (/proc/PID/status) are not
+//     passed to the parent, so every exited process's last reading is kept.
+type jobAccount struct {
+	live map[procKey]procReading
+	gone procTotals
+	// cgroup counters survive a cgroup being made anew for the job.
+	cpuUser, cpuSystem, throttledPeriods, throttledSeconds, oomKills counter
+	// pressure: cpu some, cpu full, memory some, memory full, io some, io full.
+	pressure [6]counter
+}
+
+func newJobAccount() *jobAccount { return &jobAccount{live: map[procKey]procReading{}} }
+
+// update replaces the live set with seen and returns the job's totals.
+func (a *jobAccount) update(seen map[procKey]procReading) procTotals {
+	livePIDs := make(map[int]bool, len(seen))
+	for k := range seen {
+		livePIDs[k.pid] = true
+	}
+	for k, last := range a.live {
+		if _, ok := seen[k]; ok {
+			continue
+		}
+		a.gone.volCtx += last.totals.volCtx
+		a.gone.involCtx += last.totals.involCtx
+		if !livePIDs[last.ppid] {
+			a.gone.readBytes += last.totals.readBytes
+			a.gone.writeBytes += last.totals.writeBytes
+		}
+	}
+	total := a.gone
+	for k, r := range seen {
+		// A zombie reads as empty: keep its last reading until it is
+		// reaped. A process's own counters only grow; guard anyway against
+		// a reading below the last one (a racing exit read as zeros).
+		if last, ok := a.live[k]; ok {
+			r.totals = maxTotals(r.totals, last.totals)
+			seen[k] = r
+		}
+		total.add(r.totals)
+	}
+	a.live = seen
+	return total
+}
+
+func maxTotals(a, b procTotals) procTotals {
+	return procTotals{
+		readBytes:  max(a.readBytes, b.readBytes),
+		writeBytes: max(a.writeBytes, b.writeBytes),
+		volCtx:     max(a.volCtx, b.volCtx),
+		involCtx:   max(a.involCtx, b.involCtx),
+	}
+}
+
+// accounts holds every job's history between scrapes, for one collector:
+// one scrape at a time updates it, so its counters stay monotonic.
+type accounts struct {
+	mu   sync.Mutex
+	jobs map[string]*jobAccount
+}
+
+// get returns the account of job id, made on first use. Callers hold mu.
+func (a *accounts) get(id string) *jobAccount {
+	if a.jobs == nil {
+		a.jobs = map[string]*jobAccount{}
+	}
+	j, ok := a.jobs[id]
+	if !ok {
+		j = newJobAccount()
+		a.jobs[id] = j
+	}
+	return j
+}
+
+// retain drops the history of every job not in keep: a job that is no
+// longer assigned here. A job restarted with a new definition stays
+// assigned, so it keeps its history and its counters do not go down.
+// Callers hold mu.
+func (a *accounts) retain(keep map[string]bool) {
+	for id := range a.jobs {
+		if !keep[id] {
+			delete(a.jobs, id)
+		}
+	}
+}

@@ -1,0 +1,18 @@
+// Package metrics is berth's Prometheus exposition, built as node_exporter
+// builds its own: small collectors, one per source of numbers (agent: job
+// states, reloads; cgroup: kernel accounting per job; group: kernel
+// accounting per sharing group; procfs: per-process counters; pressure:
+// per-job PSI; cluster: membership), each read at scrape time by one method,
+//
+//	Update(ch chan<- prometheus.Metric, s Snapshot) error
+//
+// and an Exporter that runs them and reports each one's duration and
+// success (berth_scrape_collector_duration_seconds,
+// berth_scrape_collector_success) instead of failing the scrape. The
+// collectors read the agent only through the small Lister interface.
+//
+// Every per-job series is labelled job_id, connector, kind and group —
+// never `job`, which Prometheus reserves for the scrape target. Counters
+// never go down: a value that resets (a cgroup made anew, a process that
+// exited) is carried over (accounting.go; failure case C12).
+package metrics

@@ -1,0 +1,65 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/worker"
+)
+
+// Job is what the collectors need of one job at scrape time.
+type Job struct {
+	// ID, Connector, Kind ("connector" or "task") and Group ("" for none)
+	// are the job's labels.
+	ID, Connector, Kind, Group string
+	// State is the job's state (a worker state or waiting).
+	State worker.State
+	// Restarts counts restarts of the job's worker after it ended.
+	Restarts int
+	// Cgroup is the job's cgroup; nil when it has none (waiting, failed
+	// before its cgroup was made).
+	Cgroup *cgroup.Group
+	// UpdateBlocked is true while the job's new definition cannot start on
+	// this host and the job keeps running its previous one.
+	UpdateBlocked bool
+}
+
+// Group is one sharing group with jobs on this agent.
+type Group struct {
+	// Name is the group's name, the `group` label.
+	Name string
+	// Jobs counts the group's jobs on this agent.
+	Jobs int
+	// Cgroup is the group's parent cgroup, whose limits cap its jobs' sum.
+	Cgroup *cgroup.Group
+}
+
+// Snapshot is the agent as one scrape sees it.
+type Snapshot struct {
+	// Jobs are the jobs the agent runs, sorted by ID.
+	Jobs []Job
+	// Assigned holds the IDs of the jobs assigned to this agent: their
+	// counter history is kept even while the job is between two workers.
+	Assigned map[string]bool
+	// Generation is the assignment generation the agent runs.
+	Generation int64
+	// Unassigned counts jobs that exist but that no agent runs.
+	Unassigned int
+	// Groups are the sharing groups with jobs on this agent, sorted by
+	// name.
+	Groups []Group
+	// ReloadSuccessful is false when the last reload of the configuration
+	// file was refused (true before any reload: the start loaded it).
+	ReloadSuccessful bool
+	// ReloadSuccessTime is when the file was last put in force (start or
+	// a successful reload).
+	ReloadSuccessTime time.Time
+}
+
+// Lister gives the collectors the agent's jobs; the agent implements it.
+type Lister interface {
+	Snapshot() Snapshot
+}
+
+// labels are a job's label values, in jobLabels order.
+func (j *Job) labels() []string { return []string{j.ID, j.Connector, j.Kind, j.Group} }

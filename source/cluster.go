@@ -1,0 +1,489 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/retry"
+	"github.com/berthd/berth/workload"
+	"github.com/jonboulle/clockwork"
+)
+
+// Cluster is the source of an agent that is a member of a berth cluster:
+// its session, the leader campaign, the published assignment and the
+// stored workload, all over etcd (docs/design.md, "Membership and
+// assignment"). With no [cluster] endpoints it runs an embedded
+// single-node etcd under data_dir.
+type Cluster struct {
+	cfg   *config.Config
+	host  *config.Host
+	clock clockwork.Clock
+	env   Env
+	log   *slog.Logger
+
+	client   *cluster.Client
+	embedded *cluster.Embedded // nil with external endpoints
+
+	// life outlives the agent's run context: fencing must keep watching
+	// the lease while the agent stops its jobs (stop grace can outlast a
+	// lease). Close ends it and waits for every goroutine in wg.
+	life    context.Context
+	endLife context.CancelFunc
+	wg      sync.WaitGroup
+
+	changed chan struct{}
+
+	mu        sync.Mutex
+	member    assign.Member
+	session   *cluster.Session
+	state     State
+	stopping  bool
+	published cluster.Published
+	workload  *config.Workload
+	actions   cluster.Actions
+	// actionsRead is set once the target states have been read: until
+	// then no job is given to the agent, which could otherwise start a
+	// paused connector's job at start-up.
+	actionsRead bool
+}
+
+// NewCluster returns the cluster source of the agent file cfg, whose
+// definitions are checked against host. It does no I/O; Start joins.
+func NewCluster(cfg *config.Config, host *config.Host) *Cluster {
+	c := &Cluster{cfg: cfg, host: host, clock: clockwork.NewRealClock(), changed: make(chan struct{}, 1),
+		member: memberOf(cfg), state: Joining}
+	c.life, c.endLife = context.WithCancel(context.Background())
+	return c
+}
+
+// Start implements Source: it starts (or connects to) etcd, retrying with
+// backoff while the store is away; applies the agent file's own
+// connectors and groups (create or update, never delete); joins as a
+// member; and starts the leader campaign and the watches. It returns once
+// the agent is a member, or an error when ctx ends first.
+func (c *Cluster) Start(ctx context.Context, env Env) error {
+	c.env, c.log = env, env.Log
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	endpoints := c.cfg.Cluster.Endpoints
+	if len(endpoints) == 0 {
+		dir := c.cfg.Agent.DataDir
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("embedded etcd: create data_dir %s: %w", dir, err)
+		}
+		e, err := cluster.StartEmbedded(dir)
+		if err != nil {
+			return fmt.Errorf("start embedded etcd in %s: %w", dir, err)
+		}
+		c.embedded = e
+		endpoints = e.Endpoints()
+		c.log.Info("embedded etcd started", "endpoints", endpoints, "data_dir", dir)
+	}
+	// A password_file that cannot be used is a configuration error: say
+	// so at once rather than retry.
+	if _, err := StoreConfig(c.cfg.Cluster, endpoints); err != nil {
+		return err
+	}
+	var lastErr string
+	err := retry.Do(ctx, c.clock, retry.Store(), func() error {
+		// Read at every try: a password_file fixed meanwhile is used.
+		ccfg, err := StoreConfig(c.cfg.Cluster, endpoints)
+		if err != nil {
+			return err
+		}
+		ccfg.Validate, ccfg.OnRenew = workload.Validator(c.host), env.OnRenew
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		cl, err := cluster.Connect(cctx, ccfg)
+		if err == nil {
+			c.client = cl
+		}
+		return err
+	}, func(err error, wait time.Duration) {
+		if msg := err.Error(); msg != lastErr {
+			lastErr = msg
+			c.log.Warn("cannot reach etcd; retrying with backoff", "endpoints", endpoints, "error", err, "next_try_in", wait.Round(time.Millisecond))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("connect to etcd %v: %w", endpoints, err)
+	}
+	if err := c.applyFile(ctx, c.cfg); err != nil {
+		// The store keeps what it has (another host may have applied a
+		// conflicting definition); the agent runs what the cluster says.
+		c.log.Error("the file's connectors were not applied to the cluster", "error", err)
+	}
+	if err := c.join(ctx); err != nil {
+		return err
+	}
+	for _, f := range []func(context.Context){c.watchAssignment, c.watchWorkload, c.watchActions, c.lead, c.keepMembership} {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			f(c.life)
+		}()
+	}
+	return nil
+}
+
+// applyFile stores the agent file's own [[connector]] and [[group]]
+// blocks as this agent's file's (create or update), and gives up the ones
+// that left the file: deleted unless another agent's file holds them or
+// `berth apply` stored them (workload.ApplyFile).
+func (c *Cluster) applyFile(ctx context.Context, cfg *config.Config) error {
+	data, err := os.ReadFile(cfg.File)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", cfg.File, err)
+	}
+	defs, err := config.Definitions(cfg.File, data, c.host)
+	if err != nil {
+		return err
+	}
+	plan, err := workload.ApplyFile(ctx, c.client, defs, cfg.Agent.ID, c.host)
+	if err != nil {
+		return fmt.Errorf("apply the connectors of %s to the cluster: %w", cfg.File, err)
+	}
+	if len(plan.Created)+len(plan.Updated)+len(plan.Deleted)+len(plan.Released) > 0 {
+		c.log.Info("workload applied", "file", cfg.File, "created", plan.Created, "updated", plan.Updated,
+			"deleted", plan.Deleted, "released", plan.Released)
+	}
+	if len(plan.Kept) > 0 {
+		c.log.Warn("definitions left the file but a stored connector still names them; kept until unused", "file", cfg.File, "kept", plan.Kept)
+	}
+	return nil
+}
+
+// join makes the agent a member, retrying with backoff while an older
+// session of the same agent still holds the member ID (its lease has yet
+// to expire) or the store is away.
+func (c *Cluster) join(ctx context.Context) error {
+	var lastErr string
+	err := retry.Do(ctx, c.clock, retry.Store(), func() error {
+		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		s, err := c.client.Join(jctx, c.declared(), c.env.Addr)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.session, c.state = s, Member
+		c.mu.Unlock()
+		c.log.Info("joined the cluster", "member", s.Member().ID, "lease_ttl", s.TTL(), "deadline", s.Deadline())
+		signal(c.changed)
+		return nil
+	}, func(err error, wait time.Duration) {
+		// Say why once, not at every retry.
+		if msg := err.Error(); msg != lastErr {
+			lastErr = msg
+			if errors.Is(err, cluster.ErrMemberExists) {
+				c.log.Warn("waiting for the previous session of this member ID to expire (an agent restarted before its lease ran out, or another agent uses the same id); retrying with backoff",
+					"member", c.declared().ID, "session_ttl", c.client.Config().SessionTTL, "error", err)
+			} else {
+				c.log.Warn("join failed; retrying with backoff", "error", err, "next_try_in", wait.Round(time.Millisecond))
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("join the cluster as %s: %w", c.declared().ID, err)
+	}
+	return nil
+}
+
+// declared is the member record the agent registers.
+func (c *Cluster) declared() assign.Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.member
+}
+
+// Reload implements Source: the file's connectors and groups are applied
+// (create or update), and its [static] table becomes the member record;
+// the change reaches every agent, this one included, through the store.
+func (c *Cluster) Reload(ctx context.Context, cfg *config.Config) error {
+	if err := c.applyFile(ctx, cfg); err != nil {
+		return err
+	}
+	nm := memberOf(cfg)
+	c.mu.Lock()
+	old, s := c.member, c.session
+	c.member, c.cfg = nm, cfg
+	c.mu.Unlock()
+	if !changedMember(old, nm) || s == nil {
+		return nil // the next join writes the new record
+	}
+	if err := s.Update(ctx, nm); err != nil {
+		c.log.Error("update the member record with the reloaded [static] table", "error", err)
+		return nil
+	}
+	c.log.Info("member record updated", "connectors", nm.Connectors, "tasks", nm.Tasks, "protocol", nm.Protocol)
+	return nil
+}
+
+// changedMember reports whether the member record differs: declarations or
+// protocol.
+func changedMember(a, b assign.Member) bool {
+	return a.Protocol != b.Protocol || !slices.Equal(a.Connectors, b.Connectors) || !slices.Equal(a.Tasks, b.Tasks)
+}
+
+// keepMembership fences when the session ends and joins again. It runs for
+// the source's whole life, through the agent's stop: a lease lost while
+// jobs are being stopped with grace still kills them at once.
+func (c *Cluster) keepMembership(ctx context.Context) {
+	for {
+		s := c.currentSession()
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.Done():
+		}
+		// The lease can no longer be proven: kill every worker now, before
+		// the server may expire it and another agent may claim the jobs.
+		// The cause is logged first, then what fencing did to each job.
+		c.mu.Lock()
+		c.state, c.session = Fenced, nil
+		c.mu.Unlock()
+		c.log.Error("session lost: fencing (every worker is killed now)", "member", c.declared().ID, "error", s.Err())
+		// A worker that survived the kill keeps the lease (no revoke, which
+		// would free its claims at once); it expires on its own and the
+		// kill is repeated.
+		err := retry.Do(ctx, c.clock, retry.Kill(), c.env.Fence, func(err error, _ time.Duration) {
+			c.log.Error("fence: a job's processes survived the kill; retrying", "error", err)
+		})
+		if err != nil {
+			return // ctx ended
+		}
+		if c.env.OnFence != nil {
+			c.env.OnFence()
+		}
+		c.log.Warn("fenced: every worker killed; joining again when the store answers", "member", c.declared().ID)
+		signal(c.changed)
+		_ = s.Close()
+		c.mu.Lock()
+		stopping := c.stopping
+		c.mu.Unlock()
+		if stopping {
+			return
+		}
+		if err := c.join(ctx); err != nil {
+			return
+		}
+	}
+}
+
+// sessionCtx bounds a store call made under the session s: it ends when the
+// session ends or at its local deadline, whichever comes first, so no call
+// can hold up fencing or outlive the lease it relies on.
+func sessionCtx(parent context.Context, s *cluster.Session) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithDeadline(parent, s.Deadline())
+	stop := context.AfterFunc(s.Context(), cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+func (c *Cluster) currentSession() *cluster.Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
+
+// lead campaigns for leadership with every session the agent holds; the
+// leader computes and publishes assignments (cluster.Client.RunLeader).
+func (c *Cluster) lead(ctx context.Context) {
+	b := retry.Store().New()
+	for ctx.Err() == nil {
+		s := c.currentSession()
+		if s == nil {
+			if !retry.Sleep(ctx, c.clock, b.NextBackOff()) {
+				return
+			}
+			continue
+		}
+		b.Reset()
+		err := c.client.RunLeader(ctx, s, c.clock.Now)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && !errors.Is(err, cluster.ErrSessionClosed) && !errors.Is(err, cluster.ErrSessionLost) {
+			c.log.Warn("leader campaign ended", "error", err)
+		}
+		if !retry.Sleep(ctx, c.clock, b.NextBackOff()) {
+			return
+		}
+	}
+}
+
+func (c *Cluster) watchAssignment(ctx context.Context) {
+	for p := range c.client.WatchAssignment(ctx) {
+		c.mu.Lock()
+		c.published = p
+		c.mu.Unlock()
+		signal(c.changed)
+	}
+}
+
+func (c *Cluster) watchWorkload(ctx context.Context) {
+	for range c.client.WatchWorkload(ctx) {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		conns, err1 := c.client.Connectors(rctx)
+		groups, err2 := c.client.Groups(rctx)
+		cancel()
+		if err := errors.Join(err1, err2); err != nil {
+			c.log.Warn("read the workload", "error", err)
+			continue
+		}
+		wl, err := workload.Parse(conns, groups, c.host)
+		if err != nil {
+			c.log.Error("stored workload has invalid definitions; they are not run", "error", err)
+		}
+		c.mu.Lock()
+		c.workload = wl
+		c.mu.Unlock()
+		signal(c.changed)
+	}
+}
+
+// watchActions follows the operators' target states and restart requests.
+func (c *Cluster) watchActions(ctx context.Context) {
+	for range c.client.WatchActions(ctx) {
+		// A failed read is retried: the watch signals only on a change.
+		var a cluster.Actions
+		err := retry.Do(ctx, c.clock, retry.Store(), func() error {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			var err error
+			a, err = c.client.Actions(rctx)
+			return err
+		}, func(err error, _ time.Duration) {
+			c.log.Warn("read target states and restart requests; retrying", "error", err)
+		})
+		if err != nil {
+			return // ctx ended
+		}
+		c.mu.Lock()
+		c.actions, c.actionsRead = a, true
+		c.mu.Unlock()
+		signal(c.changed)
+	}
+}
+
+// SetTarget implements Source.
+func (c *Cluster) SetTarget(ctx context.Context, connector string, t cluster.Target) error {
+	return c.client.SetTarget(ctx, connector, t)
+}
+
+// RequestRestarts implements Source.
+func (c *Cluster) RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error {
+	return c.client.RequestRestarts(ctx, connector, jobs, onlyFailed, by, c.clock.Now())
+}
+
+// RestartDone implements Source.
+func (c *Cluster) RestartDone(ctx context.Context, r cluster.RestartRequest) error {
+	return c.client.RestartDone(ctx, r)
+}
+
+// Changed implements Source.
+func (c *Cluster) Changed() <-chan struct{} { return c.changed }
+
+// Desired implements Source: this member's jobs in the published
+// assignment; none while it is not a member; and generation 0 (no
+// assignment yet, so the agent does not report ready) before the workload
+// and the operators' target states have been read, lest a pass start a
+// paused connector's job.
+func (c *Cluster) Desired() Desired {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := Desired{
+		Generation: c.published.Generation,
+		Unassigned: c.published.Assignment.Unassigned,
+		Owners:     owners(c.published.Assignment),
+		Workload:   c.workload,
+		Targets:    c.actions.Targets,
+		Restarts:   c.actions.Restarts,
+	}
+	switch {
+	case c.workload == nil || !c.actionsRead:
+		// Not everything a pass needs is known yet: no assignment to act
+		// on (the agent is not ready until one is).
+		d.Generation = 0
+	case c.state == Member:
+		d.Jobs = c.published.Assignment.Members[c.member.ID]
+	}
+	return d
+}
+
+// Claim implements Source: create-if-absent under this member's lease,
+// bounded by the session.
+func (c *Cluster) Claim(ctx context.Context, job string) (bool, string, error) {
+	s := c.currentSession()
+	if s == nil {
+		return false, "", errors.New("not a member of the cluster")
+	}
+	sctx, cancel := sessionCtx(ctx, s)
+	defer cancel()
+	return s.Claim(sctx, job)
+}
+
+// Release implements Source.
+func (c *Cluster) Release(ctx context.Context, job string) error {
+	s := c.currentSession()
+	if s == nil {
+		return nil // the lease is gone, and the claim with it
+	}
+	sctx, cancel := sessionCtx(ctx, s)
+	defer cancel()
+	return s.Release(sctx, job)
+}
+
+// Info implements Source.
+func (c *Cluster) Info() Info {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Info{ID: c.member.ID, State: c.state, Leader: c.published.Leader == c.member.ID,
+		Generation: c.published.Generation, Conflicts: len(c.published.Assignment.Conflicts)}
+}
+
+// Members implements Source.
+func (c *Cluster) Members(ctx context.Context) ([]cluster.MemberRecord, error) {
+	return c.client.Members(ctx)
+}
+
+// Published implements Source.
+func (c *Cluster) Published() cluster.Published {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.published
+}
+
+// Stopping implements Source.
+func (c *Cluster) Stopping() {
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
+}
+
+// Close implements Source: it ends the source's goroutines and waits for
+// them, ends the session (its claims go with its lease), closes the client
+// and stops the embedded etcd.
+func (c *Cluster) Close() {
+	c.Stopping()
+	c.endLife()
+	c.wg.Wait()
+	if s := c.currentSession(); s != nil {
+		_ = s.Close()
+	}
+	if c.client != nil {
+		_ = c.client.Close()
+	}
+	if c.embedded != nil {
+		c.embedded.Close()
+	}
+}

@@ -1,0 +1,165 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sync"
+
+	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/source"
+)
+
+// fakeSource is a Source whose assignment and claim answers the test sets:
+// the seam for reconcile decisions. Everything below it (cgroups,
+// processes) is real.
+type fakeSource struct {
+	changed chan struct{}
+
+	mu       sync.Mutex
+	desired  source.Desired
+	env      source.Env
+	claimErr error  // Claim fails with it while set
+	holder   string // Claim finds the claim held by it while set
+	claims   map[string]int
+	releases map[string]int
+	done     map[string]int // RestartDone calls per job
+	doneErr  error          // RestartDone fails with it while set
+	rev      int64
+	reloads  int
+}
+
+func newFakeSource() *fakeSource {
+	return &fakeSource{changed: make(chan struct{}, 1), claims: map[string]int{}, releases: map[string]int{}, done: map[string]int{}}
+}
+
+// assign makes the source want exactly the jobs of wl (generation +1).
+func (f *fakeSource) assign(wl *config.Workload) {
+	f.mu.Lock()
+	var ids []string
+	owners := map[string]string{}
+	for _, j := range wl.Jobs(0) {
+		ids = append(ids, j.ID)
+		owners[j.ID] = "sv"
+	}
+	f.desired = source.Desired{Generation: f.desired.Generation + 1, Jobs: ids, Owners: owners, Workload: wl,
+		Targets: f.desired.Targets, Restarts: f.desired.Restarts}
+	f.mu.Unlock()
+	f.signal()
+}
+
+func (f *fakeSource) set(fn func(f *fakeSource)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *fakeSource) count(m map[string]int, id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return m[id]
+}
+
+func (f *fakeSource) Start(_ context.Context, env source.Env) error {
+	f.set(func(f *fakeSource) { f.env = env })
+	return nil
+}
+
+func (f *fakeSource) Desired() source.Desired {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.desired
+}
+
+func (f *fakeSource) Changed() <-chan struct{} { return f.changed }
+
+func (f *fakeSource) Claim(_ context.Context, job string) (bool, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims[job]++
+	switch {
+	case f.claimErr != nil:
+		return false, "", f.claimErr
+	case f.holder != "":
+		return false, f.holder, nil
+	}
+	return true, "sv", nil
+}
+
+func (f *fakeSource) Release(_ context.Context, job string) error {
+	f.set(func(f *fakeSource) { f.releases[job]++ })
+	return nil
+}
+
+func (f *fakeSource) Reload(context.Context, *config.Config) error {
+	f.set(func(f *fakeSource) { f.reloads++ })
+	return nil
+}
+
+// SetTarget keeps t in the fake store and signals Changed.
+func (f *fakeSource) SetTarget(_ context.Context, connector string, t cluster.Target) error {
+	f.mu.Lock()
+	targets := map[string]cluster.Target{}
+	maps.Copy(targets, f.desired.Targets)
+	targets[connector] = t
+	f.desired.Targets = targets
+	f.mu.Unlock()
+	f.signal()
+	return nil
+}
+
+// RequestRestarts keeps a request per job, each with a new revision.
+func (f *fakeSource) RequestRestarts(_ context.Context, connector string, jobs []string, onlyFailed bool, by string) error {
+	f.mu.Lock()
+	restarts := map[string]cluster.RestartRequest{}
+	maps.Copy(restarts, f.desired.Restarts)
+	for _, j := range jobs {
+		f.rev++
+		restarts[j] = cluster.RestartRequest{Connector: connector, Job: j, OnlyFailed: onlyFailed, By: by, Rev: f.rev}
+	}
+	f.desired.Restarts = restarts
+	f.mu.Unlock()
+	f.signal()
+	return nil
+}
+
+// RestartDone removes r when it is still the job's request, and counts it.
+func (f *fakeSource) RestartDone(_ context.Context, r cluster.RestartRequest) error {
+	f.mu.Lock()
+	f.done[r.Job]++
+	if err := f.doneErr; err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	if cur, ok := f.desired.Restarts[r.Job]; ok && cur.Rev == r.Rev {
+		restarts := map[string]cluster.RestartRequest{}
+		maps.Copy(restarts, f.desired.Restarts)
+		delete(restarts, r.Job)
+		f.desired.Restarts = restarts
+	}
+	f.mu.Unlock()
+	f.signal()
+	return nil
+}
+
+func (f *fakeSource) signal() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fakeSource) Info() source.Info {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return source.Info{ID: "sv", State: source.Member, Leader: true, Generation: f.desired.Generation}
+}
+
+func (f *fakeSource) Members(context.Context) ([]cluster.MemberRecord, error) {
+	return nil, errors.New("fake source: no members")
+}
+
+func (f *fakeSource) Published() cluster.Published { return cluster.Published{} }
+func (f *fakeSource) Stopping()                    {}
+func (f *fakeSource) Close()                       {}

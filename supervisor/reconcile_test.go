@@ -1,0 +1,190 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/worker"
+	"github.com/jonboulle/clockwork"
+)
+
+// fakeAgent runs a real agent (real cgroups, real processes) on a fake
+// source and a fake clock, so that reconcile decisions can be driven and
+// retry timers advanced without sleeping.
+type fakeAgent struct {
+	*Agent
+	src   *fakeSource
+	clock *clockwork.FakeClock
+}
+
+func runFakeAgent(t *testing.T) *fakeAgent {
+	t.Helper()
+	testutil.NeedRoot(t)
+	dir := t.TempDir()
+	root := fmt.Sprintf("berth-sv-%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano())
+	path := filepath.Join(dir, "berth.toml")
+	body := fmt.Sprintf("[agent]\nid = \"sv\"\ndata_dir = %q\nlog_dir = %q\nlisten = \"127.0.0.1:0\"\ncgroup_root = %q\nstop_timeout = \"1s\"\n",
+		filepath.Join(dir, "data"), filepath.Join(dir, "log"), root)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, config.LocalHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa := &fakeAgent{src: newFakeSource(), clock: clockwork.NewFakeClock()}
+	fa.Agent = New(cfg, path, Options{Source: fa.src, Clock: fa.clock})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fa.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent stop: %v", err)
+		}
+	})
+	return fa
+}
+
+// sleeper is a connector whose own job sleeps, with limits l.
+func sleeper(name string, l limits.Limits, args ...string) config.Connector {
+	cmd := append([]string{"/bin/sleep", "1000"}, args...)
+	return config.Connector{Name: name, Run: &config.Process{Command: cmd, Restart: config.RestartNever, Limits: l}}
+}
+
+func workloadOf(cs ...config.Connector) *config.Workload { return &config.Workload{Connectors: cs} }
+
+// job returns the agent's view of job id, polling until cond holds.
+func (fa *fakeAgent) waitJob(t *testing.T, id, what string, cond func(j apiJobView) bool) apiJobView {
+	t.Helper()
+	var last apiJobView
+	testutil.Eventually(t, 20*time.Second, what, func() bool {
+		j, ok := fa.Job(id)
+		last = apiJobView{ok: ok, State: j.State, PID: j.PID, Reason: j.Reason}
+		return cond(last)
+	})
+	return last
+}
+
+type apiJobView struct {
+	ok     bool
+	State  worker.State
+	PID    int
+	Reason string
+}
+
+func running(j apiJobView) bool { return j.ok && j.State == worker.Running && j.PID > 0 }
+
+// TestLimitsOnlyChangeUpdatesInPlace: a definition whose limits alone
+// change keeps its process (same PID) and the kernel holds the new limit;
+// a changed command restarts it (a new PID).
+func TestLimitsOnlyChangeUpdatesInPlace(t *testing.T) {
+	fa := runFakeAgent(t)
+	fa.src.assign(workloadOf(sleeper("a", limits.Limits{Memory: 64 << 20})))
+	first := fa.waitJob(t, "a", "a running", running)
+
+	fa.src.assign(workloadOf(sleeper("a", limits.Limits{Memory: 96 << 20})))
+	testutil.Eventually(t, 20*time.Second, "memory limit 96MiB in the kernel", func() bool {
+		g := fa.jobs["a"]
+		if g == nil || g.group == nil {
+			return false
+		}
+		st, err := g.group.Stats()
+		return err == nil && st.MemoryLimitBytes == 96<<20
+	})
+	if j, _ := fa.Job("a"); j.PID != first.PID {
+		t.Fatalf("limits-only change restarted the job: pid %d -> %d", first.PID, j.PID)
+	}
+
+	fa.src.assign(workloadOf(sleeper("a", limits.Limits{Memory: 96 << 20}, "1")))
+	fa.waitJob(t, "a", "a restarted with a new pid", func(j apiJobView) bool { return running(j) && j.PID != first.PID })
+	if n := fa.src.count(fa.src.releases, "a"); n != 1 {
+		t.Errorf("claim released %d times on restart, want 1 (only once its process was gone)", n)
+	}
+}
+
+// TestPermanentStartErrorNotRetriedOnATimer: a limit the kernel refuses
+// (pids above PID_MAX_LIMIT, here built without validation) fails the job
+// with the reason and arms no retry; advancing the clock by an hour tries
+// nothing again; a reload does.
+func TestPermanentStartErrorNotRetriedOnATimer(t *testing.T) {
+	fa := runFakeAgent(t)
+	fa.src.assign(workloadOf(sleeper("bad", limits.Limits{Pids: 5_000_000})))
+	j := fa.waitJob(t, "bad", "bad failed", func(j apiJobView) bool { return j.ok && j.State == worker.Failed })
+	if !strings.Contains(j.Reason, "create cgroup") {
+		t.Errorf("reason %q, want the cgroup error", j.Reason)
+	}
+	if _, pending := fa.nextRetry(); pending {
+		t.Fatal("a permanent start error armed a retry timer")
+	}
+	claims := fa.src.count(fa.src.claims, "bad")
+	fa.clock.Advance(time.Hour)
+	// A later reconcile (another assignment) must not retry it either.
+	fa.src.assign(workloadOf(sleeper("bad", limits.Limits{Pids: 5_000_000}), sleeper("ok", limits.Limits{})))
+	fa.waitJob(t, "ok", "ok running", running)
+	if n := fa.src.count(fa.src.claims, "bad"); n != claims {
+		t.Fatalf("permanent failure tried again: %d claims, want %d", n, claims)
+	}
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/pids", fa.hier.Root(), "jobs", "bad")); err == nil {
+		t.Error("a half-made cgroup of the failed job is left")
+	}
+	if err := fa.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := fa.src.count(fa.src.claims, "bad"); n != claims+1 {
+		t.Errorf("reload did not try the failed job again: %d claims, want %d", n, claims+1)
+	}
+}
+
+// TestTransientClaimErrorRetriedWithBackoff: a store error on claim leaves
+// the job waiting with a retry armed; when the clock passes the backoff
+// the claim is tried again, and once the store answers the job runs.
+func TestTransientClaimErrorRetriedWithBackoff(t *testing.T) {
+	fa := runFakeAgent(t)
+	fa.src.set(func(f *fakeSource) { f.claimErr = fmt.Errorf("etcd unreachable") })
+	fa.src.assign(workloadOf(sleeper("t", limits.Limits{})))
+	fa.waitJob(t, "t", "t waiting", func(j apiJobView) bool { return j.ok && j.State == worker.Waiting })
+	if d, pending := fa.nextRetry(); !pending || d > 2*time.Second {
+		t.Fatalf("retry pending %v in %v, want one within the claim backoff (≤ 2 s)", pending, d)
+	}
+	fa.src.set(func(f *fakeSource) { f.claimErr = nil })
+	testutil.Eventually(t, 20*time.Second, "the claim retried and t running", func() bool {
+		fa.clock.Advance(2 * time.Second)
+		j, ok := fa.Job("t")
+		return ok && j.State == worker.Running
+	})
+}
+
+// TestFenceKillsEverythingAndKeepsClaims: the source's Fence kills every
+// worker at once and forgets every job, without releasing any claim (the
+// claims go with the lost lease).
+func TestFenceKillsEverythingAndKeepsClaims(t *testing.T) {
+	fa := runFakeAgent(t)
+	fa.src.assign(workloadOf(sleeper("f1", limits.Limits{}), sleeper("f2", limits.Limits{})))
+	j1 := fa.waitJob(t, "f1", "f1 running", running)
+	j2 := fa.waitJob(t, "f2", "f2 running", running)
+	var fence func() error
+	fa.src.set(func(f *fakeSource) { fence = f.env.Fence })
+	if err := fence(); err != nil {
+		t.Fatalf("fence: %v", err)
+	}
+	for _, pid := range []int{j1.PID, j2.PID} {
+		if testutil.Alive(pid) {
+			t.Errorf("pid %d alive after fencing", pid)
+		}
+	}
+	if js := fa.Jobs(); len(js) != 0 {
+		t.Errorf("jobs after fencing: %+v", js)
+	}
+	if n := fa.src.count(fa.src.releases, "f1") + fa.src.count(fa.src.releases, "f2"); n != 0 {
+		t.Errorf("fencing released %d claims; they must go with the lease", n)
+	}
+}

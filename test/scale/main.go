@@ -1,0 +1,431 @@
+// Command scale measures the real berth agent at scale beside
+// prometheus-process-exporter reading the same processes, as `make
+// bench-scale` runs it (as root):
+//
+//	go run ./test/scale -n 100,1000,5000 -bin bin/berth -csv scale.csv
+//
+// For each N it starts `berth agent` on a fresh cgroup root and data_dir
+// with N connectors, each one job `sleep` with cpu, memory and pids limits,
+// and reports: time from the agent's start to ready and to all N jobs
+// running; the agent's RSS and idle CPU; and, for the agent and for
+// process-exporter (Debian's 0.7.10, default flags, one group per job),
+// the p50 wall time of one /metrics scrape and the CPU each process spends
+// per scrape, with their ratio. Both exporters are measured in the same
+// run, one after the other, on the same N processes, so that the noise of
+// a shared machine hits both. The table goes to standard output; -csv
+// appends one line per N for the plot (test/scale/plot).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/berthd/berth/api"
+)
+
+// exporterBin is the anchor: Debian's prometheus-process-exporter.
+const exporterBin = "/usr/bin/prometheus-process-exporter"
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat.
+const clockTicks = 100
+
+// sleepBase makes every job's command line unique ("sleep 100000042"), so
+// that process-exporter can group the processes by job as berth does.
+const sleepBase = 100000000
+
+func main() {
+	ns := flag.String("n", "100,1000,5000", "comma-separated job counts")
+	bin := flag.String("bin", "bin/berth", "the berth binary")
+	scrapes := flag.Int("scrapes", 20, "scrapes per exporter and N")
+	idle := flag.Duration("idle", 10*time.Second, "how long idle CPU is measured")
+	csvPath := flag.String("csv", "", "append one CSV line per N to this file")
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		fail(errors.New("run as root: the agent makes cgroups"))
+	}
+	if _, err := os.Stat(exporterBin); err != nil {
+		fail(fmt.Errorf("%s missing (apt-get install prometheus-process-exporter): %w", exporterBin, err))
+	}
+	var rows []result
+	for _, s := range strings.Split(*ns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fail(fmt.Errorf("-n: %q is not a job count", s))
+		}
+		r, err := measure(*bin, n, *scrapes, *idle)
+		if err != nil {
+			fail(fmt.Errorf("with %d jobs: %w", n, err))
+		}
+		rows = append(rows, r)
+		if *csvPath != "" {
+			if err := appendCSV(*csvPath, r); err != nil {
+				fail(err)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "N=%d done\n", n)
+	}
+	printTable(os.Stdout, rows)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "scale:", err)
+	os.Exit(1)
+}
+
+// result is one N's figures; durations in seconds, memory in bytes, CPU in
+// seconds of CPU time.
+type result struct {
+	N                          int
+	Ready, AllRunning          float64 // from the agent's start
+	AgentRSS, AgentIdleCPU     float64 // bytes; fraction of one core
+	BerthScrape, BerthCPU      float64 // p50 wall seconds; CPU seconds per scrape
+	ExporterScrape, ExportCPU  float64
+	ExporterRSS                float64
+	Series, ExporterSeries     int
+	BerthHeap, BerthGoroutines float64
+}
+
+func measure(bin string, n, scrapes int, idle time.Duration) (result, error) {
+	r := result{N: n}
+	dir, err := os.MkdirTemp("", "berth-scale-")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+	addr, err := freeAddr()
+	if err != nil {
+		return r, err
+	}
+	cfg := filepath.Join(dir, "berth.toml")
+	if err := os.WriteFile(cfg, []byte(config(dir, addr, n)), 0o644); err != nil {
+		return r, err
+	}
+	agent := exec.Command(bin, "agent", "--config", cfg)
+	var out bytes.Buffer
+	agent.Stdout, agent.Stderr = &out, &out
+	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := agent.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		_ = agent.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- agent.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Minute):
+			_ = agent.Process.Kill()
+			<-done
+		}
+	}()
+	client := api.NewClient(addr)
+	if err := poll(10*time.Minute, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}); err != nil {
+		return r, fmt.Errorf("agent not ready: %w\n%s", err, tail(out.String()))
+	}
+	r.Ready = time.Since(start).Seconds()
+	var pids []int
+	if err := poll(10*time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		js, err := client.Jobs(ctx)
+		if err != nil {
+			return false
+		}
+		pids = pids[:0]
+		for _, j := range js {
+			if j.State == "running" {
+				pids = append(pids, j.PID)
+			}
+		}
+		return len(pids) == n
+	}); err != nil {
+		return r, fmt.Errorf("not all %d jobs running: %w", n, err)
+	}
+	r.AllRunning = time.Since(start).Seconds()
+
+	// Idle: no scrape, no change; let the start settle first.
+	time.Sleep(2 * time.Second)
+	c0, err := cpuSeconds(agent.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	time.Sleep(idle)
+	c1, err := cpuSeconds(agent.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	idleRate := (c1 - c0) / idle.Seconds()
+	r.AgentIdleCPU = idleRate
+
+	r.BerthScrape, r.BerthCPU, r.Series, err = scrapeLoop("http://"+addr+"/metrics", agent.Process.Pid, scrapes, idleRate)
+	if err != nil {
+		return r, err
+	}
+	if r.AgentRSS, err = rss(agent.Process.Pid); err != nil {
+		return r, err
+	}
+	if m, err := scrapeValues("http://"+addr+"/metrics", "go_memstats_heap_inuse_bytes", "go_goroutines"); err == nil {
+		r.BerthHeap, r.BerthGoroutines = m[0], m[1]
+	}
+
+	// The anchor, on the same processes: one group per job, by the unique
+	// sleep duration in its command line.
+	peAddr, err := freeAddr()
+	if err != nil {
+		return r, err
+	}
+	peCfg := filepath.Join(dir, "process-exporter.yml")
+	if err := os.WriteFile(peCfg, []byte(exporterConfig()), 0o644); err != nil {
+		return r, err
+	}
+	pe := exec.Command(exporterBin, "-config.path", peCfg, "-web.listen-address", peAddr)
+	var peOut bytes.Buffer
+	pe.Stdout, pe.Stderr = &peOut, &peOut
+	pe.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := pe.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		_ = pe.Process.Kill()
+		_ = pe.Wait()
+	}()
+	if err := poll(time.Minute, func() bool {
+		m, err := scrapeValues("http://"+peAddr+"/metrics", "namedprocess_namegroup_num_procs")
+		return err == nil && m[0] >= 0
+	}); err != nil {
+		return r, fmt.Errorf("process-exporter not answering: %w\n%s", err, tail(peOut.String()))
+	}
+	time.Sleep(2 * time.Second)
+	p0, _ := cpuSeconds(pe.Process.Pid)
+	time.Sleep(idle)
+	p1, _ := cpuSeconds(pe.Process.Pid)
+	peIdle := (p1 - p0) / idle.Seconds()
+	r.ExporterScrape, r.ExportCPU, r.ExporterSeries, err = scrapeLoop("http://"+peAddr+"/metrics", pe.Process.Pid, scrapes, peIdle)
+	if err != nil {
+		return r, err
+	}
+	r.ExporterRSS, _ = rss(pe.Process.Pid)
+	return r, nil
+}
+
+// config is the agent file for n jobs.
+func config(dir, addr string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[agent]\nid = \"scale\"\ndata_dir = %q\nlog_dir = %q\nlisten = %q\ncgroup_root = %q\nstop_timeout = \"2s\"\n\n[static]\nconnectors = [",
+		filepath.Join(dir, "data"), filepath.Join(dir, "log"), addr, "berth-scale-"+strconv.Itoa(os.Getpid()))
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "\"j%05d\"", i)
+	}
+	b.WriteString("]\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "\n[[connector]]\nname = \"j%05d\"\n[connector.run]\ncommand = [\"/bin/sleep\", \"%d\"]\nlimits = { cpu = 0.1, memory = \"16MiB\", pids = 4 }\n", i, sleepBase+i)
+	}
+	return b.String()
+}
+
+// exporterConfig groups every job's sleep by its unique duration.
+func exporterConfig() string {
+	return "process_names:\n  - name: \"{{.Matches.job}}\"\n    cmdline:\n      - '^/bin/sleep (?P<job>1[0-9]{8})$'\n"
+}
+
+// scrapeLoop scrapes url k times and returns the p50 wall time, the CPU
+// seconds pid spent per scrape beyond its idle rate, and the series count.
+func scrapeLoop(url string, pid, k int, idleRate float64) (p50, cpuPer float64, series int, err error) {
+	walls := make([]float64, 0, k)
+	c0, err := cpuSeconds(pid)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	t0 := time.Now()
+	for i := 0; i < k; i++ {
+		start := time.Now()
+		n, err := scrapeCount(url)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		walls = append(walls, time.Since(start).Seconds())
+		series = n
+	}
+	elapsed := time.Since(t0).Seconds()
+	c1, err := cpuSeconds(pid)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	sort.Float64s(walls)
+	cpuPer = max(0, (c1-c0)-idleRate*elapsed) / float64(k)
+	return walls[len(walls)/2], cpuPer, series, nil
+}
+
+// scrapeCount fetches url and counts its sample lines.
+func scrapeCount(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	n := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if l := sc.Bytes(); len(l) > 0 && l[0] != '#' {
+			n++
+		}
+	}
+	return n, sc.Err()
+}
+
+// scrapeValues returns the values of unlabelled series names at url.
+func scrapeValues(url string, names ...string) ([]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(names))
+	for i := range out {
+		out[i] = -1
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		for i, name := range names {
+			if rest, ok := strings.CutPrefix(line, name+" "); ok {
+				out[i], _ = strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			} else if strings.HasPrefix(line, name+"{") && out[i] < 0 {
+				out[i] = 0 // a labelled series exists
+			}
+		}
+	}
+	return out, nil
+}
+
+// cpuSeconds is utime + stime of pid, seconds (proc(5), fields 14 and 15).
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / clockTicks, nil
+}
+
+// rss is VmRSS of pid, bytes.
+func rss(pid int) (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func poll(timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %v", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+func tail(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func printTable(w io.Writer, rows []result) {
+	fmt.Fprintln(w, "| N | ready | all running | agent RSS | idle CPU | berth scrape p50 | process-exporter scrape p50 | ratio | berth CPU/scrape | process-exporter CPU/scrape | ratio | process-exporter RSS |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %d | %.2f s | %.2f s | %.1f MiB | %.2f %% | %.1f ms | %.1f ms | %.2f | %.1f ms | %.1f ms | %.2f | %.1f MiB |\n",
+			r.N, r.Ready, r.AllRunning, r.AgentRSS/(1<<20), 100*r.AgentIdleCPU,
+			1000*r.BerthScrape, 1000*r.ExporterScrape, r.BerthScrape/r.ExporterScrape,
+			1000*r.BerthCPU, 1000*r.ExportCPU, ratio(r.BerthCPU, r.ExportCPU), r.ExporterRSS/(1<<20))
+	}
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+var csvHeader = []string{"time", "n", "ready_s", "all_running_s", "agent_rss_bytes", "agent_idle_cpu", "berth_scrape_s", "berth_cpu_per_scrape_s",
+	"exporter_scrape_s", "exporter_cpu_per_scrape_s", "exporter_rss_bytes", "berth_series", "exporter_series", "berth_heap_inuse_bytes", "berth_goroutines"}
+
+func appendCSV(path string, r result) error {
+	_, statErr := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	if os.IsNotExist(statErr) {
+		_ = w.Write(csvHeader)
+	}
+	ff := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	_ = w.Write([]string{time.Now().UTC().Format(time.RFC3339), strconv.Itoa(r.N), ff(r.Ready), ff(r.AllRunning), ff(r.AgentRSS), ff(r.AgentIdleCPU),
+		ff(r.BerthScrape), ff(r.BerthCPU), ff(r.ExporterScrape), ff(r.ExportCPU), ff(r.ExporterRSS),
+		strconv.Itoa(r.Series), strconv.Itoa(r.ExporterSeries), ff(r.BerthHeap), ff(r.BerthGoroutines)})
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

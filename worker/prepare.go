@@ -1,0 +1,8 @@
+package worker
+
+// Prepare makes this process a child subreaper and starts the
+// process-wide reaper and launcher that every worker uses; the first Start
+// does it too. The agent calls it at start-up so that a failure shows
+// before any job is touched. It returns the prctl(2) error when the
+// process cannot become a subreaper.
+func Prepare() error { return startLauncher() }
