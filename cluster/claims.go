@@ -11,7 +11,7 @@ import (
 
 // Claim takes job's claim for this member: <prefix>/claims/<job> = member
 // ID, created only if absent and bound to the session's lease, so it
-// vanishes with the lease (DESIGN.md: an agent claims a job before it starts
+// vanishes with the lease (docs/design.md: an agent claims a job before it starts
 // it). ok is true when the claim is now ours (also when it already was);
 // otherwise holder names the member that holds it. It returns an error when
 // job is not a valid key segment, the session has ended, or the store fails.
@@ -218,7 +218,7 @@ func (c *Client) Claims(ctx context.Context) (map[string]string, error) {
 // WaitClaimFree blocks until job has no claim (released, or its holder's
 // lease expired) and returns nil, or returns ctx's error when ctx ends first.
 // Failed reads and broken watches are retried with jittered backoff. A
-// revoked job is claimed by its next member only after this (DESIGN.md
+// revoked job is claimed by its next member only after this (docs/design.md
 // rule 7).
 func (c *Client) WaitClaimFree(ctx context.Context, job string) error {
 	if err := checkName("job", job); err != nil {

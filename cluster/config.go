@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultSessionTTL is the session lease TTL when Config.SessionTTL is zero
-// (DESIGN.md `session_ttl`, default 10 s).
+// (docs/design.md `session_ttl`, default 10 s).
 const DefaultSessionTTL = 10 * time.Second
 
 // DefaultName is the cluster name used when Config.Name is empty.

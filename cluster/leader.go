@@ -39,7 +39,7 @@ const (
 // RunLeader campaigns for leadership (the election on <prefix>/leader/, on
 // s's lease) and, while leader, keeps the published assignment equal to
 // assign.Compute of the live members, the stored connectors and the
-// previous assignment (DESIGN.md "The assignment function"). It recomputes
+// previous assignment (docs/design.md "Assignment rules"). It recomputes
 // after changes of members, connectors or groups (paced: 100 ms of calm,
 // at most 1 s; for a new cluster's first generation 1 s of calm, at most
 // 10 s), and, for rule 5, when a departed member's

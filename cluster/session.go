@@ -24,7 +24,7 @@ const renewRetry = 200 * time.Millisecond
 // loop (not clientv3's KeepAlive stream) so that it knows when each renewal
 // was sent.
 //
-// Fencing rule (DESIGN.md): the server resets a lease's expiry to at least
+// Fencing rule (docs/design.md): the server resets a lease's expiry to at least
 // TTL after it receives a renewal, which is after the renewal was sent, so it
 // cannot expire the lease before LastRenewal()+TTL(). Deadline() is that
 // instant minus a margin of max(1 s, TTL/5), leaving time to kill workers.

@@ -162,6 +162,7 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 	}
 	sort.Strings(ids)
 	now := a.clock.Now()
+	var starts []config.Job // claimed together, then started in order
 	for _, id := range ids {
 		if keepOld[id] {
 			continue // runs its previous definition
@@ -179,15 +180,16 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		case envErrs[id] != nil:
 			a.envFailed(cur, nj, envErrs[id])
 		case cur == nil || cur.held != "":
-			a.startJob(ctx, cfg, nj)
+			starts = append(starts, nj)
 		case cur.err != "" || cur.holder != "":
 			if retryFailed || (!cur.permanent && due) || !sameDefinition(cur.spec, nj) {
-				a.startJob(ctx, cfg, nj) // replaces cur
+				starts = append(starts, nj) // replaces cur
 			}
 		default:
 			a.updateJob(cur, nj)
 		}
 	}
+	a.startJobs(ctx, cfg, starts)
 
 	a.removeUnusedGroups(run)
 	a.finishActions(ctx, desired, want, acts)
@@ -351,27 +353,64 @@ func (a *Agent) removeUnusedGroups(want map[string]config.Job) {
 	}
 }
 
-// startJob takes the job's claim, makes its cgroup with its limits and
-// starts its worker in it. A claim held by another member leaves the job
-// waiting; a failure is recorded on the job (state "failed"). A transient
-// failure (the store, a busy kernel) is retried with backoff; a permanent
-// one (the kernel refuses a limit, a device is gone) only on reload or when
-// the definition changes. Neither stops the agent.
-func (a *Agent) startJob(ctx context.Context, cfg *config.Config, j config.Job) {
+// The claims of one startJobs call are bounded by claimTimeoutFloor plus
+// claimTimeoutPerJob per job: a batch of many claims is several store
+// requests.
+const (
+	claimTimeoutFloor  = 5 * time.Second
+	claimTimeoutPerJob = 10 * time.Millisecond
+)
+
+// startJobs takes the claims of js in batches (Source.ClaimMany: a few
+// store requests for many jobs, as at start-up or when a member's jobs
+// move here) and then starts each job in order: it makes the job's cgroup
+// with its limits and starts its worker in it. A claim held by another
+// member leaves the job waiting; a failure is recorded on the job (state
+// "failed"). A transient failure (the store, a busy kernel) is retried
+// with backoff; a permanent one (the kernel refuses a limit, a device is
+// gone) only on reload or when the definition changes. Neither stops the
+// agent.
+// Fencing cannot interleave: it waits for fenceMu, and a start that sees
+// fencing under way gives its claim up to the lease.
+func (a *Agent) startJobs(ctx context.Context, cfg *config.Config, js []config.Job) {
+	if len(js) == 0 {
+		return
+	}
 	a.fenceMu.RLock()
 	defer a.fenceMu.RUnlock()
-	nj := &job{spec: j}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	got, holder, err := a.source.Claim(cctx, j.ID)
+	ids := make([]string, len(js))
+	for i, j := range js {
+		ids[i] = j.ID
+	}
+	cctx, cancel := context.WithTimeout(ctx, claimTimeoutFloor+time.Duration(len(js))*claimTimeoutPerJob)
+	won, held, err := a.source.ClaimMany(cctx, ids)
 	cancel()
+	ours := make(map[string]bool, len(won))
+	for _, id := range won {
+		ours[id] = true
+	}
+	for _, j := range js {
+		holder, isHeld := held[j.ID]
+		a.startClaimed(ctx, cfg, j, ours[j.ID], holder, isHeld, err)
+	}
+}
+
+// startClaimed starts job j after its claim was asked for: claimed when
+// the claim is ours; otherwise held (holder names the member that holds
+// it) or the claim failed with err.
+func (a *Agent) startClaimed(ctx context.Context, cfg *config.Config, j config.Job, claimed bool, holder string, held bool, err error) {
+	nj := &job{spec: j}
 	switch {
+	case claimed:
+		nj.claimed = true
+	case held:
+		nj.holder = holder
 	case err != nil:
 		nj.holder = "?"
 		nj.err = fmt.Sprintf("claim: %v", err)
-	case !got:
-		nj.holder = holder
 	default:
-		nj.claimed = true
+		nj.holder = "?"
+		nj.err = "claim: no answer for this job"
 	}
 	if nj.claimed && a.fencing.Load() {
 		return // fencing: the claim goes with the lease
