@@ -40,6 +40,7 @@ func main() {
 	flag.IntVar(&o.claimWindow, "claim-window", 0, "cluster.Config.ClaimWindow of every member (0: the default; -1: no limit)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up a phase after this long")
 	flag.StringVar(&o.etcdProfile, "etcdprofile", "", "write CPU profiles of the etcd members during the cold start (first 30 s) into this directory")
+	total := flag.Duration("total", 0, "give up the whole run after this long (0: no limit beyond the phases' own)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (members and leader) to this file")
 	flag.Parse()
 	// The harness holds a thousand etcd clients in one process; collect
@@ -59,7 +60,13 @@ func main() {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
-	res, err := run(context.Background(), o)
+	ctx := context.Background()
+	if *total > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *total)
+		defer cancel()
+	}
+	res, err := run(ctx, o)
 	if res != nil {
 		res.print(os.Stdout)
 		if o.jsonOut != "" {
@@ -91,3 +98,7 @@ func appendJSON(path string, r *result) error {
 
 // errDoubleRun: the stand-in workers' records show a job run twice.
 var errDoubleRun = errors.New("a job ran on two members at once")
+
+// errClaimMismatch: at the end, who runs a job and who holds its claim in
+// etcd disagree.
+var errClaimMismatch = errors.New("runs and claims disagree")

@@ -114,6 +114,17 @@ func check(log []event) (doubles []string, running map[string]string) {
 	return doubles, running
 }
 
+// checkDoubles returns an error wrapping errDoubleRun, naming the first
+// few, when a double run has been recorded so far; nil otherwise.
+func (r *recorder) checkDoubles() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.doubles) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d double runs (first: %s): %w", len(r.doubles), r.doubles[0], errDoubleRun)
+}
+
 // snapshot returns a copy of the log.
 func (r *recorder) snapshot() []event {
 	r.mu.Lock()

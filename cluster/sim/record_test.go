@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -30,8 +31,14 @@ func TestCheckFindsDoubleRuns(t *testing.T) {
 	}
 	r := newRecorder()
 	r.started("a", []string{"x"})
+	if err := r.checkDoubles(); err != nil {
+		t.Fatalf("checkDoubles after one start = %v, want nil", err)
+	}
 	r.started("b", []string{"x"})
 	if len(r.doubles) != 1 {
 		t.Fatalf("recorder saw %v, want one double run", r.doubles)
+	}
+	if err := r.checkDoubles(); !errors.Is(err, errDoubleRun) {
+		t.Fatalf("checkDoubles after a double run = %v, want errDoubleRun", err)
 	}
 }

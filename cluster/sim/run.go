@@ -147,27 +147,33 @@ func run(ctx context.Context, o options) (*result, error) {
 	}
 	res.StoreSeconds = time.Since(t).Seconds()
 
-	if err := s.coldStart(ctx, res); err != nil {
-		return res, err
-	}
+	// Every phase ends with every job running (its wait) and is then
+	// checked for double runs, so a failing phase fails the run at once.
+	phases := []phase{{"cold start", func() error { return s.coldStart(ctx, res) }}}
 	if !o.coldOnly {
-		if err := s.steady(ctx); err != nil {
-			return res, err
+		phases = append(phases,
+			phase{"steady after the cold start", func() error { return s.steady(ctx) }},
+			phase{"member lost", func() error { return s.loss(ctx, res, false) }},
+			phase{"steady after the member loss", func() error { return s.steady(ctx) }},
+			phase{"leader lost", func() error { return s.loss(ctx, res, true) }},
+			phase{"steady after the leader loss", func() error { return s.steady(ctx) }})
+	}
+	for _, p := range phases {
+		if err := p.run(); err != nil {
+			return res, fmt.Errorf("%s: %w", p.name, err)
 		}
-		if err := s.loss(ctx, res, false); err != nil {
-			return res, err
-		}
-		if err := s.steady(ctx); err != nil {
-			return res, err
-		}
-		if err := s.loss(ctx, res, true); err != nil {
-			return res, err
-		}
-		if err := s.steady(ctx); err != nil {
-			return res, err
+		if err := s.rec.checkDoubles(); err != nil {
+			return res, fmt.Errorf("%s: %w", p.name, err)
 		}
 	}
 	return res, s.finish(ctx, res)
+}
+
+// phase is one step of a run: it returns once every job runs again, or an
+// error when it does not within the phase timeout.
+type phase struct {
+	name string
+	run  func() error
 }
 
 // coldStart starts every member at once and waits until every job runs.
@@ -388,6 +394,9 @@ func (s *sim) finish(ctx context.Context, res *result) error {
 			fmt.Fprintln(os.Stderr, "double run:", d)
 		}
 		return fmt.Errorf("%d double runs: %w", len(doubles), errDoubleRun)
+	}
+	if res.ClaimMismatches > 0 {
+		return fmt.Errorf("%d jobs run without their member's claim, or claimed and not run: %w", res.ClaimMismatches, errClaimMismatch)
 	}
 	return nil
 }
