@@ -1,9 +1,9 @@
 // Command plot draws the cluster simulation's cold-start time against the
 // number of members, from the JSON lines that `berth-sim -json` appends
-// (`make bench-cluster`), as a PNG. It is its own module so that the
-// plotting library stays out of berth's dependencies.
+// (`make bench-cluster`), as a PNG, with the anchor (bare etcd clients'
+// joins and puts, measured in the same run) beneath it.
 //
-//	go run . -in ../../../bench-cluster.jsonl -out ../coldstart.png
+//	go run ./cluster/sim/plot -in bin/bench-cluster.jsonl -out cluster/sim/coldstart.png
 package main
 
 import (
