@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -96,7 +97,7 @@ func TestDeleteBusyGroupTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	startIn(t, g, "exec sleep 1000") // one process: sh -c may fork a last command
-	if !eventually(t, 5*time.Second, func() bool { p, _ := g.Pids(); return len(p) == 1 }) {
+	if !testutil.Poll(5*time.Second, func() bool { p, _ := g.Pids(); return len(p) == 1 }) {
 		t.Fatal("sleep not in group")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -129,7 +130,7 @@ func TestCleanupKillsLeftovers(t *testing.T) {
 	}
 	ja := startIn(t, a, "setsid sleep 1000 & exec sleep 1000")
 	jb := startIn(t, b, "exec sleep 1000")
-	if !eventually(t, 5*time.Second, func() bool {
+	if !testutil.Poll(5*time.Second, func() bool {
 		pa, _ := a.Pids()
 		pb, _ := b.Pids()
 		return len(pa) >= 2 && len(pb) >= 1

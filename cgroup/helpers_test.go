@@ -12,11 +12,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,21 +28,6 @@ func TestMain(m *testing.M) {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
 	os.Exit(m.Run())
-}
-
-// eventually polls cond every 10 ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, cond func() bool) bool {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // needCgroups skips unless running as root on a host with cgroups.
@@ -114,26 +99,7 @@ type job struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	err    error
-	stderr *syncBuffer
-}
-
-// syncBuffer is an io.Writer whose content can be read while exec's copying
-// goroutine writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	stderr *testutil.SyncBuffer
 }
 
 // startIn starts /bin/sh -c script inside g: the shell is started held on a
@@ -148,7 +114,7 @@ func startIn(t testing.TB, g *Group, script string) *job {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &job{cmd: cmd, done: make(chan struct{}), stderr: &syncBuffer{}}
+	j := &job{cmd: cmd, done: make(chan struct{}), stderr: &testutil.SyncBuffer{}}
 	cmd.Stderr = j.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %q: %v", script, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -29,7 +30,7 @@ func TestKillForkingTree(t *testing.T) {
 	}
 	j := startIn(t, g, `sh -c "sleep 1000 & sleep 1000" & wait`)
 	var before []int
-	if !eventually(t, 5*time.Second, func() bool {
+	if !testutil.Poll(5*time.Second, func() bool {
 		before, err = g.Pids()
 		return err == nil && len(before) == 4
 	}) {
@@ -48,7 +49,7 @@ func TestKillForkingTree(t *testing.T) {
 	}
 	reapOrphans()
 	for _, pid := range before {
-		if !eventually(t, 2*time.Second, func() bool { return !alive(pid) }) {
+		if !testutil.Poll(2*time.Second, func() bool { return !alive(pid) }) {
 			t.Errorf("process %d survived Kill", pid)
 		}
 	}
@@ -66,14 +67,14 @@ func TestKillTermIgnoringLoopAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := startIn(t, g, `trap "" TERM; while :; do sleep 1; done`)
-	if !eventually(t, 5*time.Second, func() bool {
+	if !testutil.Poll(5*time.Second, func() bool {
 		pids, _ := g.Pids()
 		return len(pids) >= 2
 	}) {
 		t.Fatal("loop did not start its sleep")
 	}
 	_ = j.cmd.Process.Signal(unix.SIGTERM)
-	if eventually(t, 300*time.Millisecond, j.exited) {
+	if testutil.Poll(300*time.Millisecond, j.exited) {
 		t.Fatal("TERM-ignoring loop exited on SIGTERM: the test proves nothing")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -105,14 +106,14 @@ func TestKillV1OnlyProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := startIn(t, g, `while :; do sh -c 'sleep 1000' & sleep 0.01; done`)
-	if !eventually(t, 5*time.Second, func() bool { p, _ := g.Pids(); return len(p) >= 3 }) {
+	if !testutil.Poll(5*time.Second, func() bool { p, _ := g.Pids(); return len(p) >= 3 }) {
 		t.Fatal("forking loop did not start")
 	}
 	// Move the tree out of the unified group so cgroup.kill cannot reach it;
 	// new forks inherit the unified root, so the tree stays v1-only.
 	if u := g.Placement().UnifiedDir; u != "" {
 		// A fork between listing and moving lands in the group: repeat.
-		if !eventually(t, 5*time.Second, func() bool {
+		if !testutil.Poll(5*time.Second, func() bool {
 			pids, _ := procsRecursive(u)
 			for _, p := range pids {
 				_ = os.WriteFile(filepath.Join(hybridUnifiedMount, "cgroup.procs"), []byte(strconv.Itoa(p)), 0)

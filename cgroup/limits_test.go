@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,7 @@ func TestCPUQuotaEnforced(t *testing.T) {
 	}
 	startIn(t, g, "while :; do :; done")
 	var s0 *Stats
-	if !eventually(t, 5*time.Second, func() bool {
+	if !testutil.Poll(5*time.Second, func() bool {
 		s0, err = g.Stats()
 		return err == nil && s0.CPUUsageSeconds > 0
 	}) {
@@ -43,7 +44,7 @@ func TestCPUQuotaEnforced(t *testing.T) {
 	var s1 *Stats
 	// The window is at least 20 enforcement periods of kernel accounting
 	// and lasts until the kernel has throttled the loop.
-	if !eventually(t, 60*time.Second, func() bool {
+	if !testutil.Poll(60*time.Second, func() bool {
 		s1, err = g.Stats()
 		return err == nil && s1.Periods-s0.Periods >= 20 && s1.ThrottledPeriods > s0.ThrottledPeriods
 	}) {
@@ -97,7 +98,7 @@ func TestMemoryLimitOOMKill(t *testing.T) {
 		t.Fatalf("allocator exit = %v, want killed by SIGKILL", werr)
 	}
 	var n uint64
-	if !eventually(t, 5*time.Second, func() bool {
+	if !testutil.Poll(5*time.Second, func() bool {
 		n, err = g.OOMKills()
 		return err == nil && n >= 1
 	}) {
@@ -124,7 +125,7 @@ func TestPidsLimitEnforced(t *testing.T) {
 	}
 	// The shell plus 4 sleeps reach the limit; the rest must fail to fork.
 	j := startIn(t, g, `for i in 1 2 3 4 5 6 7 8 9 10; do sleep 100 & done; echo forked; wait`)
-	if !eventually(t, 10*time.Second, func() bool { return strings.Contains(j.stderr.String(), "fork") }) {
+	if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(j.stderr.String(), "fork") }) {
 		t.Fatalf("no fork failure reported; stderr %q", j.stderr.String())
 	}
 	s, err := g.Stats()
@@ -228,7 +229,7 @@ func TestCpusetEnforced(t *testing.T) {
 	j := startIn(t, g, "while :; do :; done")
 	status := fmt.Sprintf("/proc/%d/status", j.cmd.Process.Pid)
 	var allowed string
-	if !eventually(t, 5*time.Second, func() bool {
+	if !testutil.Poll(5*time.Second, func() bool {
 		for _, line := range strings.Split(readFile(t, status), "\n") {
 			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
 				allowed = strings.TrimSpace(v)
@@ -268,7 +269,7 @@ func TestCPUWeightEnforced(t *testing.T) {
 	// Measure over a window in which the two together used 3 s of CPU 0.
 	l0, h0 := usage(light), usage(heavy)
 	var dl, dh float64
-	if !eventually(t, 30*time.Second, func() bool {
+	if !testutil.Poll(30*time.Second, func() bool {
 		dl, dh = usage(light)-l0, usage(heavy)-h0
 		return dl+dh >= 3
 	}) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -53,7 +54,7 @@ func TestPressureCPUStallUnderQuota(t *testing.T) {
 	startIn(t, g, `while :; do :; done & while :; do :; done`)
 	last := before
 	var err2 error
-	if !eventually(t, 30*time.Second, func() bool {
+	if !testutil.Poll(30*time.Second, func() bool {
 		p, err := g.Pressure()
 		if err != nil {
 			err2 = err
@@ -104,7 +105,7 @@ func TestPressureMemoryHighStall(t *testing.T) {
 	// dd's 48 MiB buffer, filled from /dev/zero, is six times memory.high.
 	startIn(t, g, `while :; do dd if=/dev/zero of=/dev/null bs=50331648 count=1 2>/dev/null; done`)
 	var last Pressure
-	if !eventually(t, 60*time.Second, func() bool {
+	if !testutil.Poll(60*time.Second, func() bool {
 		last = readPressure(t, g)
 		return last.Memory.SomeSeconds >= before.Memory.SomeSeconds+0.1 && last.Memory.FullSeconds > before.Memory.FullSeconds
 	}) {

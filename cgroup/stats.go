@@ -1,7 +1,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -162,8 +161,8 @@ func (g *Group) statsV2() (*Stats, error) {
 func (g *Group) OOMKills() (uint64, error) {
 	if g.h.mode == Unified {
 		f := filepath.Join(g.h.unifiedDir(g.rel), "memory.events")
-		v, err := readKey(f, "oom_kill")
-		if err != nil {
+		var v uint64
+		if err := readKeys(f, map[string]*uint64{"oom_kill": &v}); err != nil {
 			return 0, fmt.Errorf("read OOM kills of cgroup %s: %w", g.rel, err)
 		}
 		return v, nil
@@ -188,30 +187,4 @@ func (g *Group) OOMKills() (uint64, error) {
 		total += v
 	}
 	return total, nil
-}
-
-// readKey returns the value of key in a flat-keyed cgroup file ("key value"
-// lines); a missing key reads as 0.
-func readKey(file, key string) (uint64, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok || k != key {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parse %s %s: %w", file, key, err)
-		}
-		return n, nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("read %s: %w", file, err)
-	}
-	return 0, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -66,7 +67,7 @@ func TestUpdateInPlaceKeepsProcess(t *testing.T) {
 	}
 	j := startIn(t, g, "exec sleep 1000")
 	pid := j.cmd.Process.Pid
-	if !eventually(t, 5*time.Second, func() bool { p, _ := g.Pids(); return len(p) == 1 && p[0] == pid }) {
+	if !testutil.Poll(5*time.Second, func() bool { p, _ := g.Pids(); return len(p) == 1 && p[0] == pid }) {
 		t.Fatal("sleep not in group")
 	}
 	if err := g.Update(&specs.LinuxResources{

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -139,7 +140,7 @@ func TestUnifiedMemoryHighThrottles(t *testing.T) {
 		}
 		return
 	}
-	if !eventually(t, 20*time.Second, func() bool { high, _ := events(); return high > 0 }) {
+	if !testutil.Poll(20*time.Second, func() bool { high, _ := events(); return high > 0 }) {
 		t.Fatalf("memory.events high stayed 0 with memory.high = 16 MiB: %s", readFile(t, filepath.Join(dir, "memory.events")))
 	}
 	_, oom := events()

@@ -4,13 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/berthd/berth/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/berthd/berth/internal/testutil"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,19 +21,6 @@ func requireRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("skip: needs root (block devices, loop devices)")
 	}
-}
-
-// eventually polls cond every 10 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool) bool {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }
 
 func rdev(t *testing.T, path string) (uint32, uint32) {
@@ -155,7 +143,7 @@ func loopWithPartition(t *testing.T) (disk, part string) {
 	name := fmt.Sprintf("loop%dp1", n)
 	sysDev := filepath.Join("/sys/block", fmt.Sprintf("loop%d", n), name, "dev")
 	appeared := func() bool { _, err := os.Stat(sysDev); return err == nil }
-	if !eventually(t, time.Second, appeared) {
+	if !testutil.Poll(time.Second, appeared) {
 		// A kernel built without CONFIG_MSDOS_PARTITION (this one) does
 		// not read the table: add the partition it describes with
 		// BLKPG_ADD_PARTITION, as partx --add does.
@@ -164,12 +152,12 @@ func loopWithPartition(t *testing.T) (disk, part string) {
 		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, loop.Fd(), unix.BLKPG, uintptr(unsafe.Pointer(&arg))); errno != 0 {
 			t.Fatalf("BLKPG_ADD_PARTITION on %s: %v", disk, errno)
 		}
-		if !eventually(t, 5*time.Second, appeared) {
+		if !testutil.Poll(5*time.Second, appeared) {
 			t.Fatalf("partition %s did not appear in sysfs", name)
 		}
 	}
 	part = "/dev/" + name
-	if !eventually(t, 2*time.Second, func() bool { _, err := os.Stat(part); return err == nil }) {
+	if !testutil.Poll(2*time.Second, func() bool { _, err := os.Stat(part); return err == nil }) {
 		// No devtmpfs/udev node: make one.
 		b, err := os.ReadFile(sysDev)
 		if err != nil {

@@ -8,6 +8,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // Operator actions in a two-agent cluster (balanced placement): a restart
@@ -19,7 +22,7 @@ import (
 // placed is where each job runs and in what state, over agents.
 type placed map[string]struct {
 	agent string
-	job   apiJob
+	job   api.Job
 }
 
 // waitPlaced waits until every job of want is reported by exactly one
@@ -43,13 +46,13 @@ func waitPlaced(t *testing.T, want map[string]string, agents ...*agent) placed {
 					seen[id]++
 					p[id] = struct {
 						agent string
-						job   apiJob
+						job   api.Job
 					}{a.id, j}
 				}
 			}
 			var bad []string
 			for id, st := range want {
-				if seen[id] != 1 || p[id].job.State != st || (st == "running" && p[id].job.PID == 0) {
+				if seen[id] != 1 || string(p[id].job.State) != st || (st == "running" && p[id].job.PID == 0) {
 					bad = append(bad, fmt.Sprintf("%s: %d agents, %s", id, seen[id], p[id].job.State))
 				}
 			}
@@ -84,7 +87,7 @@ tasks = 2
 	}
 	all := map[string]string{"p": "running", "p-0": "running", "p-1": "running", "p-2": "running", "q-0": "running", "q-1": "exited"}
 	var first placed
-	eventually(t, settle, "jobs spread over both agents", func() bool {
+	testutil.Eventually(t, settle, "jobs spread over both agents", func() bool {
 		first = waitPlaced(t, all, x, y)
 		n := map[string]int{}
 		for _, pl := range first {
@@ -107,7 +110,7 @@ tasks = 2
 		t.Fatalf("berth restart %s: %v\n%s", task, err, out)
 	}
 	second := waitPlaced(t, all, x, y)
-	eventually(t, settle, task+" restarted on y", func() bool {
+	testutil.Eventually(t, settle, task+" restarted on y", func() bool {
 		second = waitPlaced(t, all, x, y)
 		return second[task].job.PID != first[task].job.PID
 	})
@@ -131,7 +134,7 @@ tasks = 2
 	}
 	q1 := second["q-1"]
 	owner := map[string]*agent{"x": x, "y": y}[q1.agent]
-	eventually(t, settle, "q-1 ran again", func() bool {
+	testutil.Eventually(t, settle, "q-1 ran again", func() bool {
 		n := strings.Count(owner.out.String(), `msg="job running" job_id=q-1 `)
 		return n >= 2
 	})
@@ -147,7 +150,7 @@ tasks = 2
 	pausedP := map[string]string{"p": "paused", "p-0": "paused", "p-1": "paused", "p-2": "paused", "q-0": "running", "q-1": "exited"}
 	p1 := waitPlaced(t, pausedP, x, y)
 	for id, pl := range third {
-		if strings.HasPrefix(id, "p") && alive(pl.job.PID) {
+		if strings.HasPrefix(id, "p") && testutil.Alive(pl.job.PID) {
 			t.Errorf("paused %s: process %d alive", id, pl.job.PID)
 		}
 	}
@@ -170,7 +173,7 @@ tasks = 2
 	waitPlaced(t, pausedP, x)
 	y.start()
 	waitPlaced(t, pausedP, x, y)
-	eventually(t, settle, "jobs back on y", func() bool {
+	testutil.Eventually(t, settle, "jobs back on y", func() bool {
 		js, err := y.tryJobs()
 		return err == nil && len(js) > 0
 	})

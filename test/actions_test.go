@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // Operator actions on one host through the CLI: pause frees a connector's
@@ -41,7 +42,7 @@ func (e *env) jobCgroupExists(rel string) bool {
 func (e *env) waitState(state string, ids ...string) map[string]api.Job {
 	e.t.Helper()
 	var js map[string]api.Job
-	eventually(e.t, 20*time.Second, "jobs "+strings.Join(ids, ",")+" "+state, func() bool {
+	testutil.Eventually(e.t, 20*time.Second, "jobs "+strings.Join(ids, ",")+" "+state, func() bool {
 		js = e.jobs()
 		for _, id := range ids {
 			if string(js[id].State) != state {
@@ -83,7 +84,7 @@ tasks = 2
 	}
 	paused := e.waitState("paused", "a", "a-0", "a-1")
 	for _, id := range []string{"a", "a-0", "a-1"} {
-		if alive(before[id].PID) {
+		if testutil.Alive(before[id].PID) {
 			t.Errorf("paused job %s: process %d alive", id, before[id].PID)
 		}
 		if e.jobCgroupExists("jobs/" + id) {
@@ -96,7 +97,7 @@ tasks = 2
 	if out, _ := exec.Command(berthBin, "status", "--addr", e.addr).CombinedOutput(); !strings.Contains(string(out), "paused") {
 		t.Errorf("berth status does not show paused:\n%s", out)
 	}
-	eventually(t, 10*time.Second, "the pause in the agent log with who asked", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the pause in the agent log with who asked", func() bool {
 		return strings.Contains(e.out.String(), `msg="connector paused: its jobs here stopped, their cgroups removed" connector=a jobs=a,a-0,a-1 by="cli `)
 	})
 
@@ -117,7 +118,7 @@ tasks = 2
 
 	// Restart one task: a new process for it, no other job touched.
 	e.berth("restart", "a-1")
-	eventually(t, 20*time.Second, "a-1 restarted", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a-1 restarted", func() bool {
 		j := e.jobs()["a-1"]
 		return j.State == "running" && j.PID != running["a-1"].PID
 	})
@@ -134,7 +135,7 @@ tasks = 2
 	// --only-failed: f-1 (exited 3) runs again; f-0 (running) does not.
 	f1 := e.jobs()["f-1"]
 	e.berth("restart", "f", "--include-tasks", "--only-failed")
-	eventually(t, 20*time.Second, "f-1 ran again", func() bool {
+	testutil.Eventually(t, 20*time.Second, "f-1 ran again", func() bool {
 		j := e.jobs()["f-1"]
 		return j.LastExit != nil && f1.LastExit != nil && j.LastExit.Time.After(f1.LastExit.Time)
 	})

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // What the agent's own log says about a job's end: the cause first, at
@@ -14,9 +16,9 @@ import (
 // happened to each job, and never calls fencing's kill a crash to restart.
 func TestFencingLoggedCauseFirst(t *testing.T) {
 	eps := embeddedEtcd(t)
-	px := startProxy(t, eps[0])
+	px := testutil.StartProxy(t, eps[0])
 	a := newAgent(t, "a")
-	a.configure(clusterSpec{name: clusterName(), endpoints: []string{px.endpoint()}}, staticTable([]string{"f"}, nil)+`
+	a.configure(clusterSpec{name: clusterName(), endpoints: []string{px.Endpoint()}}, staticTable([]string{"f"}, nil)+`
 [[connector]]
 name = "f"
   [connector.run]
@@ -25,11 +27,11 @@ name = "f"
 `)
 	a.start()
 	a.waitExactly(settle, "f")
-	px.partition(stall)
-	eventually(t, settle, "fenced in the log", func() bool {
+	px.Partition(testutil.Stall)
+	testutil.Eventually(t, settle, "fenced in the log", func() bool {
 		return strings.Contains(a.out.String(), "fenced: every worker killed")
 	})
-	px.heal()
+	px.Heal()
 	a.waitExactly(settle, "f")
 	log := a.out.String()
 	cause := strings.Index(log, "session lost: fencing")
@@ -64,7 +66,7 @@ name = "broken"
   restart = "never"
 `)
 	e.start()
-	eventually(t, 20*time.Second, "both exited", func() bool {
+	testutil.Eventually(t, 20*time.Second, "both exited", func() bool {
 		js := e.jobs()
 		return js["done"].State == "exited" && js["broken"].State == "exited"
 	})

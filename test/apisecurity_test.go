@@ -149,7 +149,7 @@ name = "vault"
 	e.startWith(good, base)
 
 	var jobs []api.Job
-	eventually(t, 20*time.Second, "vault running over TLS", func() bool {
+	testutil.Eventually(t, 20*time.Second, "vault running over TLS", func() bool {
 		code, _, err := getWith(good, base+"/v1/jobs", &jobs)
 		return err == nil && code == http.StatusOK && len(jobs) == 1 && jobs[0].State == "running" && jobs[0].PID > 0
 	})
@@ -273,7 +273,7 @@ name = "vault"
 		"  username: "+s.user,
 		"  password_file: "+s.passwordFile,
 	)
-	eventually(t, 30*time.Second, "Prometheus scraping the agent over TLS with basic auth", func() bool {
+	testutil.Eventually(t, 30*time.Second, "Prometheus scraping the agent over TLS with basic auth", func() bool {
 		up, err := prom.query(`up{job="berth"} == 1`)
 		if err != nil || len(up) != 1 {
 			return false
@@ -314,7 +314,7 @@ func TestPeerStatusOverTLS(t *testing.T) {
 	b.startWith(hc, "https://"+b.addr)
 
 	var st api.ConnectorStatus
-	eventually(t, settle, "a's status view shows x-0 on a and x-1 on b, both RUNNING", func() bool {
+	testutil.Eventually(t, settle, "a's status view shows x-0 on a and x-1 on b, both RUNNING", func() bool {
 		code, _, err := getWith(hc, "https://"+a.addr+"/connectors/x/status", &st)
 		return err == nil && code == http.StatusOK && len(st.Tasks) == 2 &&
 			st.Tasks[0].State == "RUNNING" && st.Tasks[0].WorkerID == "a" &&
@@ -371,7 +371,7 @@ name = "a"
 		}
 		return string(js[0].State) + " " + js[0].Reason
 	}
-	eventually(t, 20*time.Second, "a running", func() bool { return strings.HasPrefix(jobState(), "running") })
+	testutil.Eventually(t, 20*time.Second, "a running", func() bool { return strings.HasPrefix(jobState(), "running") })
 	put := func(c *http.Client, path string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPut, base+path, nil)
@@ -392,14 +392,14 @@ name = "a"
 	if code, body := put(withCert, "/connectors/a/pause"); code != http.StatusAccepted {
 		t.Fatalf("pause with a certificate: %d %s, want 202", code, body)
 	}
-	eventually(t, 20*time.Second, "a paused", func() bool { return strings.HasPrefix(jobState(), "paused") })
+	testutil.Eventually(t, 20*time.Second, "a paused", func() bool { return strings.HasPrefix(jobState(), "paused") })
 	if st := jobState(); !strings.Contains(st, "certificate CN=client") {
 		t.Errorf("paused job %q does not say who asked (certificate CN=client)", st)
 	}
 	if code, body := put(withCert, "/connectors/a/resume"); code != http.StatusAccepted {
 		t.Fatalf("resume with a certificate: %d %s, want 202", code, body)
 	}
-	eventually(t, 20*time.Second, "a running again", func() bool { return strings.HasPrefix(jobState(), "running") })
+	testutil.Eventually(t, 20*time.Second, "a running again", func() bool { return strings.HasPrefix(jobState(), "running") })
 }
 
 // acceptHTML asks for HTML, as a browser does.

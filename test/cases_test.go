@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // The failure cases C15–C18 of docs/cases.md, each on the real agent.
@@ -93,12 +94,12 @@ name = "g-sinks"
 	if out := e.apply(group); !strings.Contains(out, "deleted connector/g-sinks") {
 		t.Fatalf("apply did not delete g-sinks:\n%s", out)
 	}
-	eventually(t, 20*time.Second, "g-sinks stopped", func() bool {
+	testutil.Eventually(t, 20*time.Second, "g-sinks stopped", func() bool {
 		_, ok := e.jobs()["g-sinks"]
 		return !ok
 	})
 	after := e.jobs()["grouped"]
-	if after.State != "running" || after.PID != js["grouped"].PID || !alive(after.PID) {
+	if after.State != "running" || after.PID != js["grouped"].PID || !testutil.Alive(after.PID) {
 		t.Errorf("grouped job after deleting g-sinks: %s pid %d (was %d)", after.State, after.PID, js["grouped"].PID)
 	}
 	if lim, ok := e.memoryLimitAt("groups/sinks"); !ok || lim != 64<<20 {
@@ -161,7 +162,7 @@ name = "own"
 		"own": "home=/tmp path=/usr/bin:/bin",
 	}
 	for job, line := range want {
-		eventually(t, 10*time.Second, job+" prints "+line, func() bool {
+		testutil.Eventually(t, 10*time.Second, job+" prints "+line, func() bool {
 			out, _ := os.ReadFile(filepath.Join(e.dir, "log", job+".log"))
 			return strings.Contains(string(out), line+"\n")
 		})
@@ -196,7 +197,7 @@ name = "nostart"
   command = ["/nonexistent/program"]
 `, "--prune=false")
 	var st ctStatus
-	eventually(t, 30*time.Second, "dead's tasks ended", func() bool {
+	testutil.Eventually(t, 30*time.Second, "dead's tasks ended", func() bool {
 		st = e.connectStatus("dead")
 		return len(st.Tasks) == 3 && st.Tasks[0].State != "RUNNING" && st.Tasks[1].State != "RUNNING" &&
 			st.Tasks[1].State != "RESTARTING" && st.Tasks[2].State != "RUNNING"
@@ -224,7 +225,7 @@ name = "nostart"
 		}
 	}
 	var ns ctStatus
-	eventually(t, 20*time.Second, "nostart FAILED", func() bool {
+	testutil.Eventually(t, 20*time.Second, "nostart FAILED", func() bool {
 		ns = ctStatus{}
 		return getAPI(e.addr, "/connectors/nostart/status", &ns) == nil && ns.Connector.State == "FAILED"
 	})
@@ -261,7 +262,7 @@ group = "half"
 	e.write(body)
 	e.start()
 	var j api.Job
-	eventually(t, 20*time.Second, "greedy failed", func() bool {
+	testutil.Eventually(t, 20*time.Second, "greedy failed", func() bool {
 		j = e.jobs()["greedy"]
 		return j.State == "failed"
 	})
@@ -304,7 +305,7 @@ name = "other"
 	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "a second try after the reload", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a second try after the reload", func() bool {
 		return strings.Count(e.out.String(), failed) == 2
 	})
 }

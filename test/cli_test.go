@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // A bad configuration: the agent does not start, exits 2, and names the
@@ -93,7 +95,7 @@ name = "hello"
 	if err != nil || !strings.Contains(string(out), "hello") || !strings.Contains(string(out), "running") {
 		t.Fatalf("berth status: %v\n%s", err, out)
 	}
-	eventually(t, 10*time.Second, "log line", func() bool {
+	testutil.Eventually(t, 10*time.Second, "log line", func() bool {
 		out, _ = exec.Command(berthBin, "logs", "--config", e.config, "hello").CombinedOutput()
 		return strings.Contains(string(out), "hello from hello")
 	})
@@ -169,7 +171,7 @@ tasks = 2
 	if err != nil || !strings.Contains(string(out), "deleted connector/extra") {
 		t.Fatalf("apply (prune): %v\n%s", err, out)
 	}
-	eventually(t, 20*time.Second, "extra's jobs stopped", func() bool {
+	testutil.Eventually(t, 20*time.Second, "extra's jobs stopped", func() bool {
 		js := e.jobs()
 		_, a := js["extra-0"]
 		_, b := js["extra-1"]

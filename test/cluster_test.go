@@ -1,6 +1,6 @@
 package test
 
-// Issue 3 end to end: several real agents on this host, one etcd, asserting
+// The cluster end to end: several real agents on this host, one etcd, asserting
 // from the agents' HTTP API (/v1/jobs, /v1/assignment, /v1/members,
 // /v1/agent) and from /proc.
 
@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // settle bounds every wait for the cluster to converge: a few session TTLs
@@ -53,7 +56,7 @@ func declaredJobs(t *testing.T, endpoints []string) {
 	// Every agent shows the same published assignment, generation and
 	// membership; exactly one is leader.
 	var gen int64
-	eventually(t, settle, "the same assignment on both agents", func() bool {
+	testutil.Eventually(t, settle, "the same assignment on both agents", func() bool {
 		gen = -1
 		for _, x := range []*agent{a, b} {
 			as, err := x.assignment()
@@ -105,7 +108,7 @@ func declaredJobs(t *testing.T, endpoints []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byID := map[string]apiMember{}
+	byID := map[string]api.Member{}
 	for _, m := range ms {
 		byID[m.ID] = m
 	}
@@ -140,7 +143,7 @@ func declaredJobs(t *testing.T, endpoints []string) {
 	for _, x := range []struct {
 		a    *agent
 		want []string
-		was  map[string]apiJob
+		was  map[string]api.Job
 	}{{a, wantA, ja}, {b, wantB, jb}} {
 		now := x.a.waitExactly(settle, x.want...)
 		for id, j := range now {
@@ -289,7 +292,7 @@ func watchTwo(t *testing.T, jobs []string, x, y *agent) *twoWatch {
 	liveIn := func(a *agent, job string) map[int]bool {
 		out := map[int]bool{}
 		for _, p := range a.jobProcs(job) {
-			if alive(p) {
+			if testutil.Alive(p) {
 				out[p] = true
 			}
 		}
@@ -317,7 +320,7 @@ func watchTwo(t *testing.T, jobs []string, x, y *agent) *twoWatch {
 			jy, erry := y.tryJobs()
 			for _, pair := range []struct {
 				a  *agent
-				js map[string]apiJob
+				js map[string]api.Job
 			}{{x, jx}, {y, jy}} {
 				for id, j := range pair.js {
 					if j.State == "waiting" {
@@ -335,7 +338,7 @@ func watchTwo(t *testing.T, jobs []string, x, y *agent) *twoWatch {
 						continue
 					}
 					okP, _ := x.inJobCgroup(p.PID, job)
-					if okP && alive(p.PID) && alive(q.PID) {
+					if okP && testutil.Alive(p.PID) && testutil.Alive(q.PID) {
 						w.res.overlaps = append(w.res.overlaps, fmt.Sprintf("%s: /v1/jobs running on %s (pid %d) and %s (pid %d)", job, x.id, p.PID, y.id, q.PID))
 					}
 				}
@@ -414,13 +417,13 @@ func TestClusterOneBalancedMemberBalancesAll(t *testing.T) {
 // waitBalanced waits until the running jobs of the agents are exactly all,
 // each once, counts within 1, and equal to the published assignment that
 // every agent reports (same generation); it returns each agent's jobs.
-func waitBalanced(t *testing.T, all []string, agents ...*agent) map[string]map[string]apiJob {
+func waitBalanced(t *testing.T, all []string, agents ...*agent) map[string]map[string]api.Job {
 	t.Helper()
-	var got map[string]map[string]apiJob
+	var got map[string]map[string]api.Job
 	var last string
 	deadline := time.Now().Add(settle)
 	for {
-		got = map[string]map[string]apiJob{}
+		got = map[string]map[string]api.Job{}
 		ok := true
 		var seen []string
 		lo, hi := len(all), 0
@@ -525,7 +528,7 @@ func applyScenario(t *testing.T, change func(t *testing.T, via *applyAgent, work
 	a.start()
 	b.start()
 	wantA := []string{"x", "x-0", "x-1", "y", "y-0", "y-1"}
-	before := map[string]apiJob{}
+	before := map[string]api.Job{}
 	for id, j := range a.waitExactly(settle, wantA...) {
 		before[id] = j
 	}
@@ -541,7 +544,7 @@ func applyScenario(t *testing.T, change func(t *testing.T, via *applyAgent, work
 	// 1. Limits only: y's tasks are updated in place. The change goes in
 	// through b, the agent that does not run y.
 	change(t, b, applyWorkload("64MiB", "1"))
-	eventually(t, settle, "y-0 and y-1 limited to 64MiB", func() bool {
+	testutil.Eventually(t, settle, "y-0 and y-1 limited to 64MiB", func() bool {
 		for _, id := range []string{"y-0", "y-1"} {
 			if m, ok := a.memoryLimit(id); !ok || m != 64<<20 {
 				return false
@@ -558,7 +561,7 @@ func applyScenario(t *testing.T, change func(t *testing.T, via *applyAgent, work
 
 	// 2. Command (env) change: y's tasks restart, nothing else does.
 	change(t, b, applyWorkload("64MiB", "2"))
-	eventually(t, settle, "y-0 and y-1 restarted with MODE=2", func() bool {
+	testutil.Eventually(t, settle, "y-0 and y-1 restarted with MODE=2", func() bool {
 		js, err := a.tryJobs()
 		if err != nil {
 			return false
@@ -574,7 +577,7 @@ func applyScenario(t *testing.T, change func(t *testing.T, via *applyAgent, work
 	after = allJobs(t, a, b, wantA)
 	for id, j := range after {
 		if id == "y-0" || id == "y-1" {
-			a.checkOnProc(map[string]apiJob{id: j})
+			a.checkOnProc(map[string]api.Job{id: j})
 		}
 	}
 	for id, j := range before {
@@ -586,9 +589,9 @@ func applyScenario(t *testing.T, change func(t *testing.T, via *applyAgent, work
 }
 
 // allJobs is the running jobs of a (exactly wantA) and b (exactly z, z-0).
-func allJobs(t *testing.T, a, b *applyAgent, wantA []string) map[string]apiJob {
+func allJobs(t *testing.T, a, b *applyAgent, wantA []string) map[string]api.Job {
 	t.Helper()
-	out := map[string]apiJob{}
+	out := map[string]api.Job{}
 	for id, j := range a.waitExactly(settle, wantA...) {
 		out[id] = j
 	}
@@ -648,7 +651,7 @@ tasks = 1
 		t.Fatalf("a exit on SIGTERM: %v", err)
 	}
 	left := time.Now()
-	eventually(t, settle, "a's jobs unassigned, held for a", func() bool {
+	testutil.Eventually(t, settle, "a's jobs unassigned, held for a", func() bool {
 		as, err := b.assignment()
 		return err == nil && as.Unassigned["d"] != "" && as.Unassigned["d-0"] != ""
 	})

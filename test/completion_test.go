@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // complete runs cobra's completion request, as the shell scripts do, and
@@ -49,7 +51,7 @@ func TestCompletionFromAgent(t *testing.T) {
 
 	// No agent at agent.listen: nothing, within the completion timeout.
 	dead := filepath.Join(t.TempDir(), "dead.toml")
-	if err := os.WriteFile(dead, []byte("[agent]\nlisten = \""+freePort(t)+"\"\n"), 0o644); err != nil {
+	if err := os.WriteFile(dead, []byte("[agent]\nlisten = \""+testutil.FreePort(t)+"\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // Kafka Connect's REST contract, on the real agent: the paths, shapes,
@@ -28,7 +31,7 @@ func (e *env) call(method, path string) (int, []byte, http.Header) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	resp, err := apiClient.Do(req)
+	resp, err := api.NewClient(e.addr).HTTP.Do(req)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -133,7 +136,7 @@ func (e *env) connectStatus(name string) ctStatus {
 func (e *env) waitConnect(name, want string, tasks int) ctStatus {
 	e.t.Helper()
 	var s ctStatus
-	eventually(e.t, 20*time.Second, name+" "+want, func() bool {
+	testutil.Eventually(e.t, 20*time.Second, name+" "+want, func() bool {
 		s = e.connectStatus(name)
 		if len(s.Tasks) != tasks {
 			return false
@@ -267,7 +270,7 @@ tasks = 1
 	// Restart the connector alone (KIP-745 default): 204; only its job.
 	before := e.waitRunning("a", "a-0", "a-1")
 	e.expect("POST", "/connectors/a/restart", 204, nil)
-	eventually(t, 20*time.Second, "a restarted", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a restarted", func() bool {
 		j := e.jobs()["a"]
 		return j.State == "running" && j.PID != before["a"].PID
 	})

@@ -5,25 +5,26 @@ package test
 
 import (
 	"bufio"
-	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 var berthBin string
@@ -46,54 +47,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func needRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the agent makes cgroups")
-	}
-}
-
-// eventually polls cond every 50 ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// syncBuffer is the agent's output, written by exec's copier and read by
-// the test at the same time.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func randSuffix() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -109,17 +62,17 @@ type env struct {
 	root   string // cgroup_root
 	addr   string
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *testutil.SyncBuffer
 	waited chan error
 }
 
 func newEnv(t testing.TB) *env {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	e := &env{
 		t:    t,
 		dir:  t.TempDir(),
 		root: "berth-e2e-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + randSuffix(),
-		addr: freePort(t),
+		addr: testutil.FreePort(t),
 	}
 	e.config = filepath.Join(e.dir, "berth.toml")
 	t.Cleanup(e.cleanup)
@@ -156,7 +109,7 @@ func (e *env) start() {
 func (e *env) startWith(c *http.Client, base string) {
 	e.t.Helper()
 	e.cmd = exec.Command(berthBin, "agent", "--config", e.config)
-	e.out = &syncBuffer{}
+	e.out = &testutil.SyncBuffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -165,7 +118,7 @@ func (e *env) startWith(c *http.Client, base string) {
 	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(e.cmd, e.waited)
 	// Ready can take a session TTL (10 s) when the agent restarts before its
 	// previous session's lease expired, and longer on a loaded machine.
-	eventually(e.t, 60*time.Second, "agent /healthz", func() bool {
+	testutil.Eventually(e.t, 60*time.Second, "agent /healthz", func() bool {
 		select {
 		case err := <-e.waited:
 			e.waited <- err
@@ -283,19 +236,27 @@ func procsUnder(dir string) []int {
 	return pids
 }
 
-func getJSON(t testing.TB, url string, v any) int {
+// getJSON GETs rawURL with the API's client (api.Client) and decodes a
+// 2xx JSON answer into v (nil: the body is not decoded); it returns the
+// status code, and fails the test when the agent cannot be reached.
+func getJSON(t testing.TB, rawURL string, v any) int {
 	t.Helper()
-	resp, err := http.Get(url)
+	u, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if v != nil && resp.StatusCode == http.StatusOK {
-		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-			t.Fatal(err)
-		}
+	if v == nil {
+		v = new(json.RawMessage)
 	}
-	return resp.StatusCode
+	err = api.NewClient(u.Scheme+"://"+u.Host).Get(context.Background(), u.RequestURI(), v)
+	var apiErr *api.Error
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr.Code
+	case err != nil:
+		t.Fatal(err)
+	}
+	return http.StatusOK
 }
 
 func (e *env) jobs() map[string]api.Job {
@@ -313,7 +274,7 @@ func (e *env) jobs() map[string]api.Job {
 func (e *env) waitRunning(ids ...string) map[string]api.Job {
 	e.t.Helper()
 	var js map[string]api.Job
-	eventually(e.t, 20*time.Second, fmt.Sprintf("jobs %v running", ids), func() bool {
+	testutil.Eventually(e.t, 20*time.Second, fmt.Sprintf("jobs %v running", ids), func() bool {
 		js = e.jobs()
 		for _, id := range ids {
 			if j, ok := js[id]; !ok || j.State != "running" || j.PID == 0 {
@@ -364,15 +325,4 @@ func metric(m map[string]float64, name, labels string) (float64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] != 'Z'
 }

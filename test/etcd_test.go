@@ -1,16 +1,15 @@
 package test
 
-// Harness for the cluster end-to-end tests (issue 3): an etcd per test
+// Harness for the cluster end-to-end tests: an etcd per test
 // (embedded in the test process, or Debian's etcd-server as a child), agents
 // that are cluster members, readers of the cluster API, /proc checks, and
 // the job that stamps its own lifetime into a file.
 
 import (
 	"bufio"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // sessionTTL is the session lease TTL every test agent uses: the smallest
@@ -36,7 +37,7 @@ const externalEtcdBin = "/usr/bin/etcd"
 // temporary directory, closed in Cleanup, and returns its client URLs.
 func embeddedEtcd(t testing.TB) []string {
 	t.Helper()
-	needRoot(t)
+	testutil.NeedRoot(t)
 	em, err := cluster.StartEmbedded(t.TempDir())
 	if err != nil {
 		t.Fatalf("start embedded etcd: %v", err)
@@ -51,19 +52,19 @@ func embeddedEtcd(t testing.TB) []string {
 // is not installed.
 func externalEtcd(t testing.TB) []string {
 	t.Helper()
-	needRoot(t)
+	testutil.NeedRoot(t)
 	if _, err := os.Stat(externalEtcdBin); err != nil {
 		t.Skipf("%s not installed (apt-get install -y etcd-server): %v", externalEtcdBin, err)
 	}
 	dir := t.TempDir()
-	client := "http://" + freePort(t)
-	peer := "http://" + freePort(t)
+	client := "http://" + testutil.FreePort(t)
+	peer := "http://" + testutil.FreePort(t)
 	cmd := exec.Command(externalEtcdBin,
 		"--name", "berth-e2e", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "berth-e2e="+peer, "--log-level", "error")
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -78,7 +79,7 @@ func externalEtcd(t testing.TB) []string {
 			t.Logf("etcd (%s) output:\n%s", externalEtcdBin, out)
 		}
 	})
-	eventually(t, 20*time.Second, "external etcd /health", func() bool {
+	testutil.Eventually(t, 20*time.Second, "external etcd /health", func() bool {
 		select {
 		case err := <-exited:
 			exited <- err
@@ -168,98 +169,45 @@ func staticTable(connectors, tasks []string) string {
 
 // ---- the cluster API of an agent ----
 
-// apiJob is the part of a GET /v1/jobs entry these tests read.
-type apiJob struct {
-	ID        string `json:"id"`
-	Connector string `json:"connector"`
-	State     string `json:"state"`
-	Reason    string `json:"reason"`
-	PID       int    `json:"pid"`
-	Cgroup    string `json:"cgroup"`
-}
-
-// apiAgent is GET /v1/agent.
-type apiAgent struct {
-	ID         string `json:"id"`
-	State      string `json:"state"` // joining | member | fenced
-	Leader     bool   `json:"leader"`
-	Generation int64  `json:"generation"`
-}
-
-// apiMember is one entry of GET /v1/members.
-type apiMember struct {
-	ID         string   `json:"id"`
-	Protocol   string   `json:"protocol"`
-	Connectors []string `json:"connectors"`
-	Tasks      []string `json:"tasks"`
-	Addr       string   `json:"addr"`
-}
-
-// apiAssignment is GET /v1/assignment.
-type apiAssignment struct {
-	Generation int64               `json:"generation"`
-	Leader     json.RawMessage     `json:"leader"`
-	Members    map[string][]string `json:"members"`
-	Unassigned map[string]string   `json:"unassigned"`
-	Conflicts  []struct {
-		Job     string   `json:"job"`
-		Members []string `json:"members"`
-		Winner  string   `json:"winner"`
-	} `json:"conflicts"`
-}
-
-var apiClient = &http.Client{Timeout: 3 * time.Second}
-
-// getAPI decodes the JSON answer of GET base+path into v; any transport
-// error or non-200 status is an error (tests poll through these).
+// getAPI decodes the JSON answer of GET base+path into v with the API's own
+// client (api.Client, 3 s per request); any transport error or non-2xx
+// status is an error (tests poll through these).
 func getAPI(base, path string, v any) error {
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	resp, err := apiClient.Get(base + path)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("GET %s: decode: %w", path, err)
-	}
-	return nil
+	c := api.NewClient(base)
+	c.HTTP.Timeout = 3 * time.Second
+	return c.Get(context.Background(), path, v)
 }
 
-func (a *agent) tryJobs() (map[string]apiJob, error) {
-	var js []apiJob
+func (a *agent) tryJobs() (map[string]api.Job, error) {
+	var js []api.Job
 	if err := getAPI(a.addr, "/v1/jobs", &js); err != nil {
 		return nil, err
 	}
-	out := make(map[string]apiJob, len(js))
+	out := make(map[string]api.Job, len(js))
 	for _, j := range js {
 		out[j.ID] = j
 	}
 	return out, nil
 }
 
-func (a *agent) info() (apiAgent, error) {
-	var ai apiAgent
+func (a *agent) info() (api.Agent, error) {
+	var ai api.Agent
 	return ai, getAPI(a.addr, "/v1/agent", &ai)
 }
 
-func (a *agent) assignment() (apiAssignment, error) {
-	var as apiAssignment
+func (a *agent) assignment() (api.Assignment, error) {
+	var as api.Assignment
 	return as, getAPI(a.addr, "/v1/assignment", &as)
 }
 
-func (a *agent) members() ([]apiMember, error) {
-	var ms []apiMember
+func (a *agent) members() ([]api.Member, error) {
+	var ms []api.Member
 	return ms, getAPI(a.addr, "/v1/members", &ms)
 }
 
 // runningIDs is the sorted IDs of the jobs the agent reports running with
 // a PID; nil when it does not answer.
-func runningIDs(js map[string]apiJob) []string {
+func runningIDs(js map[string]api.Job) []string {
 	var ids []string
 	for id, j := range js {
 		if j.State == "running" && j.PID > 0 {
@@ -291,9 +239,9 @@ func sorted(xs []string) []string {
 
 // waitExactly waits until the agent lists exactly the jobs want in
 // /v1/jobs, every one running with a PID, and returns them.
-func (a *agent) waitExactly(timeout time.Duration, want ...string) map[string]apiJob {
+func (a *agent) waitExactly(timeout time.Duration, want ...string) map[string]api.Job {
 	a.t.Helper()
-	var js map[string]apiJob
+	var js map[string]api.Job
 	var err error
 	deadline := time.Now().Add(timeout)
 	for {
@@ -308,7 +256,7 @@ func (a *agent) waitExactly(timeout time.Duration, want ...string) map[string]ap
 	}
 }
 
-func describeJobs(js map[string]apiJob) string {
+func describeJobs(js map[string]api.Job) string {
 	ids := make([]string, 0, len(js))
 	for id := range js {
 		ids = append(ids, id)
@@ -327,10 +275,10 @@ func describeJobs(js map[string]apiJob) string {
 }
 
 // waitMember waits until the agent reports state "member".
-func (a *agent) waitMember(timeout time.Duration) apiAgent {
+func (a *agent) waitMember(timeout time.Duration) api.Agent {
 	a.t.Helper()
-	var ai apiAgent
-	eventually(a.t, timeout, "agent "+a.id+" state member", func() bool {
+	var ai api.Agent
+	testutil.Eventually(a.t, timeout, "agent "+a.id+" state member", func() bool {
 		var err error
 		ai, err = a.info()
 		return err == nil && ai.State == "member"
@@ -400,10 +348,10 @@ func (a *agent) jobProcs(job string) []int {
 
 // checkOnProc asserts that every running job of js is a live process in
 // this agent's cgroup of that job, started for that job (BERTH_JOB_ID).
-func (a *agent) checkOnProc(js map[string]apiJob) {
+func (a *agent) checkOnProc(js map[string]api.Job) {
 	a.t.Helper()
 	for id, j := range js {
-		if !alive(j.PID) {
+		if !testutil.Alive(j.PID) {
 			a.t.Errorf("agent %s: job %s pid %d is not alive", a.id, id, j.PID)
 			continue
 		}
@@ -540,10 +488,10 @@ func overlaps(ivs []interval) [][2]interval {
 // waitStamped waits until each running job of js has written at least one
 // stamp from its current PID to <dir>/<job>.log: "running" in /v1/jobs
 // comes before the worker's shell has stamped its first line.
-func waitStamped(t testing.TB, dir string, js map[string]apiJob) {
+func waitStamped(t testing.TB, dir string, js map[string]api.Job) {
 	t.Helper()
 	for id, j := range js {
-		eventually(t, 10*time.Second, fmt.Sprintf("a stamp of job %s from pid %d", id, j.PID), func() bool {
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("a stamp of job %s from pid %d", id, j.PID), func() bool {
 			ss, err := readStamps(filepath.Join(dir, id+".log"))
 			if err != nil {
 				return false

@@ -25,7 +25,7 @@ import (
 type secureEtcd struct {
 	endpoint string
 	ca       *testutil.CA
-	out      *syncBuffer
+	out      *testutil.SyncBuffer
 }
 
 // startSecureEtcd runs /usr/bin/etcd on free loopback ports with TLS and
@@ -33,15 +33,15 @@ type secureEtcd struct {
 // returns it; Cleanup kills it by PID. It skips when etcd is not installed.
 func startSecureEtcd(t *testing.T) *secureEtcd {
 	t.Helper()
-	needRoot(t)
+	testutil.NeedRoot(t)
 	if _, err := os.Stat(externalEtcdBin); err != nil {
 		t.Skipf("%s not installed (apt-get install -y etcd-server): %v", externalEtcdBin, err)
 	}
 	ca := testutil.NewCA(t, "etcd-e2e")
 	cert, key := ca.Issue("etcd-server", "127.0.0.1")
 	dir := t.TempDir()
-	e := &secureEtcd{endpoint: "https://" + freePort(t), ca: ca, out: &syncBuffer{}}
-	peer := "http://" + freePort(t)
+	e := &secureEtcd{endpoint: "https://" + testutil.FreePort(t), ca: ca, out: &testutil.SyncBuffer{}}
+	peer := "http://" + testutil.FreePort(t)
 	cmd := exec.Command(externalEtcdBin,
 		"--name", "berth-sec", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", e.endpoint, "--advertise-client-urls", e.endpoint,
@@ -64,7 +64,7 @@ func startSecureEtcd(t *testing.T) *secureEtcd {
 	})
 	// The root user authenticates by its certificate's common name.
 	var root *clientv3.Client
-	eventually(t, 20*time.Second, "secure etcd answering", func() bool {
+	testutil.Eventually(t, 20*time.Second, "secure etcd answering", func() bool {
 		select {
 		case err := <-exited:
 			exited <- err

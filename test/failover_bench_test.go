@@ -4,6 +4,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // BenchmarkFailover measures the time from a member's loss (SIGKILL of the
@@ -13,7 +15,7 @@ import (
 // timer. Expect about one TTL: the lease must expire on the server before
 // the leader reassigns and before the job's claim is free.
 func BenchmarkFailover(b *testing.B) {
-	needRoot(b)
+	testutil.NeedRoot(b)
 	eps := embeddedEtcd(b)
 	c := clusterSpec{name: clusterName(), endpoints: eps}
 	body := sleeperConnector("fo", 0)

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/berthd/berth/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,7 +24,7 @@ import (
 // enforces it: O_DIRECT writes to the partition run at no more than the
 // disk's write_bps.
 func TestC7IOLimitOnPartitionAppliesToDisk(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	// The loop device is made before the env so that its cleanup (detach)
 	// runs after the env's (kill the job that holds the partition open).
 	disk, part := loopWithPartition(t, 64<<20)
@@ -83,9 +84,9 @@ name = "ddwriter"
 		v, _ := metric(e.metrics(), "berth_job_write_bytes_total", `job_id="ddwriter"`)
 		return v
 	}
-	eventually(t, 10*time.Second, "the job's first writes to "+disk, func() bool { return written() > 0 })
+	testutil.Eventually(t, 10*time.Second, "the job's first writes to "+disk, func() bool { return written() > 0 })
 	w0, p0, t0 := written(), procWritten(), time.Now()
-	eventually(t, 10*time.Second, "3 s of accounting", func() bool { return time.Since(t0) >= 3*time.Second })
+	testutil.Eventually(t, 10*time.Second, "3 s of accounting", func() bool { return time.Since(t0) >= 3*time.Second })
 	w1, p1, t1 := written(), procWritten(), time.Now()
 	secs := t1.Sub(t0).Seconds()
 	rate := float64(w1-w0) / secs
@@ -260,7 +261,7 @@ func loopWithPartition(t *testing.T, size int64) (disk, part string) {
 		if err := blkpg(unix.BLKPG_ADD_PARTITION); err != nil {
 			t.Fatalf("BLKPG_ADD_PARTITION on %s: %v", disk, err)
 		}
-		eventually(t, 5*time.Second, "partition "+name+" in sysfs", exists(sysDev))
+		testutil.Eventually(t, 5*time.Second, "partition "+name+" in sysfs", exists(sysDev))
 	}
 	part = "/dev/" + name
 	if !poll(2*time.Second, exists(part)) {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // C1 (nomad#5593): SIGKILL of the agent, then a second start: no process
@@ -29,7 +31,7 @@ name = "orphan"
 	e.start()
 	e.waitRunning("orphan")
 	var first []int
-	eventually(t, 10*time.Second, "both sleeps in the job's cgroup", func() bool {
+	testutil.Eventually(t, 10*time.Second, "both sleeps in the job's cgroup", func() bool {
 		first = nil
 		for _, d := range e.cgroupDirs() {
 			first = append(first, procsUnder(d)...)
@@ -43,7 +45,7 @@ name = "orphan"
 	e.start()
 	e.waitRunning("orphan")
 	for _, pid := range first {
-		if alive(pid) {
+		if testutil.Alive(pid) {
 			t.Errorf("process %d of the first run is still alive after the second start", pid)
 		}
 	}
@@ -85,7 +87,7 @@ group = "pair"
 		t.Fatalf("agent exit after SIGTERM: %v\n%s", err, e.out)
 	}
 	for _, pid := range uniq(pids) {
-		if alive(pid) {
+		if testutil.Alive(pid) {
 			t.Errorf("job process %d alive after the agent exited", pid)
 		}
 	}
@@ -147,7 +149,7 @@ name = "drop"
 	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "reload refusal in the log", func() bool {
+	testutil.Eventually(t, 10*time.Second, "reload refusal in the log", func() bool {
 		return strings.Contains(e.out.String(), "reload refused")
 	})
 	after := e.waitRunning("keep", "drop")
@@ -168,7 +170,7 @@ name = "drop"
 	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "add running and drop gone", func() bool {
+	testutil.Eventually(t, 20*time.Second, "add running and drop gone", func() bool {
 		js := e.jobs()
 		_, dropped := js["drop"]
 		return js["add"].State == "running" && !dropped
@@ -179,7 +181,7 @@ name = "drop"
 	if pid := e.jobs()["keep"].PID; pid != before["keep"].PID {
 		t.Errorf("a limits-only change restarted keep: pid %d -> %d", before["keep"].PID, pid)
 	}
-	if alive(before["drop"].PID) {
+	if testutil.Alive(before["drop"].PID) {
 		t.Errorf("removed job's process %d still alive", before["drop"].PID)
 	}
 }
@@ -217,7 +219,7 @@ name = "only"
 		t.Fatalf("second agent: err %v, want a refusal naming the other agent\n%s", err, out)
 	}
 	after := e.waitRunning("only")
-	if after["only"].PID != before["only"].PID || !alive(before["only"].PID) {
+	if after["only"].PID != before["only"].PID || !testutil.Alive(before["only"].PID) {
 		t.Errorf("the second agent disturbed the first one's job: pid %d -> %d", before["only"].PID, after["only"].PID)
 	}
 }
@@ -227,7 +229,7 @@ name = "only"
 // cgroup left.
 func TestStoreUnreachableAtStart(t *testing.T) {
 	e := newEnv(t)
-	dead := freePort(t) // nothing listens there
+	dead := testutil.FreePort(t) // nothing listens there
 	e.write(e.header("1s") + `
 [cluster]
 endpoints = ["http://` + dead + `"]
@@ -241,7 +243,7 @@ name = "never"
   command = ["sleep", "infinity"]
 `)
 	e.cmd = exec.Command(berthBin, "agent", "--config", e.config)
-	e.out = &syncBuffer{}
+	e.out = &testutil.SyncBuffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
 	if err := e.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -251,7 +253,7 @@ name = "never"
 	var state struct {
 		State string `json:"state"`
 	}
-	eventually(t, 20*time.Second, "/v1/agent says joining", func() bool {
+	testutil.Eventually(t, 20*time.Second, "/v1/agent says joining", func() bool {
 		return getJSONQuiet("http://"+e.addr+"/v1/agent", &state) == http.StatusOK && state.State == "joining"
 	})
 	if code := getJSONQuiet("http://"+e.addr+"/healthz", nil); code != http.StatusServiceUnavailable {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // C12 (node_exporter#1042): a job whose processes exit all the time; 100
@@ -84,7 +86,7 @@ name = "free"
 		return u + s
 	}
 	m0, t0 := e.metrics(), time.Now()
-	eventually(t, 10*time.Second, "3 s of accounting", func() bool { return time.Since(t0) >= 3*time.Second })
+	testutil.Eventually(t, 10*time.Second, "3 s of accounting", func() bool { return time.Since(t0) >= 3*time.Second })
 	m1, t1 := e.metrics(), time.Now()
 	window := t1.Sub(t0).Seconds()
 	rate := (cpu(m1, "burner") - cpu(m0, "burner")) / window
@@ -130,7 +132,7 @@ name = "balloon"
   limits = { memory = "32MiB" }
 `)
 	e.start()
-	eventually(t, 30*time.Second, "two OOM kills and a restart", func() bool {
+	testutil.Eventually(t, 30*time.Second, "two OOM kills and a restart", func() bool {
 		m := e.metrics()
 		oom, _ := metric(m, "berth_job_oom_kills_total", `job_id="balloon"`)
 		restarts, _ := metric(m, "berth_job_restarts_total", `job_id="balloon"`)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -36,7 +38,7 @@ func checkNoOverlap(t *testing.T, file string, cut time.Time, agents ...*agent) 
 // before it waits for a start in progress).
 func TestPartitionWhileWaitingForAClaim(t *testing.T) {
 	eps := embeddedEtcd(t)
-	px := startProxy(t, eps[0])
+	px := testutil.StartProxy(t, eps[0])
 	name := clusterName()
 	stamps := t.TempDir()
 	workload := fmt.Sprintf("[[connector]]\nname = \"p\"\n  [connector.run]\n  command = %[1]s\n"+
@@ -55,43 +57,43 @@ func TestPartitionWhileWaitingForAClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := newAgent(t, "a"), newAgent(t, "b")
-	a.configure(clusterSpec{name: name, endpoints: []string{px.endpoint()}}, staticTable([]string{"p", "q"}, nil)+workload)
+	a.configure(clusterSpec{name: name, endpoints: []string{px.Endpoint()}}, staticTable([]string{"p", "q"}, nil)+workload)
 	b.configure(clusterSpec{name: name, endpoints: eps}, staticTable(nil, nil)+workload)
 	a.start()
-	var ja map[string]apiJob
-	eventually(t, settle, "a runs p and waits for q's claim", func() bool {
+	var ja map[string]api.Job
+	testutil.Eventually(t, settle, "a runs p and waits for q's claim", func() bool {
 		var err error
 		ja, err = a.tryJobs()
 		return err == nil && ja["p"].State == "running" && ja["q"].State == "waiting"
 	})
 	b.start()
 	b.waitMember(settle)
-	waitStamped(t, stamps, map[string]apiJob{"p": ja["p"]})
+	waitStamped(t, stamps, map[string]api.Job{"p": ja["p"]})
 	cut := time.Now()
-	px.partition(stall)
-	eventually(t, settle, "a fenced", func() bool { ai, err := a.info(); return err == nil && ai.State == "fenced" })
-	var jb map[string]apiJob
-	eventually(t, settle, "b runs p", func() bool {
+	px.Partition(testutil.Stall)
+	testutil.Eventually(t, settle, "a fenced", func() bool { ai, err := a.info(); return err == nil && ai.State == "fenced" })
+	var jb map[string]api.Job
+	testutil.Eventually(t, settle, "b runs p", func() bool {
 		var err error
 		jb, err = b.tryJobs()
 		return err == nil && jb["p"].State == "running"
 	})
-	waitStamped(t, stamps, map[string]apiJob{"p": jb["p"]})
+	waitStamped(t, stamps, map[string]api.Job{"p": jb["p"]})
 	checkNoOverlap(t, filepath.Join(stamps, "p.log"), cut, a, b)
-	px.heal()
+	px.Heal()
 }
 
 // SIGTERM while cut: the agent stops its jobs with grace, but the lease
 // runs out meanwhile; fencing must still kill them before it can expire.
 func TestPartitionThenStop(t *testing.T) {
 	eps := embeddedEtcd(t)
-	px := startProxy(t, eps[0])
+	px := testutil.StartProxy(t, eps[0])
 	name := clusterName()
 	stamps := t.TempDir()
 	// The job stamps for ~8 s after SIGTERM; stop_timeout is 5 s.
 	workload := fmt.Sprintf("[[connector]]\nname = \"p\"\n  [connector.run]\n  command = %s\n", stampCommand(stamps, 400))
 	a, b := newAgent(t, "a"), newAgent(t, "b")
-	a.configure(clusterSpec{name: name, endpoints: []string{px.endpoint()}}, staticTable([]string{"p"}, nil)+workload)
+	a.configure(clusterSpec{name: name, endpoints: []string{px.Endpoint()}}, staticTable([]string{"p"}, nil)+workload)
 	b.configure(clusterSpec{name: name, endpoints: eps}, staticTable(nil, nil)+workload)
 	a.start()
 	ja := a.waitExactly(settle, "p")
@@ -99,11 +101,11 @@ func TestPartitionThenStop(t *testing.T) {
 	b.waitMember(settle)
 	waitStamped(t, stamps, ja)
 	cut := time.Now()
-	px.partition(stall)
+	px.Partition(testutil.Stall)
 	done := make(chan error, 1)
 	go func() { done <- a.stop(syscall.SIGTERM) }()
-	var jb map[string]apiJob
-	eventually(t, settle, "b runs p", func() bool {
+	var jb map[string]api.Job
+	testutil.Eventually(t, settle, "b runs p", func() bool {
 		var err error
 		jb, err = b.tryJobs()
 		return err == nil && jb["p"].State == "running"
@@ -112,23 +114,23 @@ func TestPartitionThenStop(t *testing.T) {
 		t.Errorf("agent stopped while cut: %v", err)
 	}
 	t.Logf("a exited %s after the cut", time.Since(cut).Round(time.Millisecond))
-	waitStamped(t, stamps, map[string]apiJob{"p": jb["p"]})
+	waitStamped(t, stamps, map[string]api.Job{"p": jb["p"]})
 	checkNoOverlap(t, filepath.Join(stamps, "p.log"), cut, a, b)
-	px.heal()
+	px.Heal()
 }
 
 // SIGHUP while cut, then SIGTERM: the reload is refused within its bound
 // and the agent stops promptly (it does not wait for the store to return).
 func TestPartitionReloadThenStop(t *testing.T) {
 	eps := embeddedEtcd(t)
-	px := startProxy(t, eps[0])
+	px := testutil.StartProxy(t, eps[0])
 	stamps := t.TempDir()
 	workload := fmt.Sprintf("[[connector]]\nname = \"p\"\n  [connector.run]\n  command = %s\n", stampCommand(stamps, 5))
 	a := newAgent(t, "a")
-	a.configure(clusterSpec{name: clusterName(), endpoints: []string{px.endpoint()}}, staticTable([]string{"p"}, nil)+workload)
+	a.configure(clusterSpec{name: clusterName(), endpoints: []string{px.Endpoint()}}, staticTable([]string{"p"}, nil)+workload)
 	a.start()
 	a.waitExactly(settle, "p")
-	px.partition(stall)
+	px.Partition(testutil.Stall)
 	cut := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
@@ -146,5 +148,5 @@ func TestPartitionReloadThenStop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Errorf("agent did not exit within 30 s of SIGTERM while cut with a reload pending")
 	}
-	px.heal()
+	px.Heal()
 }

@@ -1,211 +1,24 @@
 package test
 
-// Partition test of issue 3: one agent is cut from etcd by a TCP proxy of
-// the test's own; the timestamps its workers write themselves show that they
+// Partition test: one agent is cut from etcd by a TCP proxy
+// (testutil.Proxy); the timestamps its workers write themselves show that they
 // die before any other agent starts the same job, and that no job ever has
 // two workers. Ten rounds in one run.
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
-
-// cutMode is how the proxy partitions.
-type cutMode int
-
-const (
-	// stall stops forwarding bytes but keeps every connection open, as a
-	// network that drops packets does; bytes read are held and delivered
-	// when the partition heals, as TCP retransmission would.
-	stall cutMode = iota
-	// reset closes every connection with RST (SO_LINGER 0) and refuses new
-	// ones the same way until healed.
-	reset
-)
-
-func (m cutMode) String() string { return [...]string{"stall", "reset"}[m] }
-
-// tcpProxy forwards loopback TCP connections to one target, one goroutine
-// per direction per connection, and can partition them.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-
-	mu     sync.Mutex
-	cut    bool
-	mode   cutMode
-	open   chan struct{} // closed while healed; a fresh one while cut
-	conns  map[net.Conn]bool
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// startProxy listens on a free loopback port and forwards to target
-// ("http://host:port" or "host:port"); it is closed in Cleanup.
-func startProxy(t testing.TB, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	open := make(chan struct{})
-	close(open)
-	p := &tcpProxy{ln: ln, target: strings.TrimPrefix(target, "http://"), open: open, conns: map[net.Conn]bool{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-// endpoint is the proxy's client URL.
-func (p *tcpProxy) endpoint() string { return "http://" + p.ln.Addr().String() }
-
-func (p *tcpProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		refuse := p.closed || (p.cut && p.mode == reset)
-		p.mu.Unlock()
-		if refuse {
-			rst(c)
-			continue
-		}
-		up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
-		if err != nil {
-			rst(c)
-			continue
-		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			rst(c)
-			rst(up)
-			continue
-		}
-		p.conns[c], p.conns[up] = true, true
-		p.wg.Add(2)
-		p.mu.Unlock()
-		go p.pipe(up, c)
-		go p.pipe(c, up)
-	}
-}
-
-// pipe copies src to dst; while the proxy is cut (stall) it holds what it
-// read until the partition heals.
-func (p *tcpProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			gate := p.open
-			p.mu.Unlock()
-			<-gate
-			p.mu.Lock()
-			dead := !p.conns[dst]
-			p.mu.Unlock()
-			if dead {
-				break
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				break
-			}
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if tc, ok := dst.(*net.TCPConn); ok {
-					_ = tc.CloseWrite()
-				}
-				return
-			}
-			break
-		}
-	}
-	p.drop(dst)
-	p.drop(src)
-}
-
-func (p *tcpProxy) drop(c net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
-	rst(c)
-}
-
-// rst closes c with an RST rather than a FIN.
-func rst(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = c.Close()
-}
-
-// partition cuts every connection through the proxy.
-func (p *tcpProxy) partition(mode cutMode) {
-	p.mu.Lock()
-	if !p.cut {
-		p.cut, p.mode = true, mode
-		p.open = make(chan struct{})
-	}
-	var victims []net.Conn
-	if mode == reset {
-		for c := range p.conns {
-			victims = append(victims, c)
-			delete(p.conns, c)
-		}
-	}
-	p.mu.Unlock()
-	for _, c := range victims {
-		rst(c)
-	}
-}
-
-// heal resumes forwarding (held bytes are delivered) and accepting.
-func (p *tcpProxy) heal() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cut {
-		p.cut = false
-		close(p.open)
-	}
-}
-
-func (p *tcpProxy) close() {
-	p.mu.Lock()
-	p.closed = true
-	var cs []net.Conn
-	for c := range p.conns {
-		cs = append(cs, c)
-		delete(p.conns, c)
-	}
-	if p.cut {
-		p.cut = false
-		close(p.open)
-	}
-	p.mu.Unlock()
-	p.ln.Close()
-	for _, c := range cs {
-		rst(c)
-	}
-	p.wg.Wait()
-}
 
 // partitionRound is what one cut-and-heal round observed.
 type partitionRound struct {
-	mode                  cutMode
+	mode                  testutil.CutMode
 	cutLeader             bool      // the cut agent was leader when cut
 	cutAt, healAt         time.Time // wall clock of the proxy switch
 	fencedSeen            bool      // the cut agent reported state "fenced"
@@ -223,7 +36,7 @@ type partitionRound struct {
 func TestPartitionNoJobRunsTwice(t *testing.T) {
 	const rounds = 10
 	eps := embeddedEtcd(t)
-	px := startProxy(t, eps[0])
+	px := testutil.StartProxy(t, eps[0])
 	name := clusterName()
 	stamps := t.TempDir()
 	// Workers linger 5 stamps (~0.1 s) after SIGTERM, so the graceful
@@ -239,7 +52,7 @@ tasks = 2
 `, stampCommand(stamps, 5))
 	jobs := []string{"p", "p-0", "p-1"}
 	a, b := newAgent(t, "a"), newAgent(t, "b")
-	a.configure(clusterSpec{name: name, endpoints: []string{px.endpoint()}, rebalanceDelay: "0s"},
+	a.configure(clusterSpec{name: name, endpoints: []string{px.Endpoint()}, rebalanceDelay: "0s"},
 		staticTable([]string{"p"}, []string{"p-0", "p-1"})+workload)
 	b.configure(clusterSpec{name: name, endpoints: eps, rebalanceDelay: "0s"}, staticTable(nil, nil)+workload)
 
@@ -252,9 +65,9 @@ tasks = 2
 
 	var rs []partitionRound
 	for i := 0; i < rounds; i++ {
-		r := partitionRound{mode: stall}
+		r := partitionRound{mode: testutil.Stall}
 		if i%2 == 1 {
-			r.mode = reset
+			r.mode = testutil.Reset
 		}
 		// a's workers have stamped before the cut, so the cut falls inside
 		// their intervals.
@@ -266,8 +79,8 @@ tasks = 2
 		r.cutLeader = ai.Leader
 		fenced0 := fencings(t, a)
 		r.cutAt = time.Now()
-		px.partition(r.mode)
-		eventually(t, settle, fmt.Sprintf("round %d: b runs every job", i), func() bool {
+		px.Partition(r.mode)
+		testutil.Eventually(t, settle, fmt.Sprintf("round %d: b runs every job", i), func() bool {
 			if ai, err := a.info(); err == nil && ai.State == "fenced" {
 				r.fencedSeen = true
 			}
@@ -282,7 +95,7 @@ tasks = 2
 		// worker stopped before its shell ran a line would leave no trace.
 		waitStamped(t, stamps, b.waitExactly(settle, jobs...))
 		r.healAt = time.Now()
-		px.heal()
+		px.Heal()
 		a.waitMember(settle)
 		a.waitExactly(settle, jobs...)
 		b.waitExactly(settle)

@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // A job of two busy loops held to 0.05 cores stalls on CPU: the agent's
@@ -33,7 +35,7 @@ name = "idle"
 	e.waitRunning("stall", "idle")
 	last := map[string]float64{}
 	var stall float64
-	eventually(t, 30*time.Second, "cpu waiting of the stalled job to pass 1 s", func() bool {
+	testutil.Eventually(t, 30*time.Second, "cpu waiting of the stalled job to pass 1 s", func() bool {
 		m := e.metrics()
 		for _, name := range pressureMetrics {
 			for _, job := range []string{"stall", "idle"} {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v2"
 )
@@ -365,10 +366,10 @@ scrape_configs:
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
+	addr := testutil.FreePort(t)
 	cmd := exec.Command(bin, "--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -388,7 +389,7 @@ scrape_configs:
 		}
 	})
 	api := promAPI{base: "http://" + addr}
-	eventually(t, 30*time.Second, "prometheus ready", func() bool {
+	testutil.Eventually(t, 30*time.Second, "prometheus ready", func() bool {
 		select {
 		case err := <-waited:
 			waited <- err
@@ -426,7 +427,7 @@ var labelValuesQuery = regexp.MustCompile(`^label_values\((.+),\s*([a-zA-Z_][a-z
 // for every job when it keeps job_id. promtool check metrics is clean on
 // the agent's /metrics.
 func TestDashboardAndRulesOnRealPrometheus(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	prom := needTool(t, "prometheus")
 	promtool := needTool(t, "promtool")
 	dash, panels := loadDashboard(t)
@@ -483,7 +484,7 @@ group = "g1"
 		}
 	}
 	// Every rule is loaded and evaluates without error.
-	eventually(t, 60*time.Second, "every rule loaded and evaluated", func() bool {
+	testutil.Eventually(t, 60*time.Second, "every rule loaded and evaluated", func() bool {
 		return rulesHealthy(t, api, rules) == nil
 	})
 
@@ -491,7 +492,7 @@ group = "g1"
 	// jobs; their values stand in for $instance and $job_id.
 	var exprs []expression
 	vars := map[string]string{}
-	eventually(t, 30*time.Second, "dashboard variables resolve", func() bool {
+	testutil.Eventually(t, 30*time.Second, "dashboard variables resolve", func() bool {
 		exprs, vars = exprs[:0], map[string]string{}
 		for _, v := range dash.Templating.List {
 			if v.Type != "query" {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // runBerth runs the real binary with args and returns its combined output
@@ -81,11 +82,11 @@ tasks = 3
 		!strings.Contains(out, `"ingset-2" names no task of a connector in this file or the cluster's store (did you mean "ingest-2"?)`) {
 		t.Fatalf("reload: exit %d, want 0 with the change and the warning:\n%s", code, out)
 	}
-	eventually(t, 10*time.Second, "the agent's log names ingset-2", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the agent's log names ingset-2", func() bool {
 		return strings.Contains(e.out.String(), `static.tasks[2]: \"ingset-2\" names no task`)
 	})
 	// What the file asked for: ingest-2 is declared by nobody now.
-	eventually(t, 20*time.Second, "ingest-2 stopped and counted unassigned", func() bool {
+	testutil.Eventually(t, 20*time.Second, "ingest-2 stopped and counted unassigned", func() bool {
 		_, running := e.jobs()["ingest-2"]
 		v := e.metrics()["berth_jobs_unassigned"]
 		return !running && v == 1
@@ -142,7 +143,7 @@ name = "web"
 	if out, code := runBerth(t, "apply", "--config", e.config, "-f", conns, "--prune=false"); code != 0 || !strings.Contains(out, "updated connector/web") {
 		t.Fatalf("apply: exit %d:\n%s", code, out)
 	}
-	eventually(t, 20*time.Second, "web held on its previous definition", func() bool {
+	testutil.Eventually(t, 20*time.Second, "web held on its previous definition", func() bool {
 		return strings.Contains(e.jobs()["web"].UpdateBlocked, `user: "nobdy" does not resolve on this host`)
 	})
 	if j := e.jobs()["web"]; j.PID != before.PID || j.State != "running" {
@@ -165,7 +166,7 @@ name = "web"
 	if out, code := runBerth(t, "reload", "--config", e.config); code != 0 {
 		t.Fatalf("reload of the good file: exit %d:\n%s", code, out)
 	}
-	eventually(t, 20*time.Second, "web no longer held", func() bool {
+	testutil.Eventually(t, 20*time.Second, "web no longer held", func() bool {
 		v, _ := metric(e.metrics(), "berth_job_update_blocked", `job_id="web"`)
 		return e.jobs()["web"].UpdateBlocked == "" && v == 0
 	})
@@ -214,7 +215,7 @@ func TestC21DefinitionsLeaveWithTheirFile(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "connector b: defined → (unset)") {
 		t.Fatalf("reload without b: exit %d:\n%s", code, out)
 	}
-	eventually(t, 20*time.Second, "b gone from the store, its job stopped, nothing unassigned", func() bool {
+	testutil.Eventually(t, 20*time.Second, "b gone from the store, its job stopped, nothing unassigned", func() bool {
 		var names []string
 		getJSON(t, "http://"+e.addr+"/connectors", &names)
 		_, running := e.jobs()["b"]
@@ -289,7 +290,7 @@ group = "pair"
 	if out, code := runBerth(t, "apply", "--config", e.config, "-f", ops, "--prune=false"); code != 0 {
 		t.Fatalf("apply: exit %d:\n%s", code, out)
 	}
-	eventually(t, 20*time.Second, "broken failed", func() bool { return e.jobs()["broken"].State == "failed" })
+	testutil.Eventually(t, 20*time.Second, "broken failed", func() bool { return e.jobs()["broken"].State == "failed" })
 	out, code := runBerth(t, "status", "--config", e.config)
 	if code != 0 {
 		t.Fatalf("status: exit %d:\n%s", code, out)
@@ -346,7 +347,7 @@ tasks = 2
 	e.waitRunning("talk", "talk-0", "talk-1")
 	// A broken file: only log_dir is needed.
 	e.write(e.header("1s") + "\n[agent.bogus]\n")
-	eventually(t, 10*time.Second, "lines of every job", func() bool {
+	testutil.Eventually(t, 10*time.Second, "lines of every job", func() bool {
 		out, code := runBerth(t, "logs", "--config", e.config, "talk")
 		return code == 0 && strings.Contains(out, "talk   | own line") &&
 			strings.Contains(out, "talk-0 | line 0 of talk-0") && strings.Contains(out, "talk-1 | line 0 of talk-1") &&
@@ -356,7 +357,7 @@ tasks = 2
 	// line may follow the job's first line (the job runs as soon as it is
 	// forked), so wait for a job line to be the last one.
 	lastLine := regexp.MustCompile(`^(?s).*\nline \d+ of talk-1\n$`)
-	eventually(t, 10*time.Second, "berth logs -n 1 talk-1 printing the job's last line", func() bool {
+	testutil.Eventually(t, 10*time.Second, "berth logs -n 1 talk-1 printing the job's last line", func() bool {
 		out, code := runBerth(t, "logs", "--config", e.config, "-n", "1", "talk-1")
 		return code == 0 && lastLine.MatchString(out) && strings.Count(out, "of talk-1") == 1
 	})
@@ -364,13 +365,13 @@ tasks = 2
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, berthBin, "logs", "--config", e.config, "-f", "-t", "-n", "1", "talk")
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	stamped := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\S* (talk-0|talk-1) \| line \d+ of (talk-0|talk-1)$`)
-	eventually(t, 10*time.Second, "followed lines of both tasks, stamped", func() bool {
+	testutil.Eventually(t, 10*time.Second, "followed lines of both tasks, stamped", func() bool {
 		seen := map[string]bool{}
 		for _, m := range stamped.FindAllStringSubmatch(out.String(), -1) {
 			if m[1] == m[2] {

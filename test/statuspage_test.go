@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
@@ -69,7 +70,7 @@ name = "balloon"
 func waitShowcase(e *env) {
 	e.t.Helper()
 	e.waitRunning("orders-sink", "orders-sink-0", "orders-sink-1")
-	eventually(e.t, 60*time.Second, "flaky restarted and balloon OOM-killed", func() bool {
+	testutil.Eventually(e.t, 60*time.Second, "flaky restarted and balloon OOM-killed", func() bool {
 		js := e.jobs()
 		f, b := js["flaky"], js["balloon"]
 		return f.Restarts >= 1 && f.LastExit != nil && b.Usage != nil && b.Usage.OOMKills >= 1

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // tmuxServer is a tmux server of this test alone (its own socket, no
@@ -77,7 +79,7 @@ func TestTopInTmux(t *testing.T) {
 	var pane string
 	var rows map[string][]string
 	var order []string
-	eventually(t, 30*time.Second, "berth top shows every job with a CPU rate", func() bool {
+	testutil.Eventually(t, 30*time.Second, "berth top shows every job with a CPU rate", func() bool {
 		pane = tm.capture("top")
 		order, rows = topTable(pane)
 		for _, id := range []string{"orders-sink", "orders-sink-0", "orders-sink-1", "flaky", "balloon"} {
@@ -129,18 +131,18 @@ func TestTopInTmux(t *testing.T) {
 	}
 
 	tm.run("send-keys", "-t", "top", "j")
-	eventually(t, 10*time.Second, "rows sorted by job ID after j", func() bool {
+	testutil.Eventually(t, 10*time.Second, "rows sorted by job ID after j", func() bool {
 		pane = tm.capture("top")
 		order, _ = topTable(pane)
 		return strings.Contains(pane, "sort: job") && strings.Join(order, " ") == "balloon flaky orders-sink orders-sink-0 orders-sink-1"
 	})
 	tm.run("send-keys", "-t", "top", "m")
-	eventually(t, 10*time.Second, "sort: memory after m", func() bool {
+	testutil.Eventually(t, 10*time.Second, "sort: memory after m", func() bool {
 		return strings.Contains(tm.capture("top"), "sort: memory")
 	})
 
 	tm.run("send-keys", "-t", "top", "q")
-	eventually(t, 10*time.Second, "berth top exits after q", func() bool {
+	testutil.Eventually(t, 10*time.Second, "berth top exits after q", func() bool {
 		return strings.TrimSpace(tm.run("display-message", "-p", "-t", "top", "#{pane_dead}")) == "1"
 	})
 	if st := strings.TrimSpace(tm.run("display-message", "-p", "-t", "top", "#{pane_dead_status}")); st != "0" {
@@ -173,7 +175,7 @@ func TestTopBatch(t *testing.T) {
 		t.Errorf("second frame has no CPU rate for orders-sink-0:\n%s", frames[1])
 	}
 	// No agent: exit status 1 and a reason.
-	out, err = exec.Command(berthBin, "top", "--addr", freePort(t), "--batch", "-n", "1").CombinedOutput()
+	out, err = exec.Command(berthBin, "top", "--addr", testutil.FreePort(t), "--batch", "-n", "1").CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "is the agent running?") {
 		t.Errorf("berth top against no agent: %v\n%s", err, out)
 	}

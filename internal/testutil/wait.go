@@ -47,3 +47,16 @@ func Alive(pid int) bool {
 	}
 	return true
 }
+
+// Poll calls cond every 20 ms until it holds (true) or timeout passes
+// (false): Eventually for a caller that reports the failure itself.
+func Poll(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
