@@ -4,29 +4,22 @@ import (
 	"context"
 	"time"
 
+	"github.com/berthd/berth/internal/retry"
 	"github.com/cenkalti/backoff/v5"
+	"github.com/jonboulle/clockwork"
 )
 
-// Retry pacing of every store loop in this package (re-reading after a
-// failed read, re-establishing a broken watch, re-trying a refused claim):
-// one jittered exponential backoff, so that a thousand agents that lost etcd
-// at the same moment do not come back in step.
-const (
-	retryInitial = 100 * time.Millisecond // first pause
-	retryMax     = 2 * time.Second        // longest pause
-)
+// storeLoop paces every store loop in this package (re-reading after a
+// failed read, re-establishing a broken watch, re-trying a refused claim)
+// with berth's one jittered exponential backoff (internal/retry): 100 ms
+// doubling to 2 s, each pause within ±50 % of the nominal interval, so that
+// a thousand agents that lost etcd at the same moment do not come back in
+// step. It is shorter than retry.Store because a watch that breaks is
+// resumed from its revision, not read again.
+var storeLoop = retry.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
 
-// newBackoff returns a fresh backoff: 100 ms doubling to 2 s, each pause
-// drawn uniformly within ±50 % of the nominal interval.
-func newBackoff() *backoff.ExponentialBackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = retryInitial
-	b.MaxInterval = retryMax
-	b.Multiplier = 2
-	b.RandomizationFactor = 0.5
-	b.Reset()
-	return b
-}
+// newBackoff returns a fresh backoff of storeLoop.
+func newBackoff() *backoff.ExponentialBackOff { return storeLoop.New() }
 
 // pause waits b's next interval or until ctx ends; it reports whether ctx
 // is still live.
@@ -36,12 +29,5 @@ func pause(ctx context.Context, b *backoff.ExponentialBackOff) bool {
 
 // sleepCtx waits d or until ctx ends; it reports whether ctx is still live.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return retry.Sleep(ctx, clockwork.NewRealClock(), d)
 }

@@ -21,6 +21,8 @@
 //	connectors/<name>        a connector definition (JSON: TOML body + assign fields)
 //	groups/<name>            a sharing group definition (JSON: TOML body)
 //	claims/<job>             member ID of the agent that runs job, bound to its lease
+//	targets/<connector>      Target: an operator's pause, resume or stop of the connector
+//	restarts/<connector>/<job>  RestartRequest: a pending restart of one of its jobs
 //	pub/head                 Head: generation, leader, counts; written last in a publication
 //	pub/shares/<id>/<nnnn>   member id's Share, chunk nnnn (one chunk up to 256 KiB,
 //	                         about 15,000 jobs): generation, jobs, and the mod revisions
@@ -100,6 +102,7 @@
 //     than their share (WatchShare), and a leader of this layout taking
 //     over from it continues from that generation and rewrites every share.
 //
-// The package imports no other berth package except assign; the TOML bodies
-// are validated by a Validator the caller injects.
+// The package imports no other berth package except assign, config (its
+// vocabulary: Protocol) and internal/retry (the one backoff); the TOML
+// bodies are validated by a Validator the caller injects.
 package cluster
