@@ -8,7 +8,7 @@ PKGS      := ./...
 TESTFLAGS ?=
 TESTFORMAT ?= pkgname
 
-.PHONY: build run test test-race lint bench bench-scale bench-cluster bench-cluster-ci test-v2 test-systemd deb docs man completion clean
+.PHONY: build run test test-race lint bench bench-scale bench-cluster bench-cluster-ci soak soak-short fuzz test-v2 test-systemd deb docs man completion clean
 
 build: ## bin/berth
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
@@ -24,7 +24,9 @@ test: build ## every test, with the race detector, as root; installs the Debian 
 lint: ## gofmt, go vet, staticcheck (pinned in go.mod)
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags soak ./test/soak
 	$(GO) tool staticcheck $(PKGS)
+	$(GO) tool staticcheck -tags soak ./test/soak
 
 bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
@@ -60,6 +62,27 @@ bench-scale: build ## the real agent with N jobs beside process-exporter (as roo
 	$(GO) run ./test/scale -n $(SCALE_N) -bin bin/berth -csv scale.csv | tee bench-scale.out
 	$(GO) run ./test/scale/plot -csv scale.csv -o docs/scale.png
 
+SOAKFLAGS ?=
+soak: build ## the soaks, long form (100 agent kills, 100 partitions, etcd faults, full file systems), as root; figures in soak.md, method in RELIABILITY.md
+	test/deps.sh
+	rm -f soak.md
+	$(GO) test -tags soak -count=1 -v -timeout 3h ./test/soak -soak.bin=$(CURDIR)/bin/berth \
+		-soak.kills=100 -soak.partitions=100 -soak.report=$(CURDIR)/soak.md $(SOAKFLAGS)
+	cat soak.md
+
+soak-short: build ## the soaks' short form, as CI runs it (10 kills, 10 partitions), as root
+	test/deps.sh
+	$(GO) test -tags soak -count=1 -v -timeout 15m ./test/soak -soak.bin=$(CURDIR)/bin/berth \
+		-soak.kills=10 -soak.partitions=10 $(SOAKFLAGS)
+
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./config:FuzzParse ./config:FuzzDefinitions ./config:FuzzParseConnector ./config:FuzzParseGroup \
+	./workload:FuzzParse ./assign:FuzzCompute ./api:FuzzHandler
+fuzz: ## every fuzz target for FUZZTIME each; seed corpora in <pkg>/testdata/fuzz, where a failing input is also written
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; done
+
 test-v2: ## cgroup, worker and supervisor tests on a pure cgroup v2 kernel under qemu (lane 1)
 	test/vm/lane1.sh cgroup worker supervisor -- $(TESTFLAGS)
 
@@ -83,6 +106,6 @@ completion: build ## bin/completion: bash (berth), zsh (_berth) and fish (berth.
 	./bin/berth completion fish >bin/completion/berth.fish
 
 clean:
-	rm -rf bin dist bench.out bench-scale.out scale.csv test.json
+	rm -rf bin dist bench.out bench-scale.out scale.csv test.json soak.md
 
 FORCE:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -191,7 +192,32 @@ func Handler(b Backend, opts Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	return routed(mux)
+	return canonicalOnly(routed(mux))
+}
+
+// canonicalOnly answers a request whose path is not in canonical form
+// ("/v1//jobs", "/v1/jobs/../agent", "*") with a JSON 404 instead of
+// letting the mux answer it with an HTML redirect or an empty 400: every
+// answer of the API is JSON.
+func canonicalOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if r.Method != http.MethodConnect && (p == "" || p[0] != '/' || cleanPath(p) != p) {
+			WriteError(w, http.StatusNotFound, "HTTP 404 Not Found: no such resource: "+r.Method+" "+p+" (not a canonical path)")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath is the canonical form of a request path as http.ServeMux
+// defines it: path.Clean, keeping a trailing slash.
+func cleanPath(p string) string {
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // routed serves mux, answering a request no pattern takes with a JSON

@@ -84,6 +84,15 @@ type Agent struct {
 	State      string `json:"state"` // joining | member | fenced
 	Leader     bool   `json:"leader"`
 	Generation int64  `json:"generation"`
+	// LastRenewal is when the last successful renewal of the agent's
+	// session lease was sent (RFC 3339, nanoseconds): the store cannot
+	// expire the lease before LastRenewal + session_ttl. Absent while the
+	// agent holds no session and for an agent without a store.
+	LastRenewal *time.Time `json:"last_renewal,omitempty"`
+	// LeaseDeadline is the local fencing deadline, LastRenewal +
+	// session_ttl - max(1 s, session_ttl/5): without a renewal by then the
+	// agent kills every worker. Absent when LastRenewal is.
+	LeaseDeadline *time.Time `json:"lease_deadline,omitempty"`
 	// PID is the agent's process ID: `berth reload` signals it after
 	// checking that it is the PID in the agent's lock file.
 	PID int `json:"pid"`

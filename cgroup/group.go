@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
@@ -37,6 +38,15 @@ type Group struct {
 	// latest run ("" before the first), removed when the next run starts.
 	runMu   sync.Mutex
 	runLeaf string
+	// leaf is runLeaf for readers that must not wait for a start in
+	// progress (Processes at scrape time); nil before the first run.
+	leaf atomic.Pointer[string]
+	// applied is what New and Update wrote (see Applied); nil for a
+	// loaded group until Applied reads it.
+	applied atomic.Pointer[Applied]
+	// usage holds the directories Usage reads, found once (usageOnce).
+	usageOnce sync.Once
+	usage     *usageDirs
 }
 
 // Placement says where a new process must be put to run inside a Group.
@@ -90,6 +100,7 @@ func (h *Hierarchy) New(rel string, res *specs.LinuxResources) (*Group, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create cgroup %s: %w", h.unifiedDir(rel), err)
 		}
+		g.setApplied(res)
 		return g, nil
 	}
 	g.v1, err = h.newV1(rel, res)
@@ -101,6 +112,7 @@ func (h *Hierarchy) New(rel string, res *specs.LinuxResources) (*Group, error) {
 			return nil, fmt.Errorf("create cgroup %s: %w", d, err)
 		}
 	}
+	g.setApplied(res)
 	return g, nil
 }
 
@@ -131,7 +143,7 @@ func (h *Hierarchy) Load(rel string) (*Group, error) {
 		}
 		return g, nil
 	}
-	g.v1, err = cgroup1.Load(h.v1Path(rel), cgroup1.WithHierarchy(h.v1Hierarchy), allowAnyController)
+	g.v1, err = cgroup1.Load(h.v1Path(rel), cgroup1.WithHierarchy(h.v1HierarchyNoCpuset), allowAnyController)
 	if err != nil && !errors.Is(err, cgroup1.ErrCgroupDeleted) {
 		return nil, fmt.Errorf("load cgroup %s: %w", rel, err)
 	}
@@ -169,6 +181,7 @@ func (g *Group) Update(res *specs.LinuxResources) error {
 		if err := g.h.updateV2(g.v2, g.rel, res); err != nil {
 			return fmt.Errorf("update cgroup %s: %w", g.h.unifiedDir(g.rel), err)
 		}
+		g.setApplied(res)
 		return nil
 	}
 	if g.v1 == nil {
@@ -177,6 +190,7 @@ func (g *Group) Update(res *specs.LinuxResources) error {
 	if err := g.h.updateV1(g.v1, g.rel, res); err != nil {
 		return fmt.Errorf("update cgroup %s in v1 controllers %v: %w", g.rel, g.h.Controllers(), err)
 	}
+	g.setApplied(res)
 	return nil
 }
 

@@ -247,6 +247,7 @@ func (g *Group) newRunLeaf(ud string) (string, error) {
 			return "", fmt.Errorf("create cgroup %s: %w", leaf, err)
 		}
 		g.runLeaf = leaf
+		g.leaf.Store(&leaf)
 		return leaf, nil
 	}
 	return "", fmt.Errorf("create run cgroup under %s: 100 names taken", ud)

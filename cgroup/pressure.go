@@ -1,13 +1,12 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -75,10 +74,15 @@ func (g *Group) Pressure() (Pressure, error) {
 	if dir == "" {
 		return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w: the host (%s) has no cgroup2 hierarchy", g.rel, ErrNoPressure, g.h.mode)
 	}
+	d := g.dirsForUsage()
+	if d.err != nil {
+		return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w", dir, d.err)
+	}
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
 	var p Pressure
 	for i, out := range []*StallTime{&p.CPU, &p.Memory, &p.IO} {
-		file := filepath.Join(dir, pressureFiles[i])
-		b, err := readSmall(file)
+		b, err := d.unified.read(pressureFiles[i], *bp)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
@@ -92,7 +96,7 @@ func (g *Group) Pressure() (Pressure, error) {
 		}
 		st, err := parsePressure(b)
 		if err != nil {
-			return Pressure{}, fmt.Errorf("read pressure of cgroup %s: parse %s: %w", dir, file, err)
+			return Pressure{}, fmt.Errorf("read pressure of cgroup %s: parse %s: %w", dir, filepath.Join(dir, pressureFiles[i]), err)
 		}
 		*out = st
 	}
@@ -107,32 +111,40 @@ func (g *Group) Pressure() (Pressure, error) {
 func parsePressure(b []byte) (StallTime, error) {
 	var st StallTime
 	hasSome := false
-	for _, line := range strings.Split(string(b), "\n") {
-		kind, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
-		if kind != "some" && kind != "full" {
+	all := b
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		kind, rest, _ := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
+		if string(kind) != "some" && string(kind) != "full" {
 			continue
 		}
-		total, found := "", false
-		for _, f := range strings.Fields(rest) {
-			if v, ok := strings.CutPrefix(f, "total="); ok {
+		var total []byte
+		found := false
+		for f := range bytes.FieldsSeq(rest) {
+			if v, ok := bytes.CutPrefix(f, []byte("total=")); ok {
 				total, found = v, true
 			}
 		}
 		if !found {
 			return StallTime{}, fmt.Errorf("%q line has no total= field: %q", kind, line)
 		}
-		us, err := strconv.ParseUint(total, 10, 64)
+		us, err := parseUint(total)
 		if err != nil {
 			return StallTime{}, fmt.Errorf("%q line: total=%q is not a number of microseconds: %w", kind, total, err)
 		}
-		if kind == "some" {
+		if string(kind) == "some" {
 			st.SomeSeconds, hasSome = float64(us)/1e6, true
 		} else {
 			st.FullSeconds, st.HasFull = float64(us)/1e6, true
 		}
 	}
 	if !hasSome {
-		return StallTime{}, fmt.Errorf("no \"some\" line in %q", string(b))
+		return StallTime{}, fmt.Errorf("no \"some\" line in %q", all)
 	}
 	return st, nil
 }

@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -60,20 +61,20 @@ func readUint(path string) (uint64, error) {
 }
 
 // readKeys parses a flat keyed file ("key value" lines: cpu.stat,
-// memory.oom_control) into the wanted keys.
+// memory.oom_control) into the wanted keys, with the parser the scrape
+// uses (keyedValue); a key the file lacks is left as it was.
 func readKeys(path string, want map[string]*uint64) error {
 	b, err := readSmall(path)
 	if err != nil {
 		return err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if p, found := want[k]; ok && found {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return fmt.Errorf("parse %s %s: %w", path, k, err)
-			}
-			*p = n
+	for k, p := range want {
+		v, found, err := keyedValue(b, k)
+		if err != nil {
+			return fmt.Errorf("parse %s %s: %w", path, k, err)
+		}
+		if found {
+			*p = v
 		}
 	}
 	return nil
@@ -87,8 +88,18 @@ func readKeys(path string, want map[string]*uint64) error {
 //
 // Errors: cgroup.procs cannot be read for a reason other than the group
 // disappearing.
+//
+// A group started with ForkInside on a host with cgroup2 has its processes
+// in the leaf of its latest run: only that leaf's cgroup.procs is read,
+// without listing any directory (see leafProcesses).
 func (g *Group) Processes() ([]int, error) {
 	dir := g.h.unifiedDir(g.rel)
+	if leaf := g.leaf.Load(); leaf != nil && dir != "" {
+		if pids, ok := g.leafProcesses(*leaf); ok {
+			return pids, nil
+		}
+		dir = *leaf
+	}
 	if dir == "" {
 		for _, name := range []cgroup1.Name{cgroup1.Pids, cgroup1.Freezer} {
 			if d := g.h.v1Dir(name, g.rel); d != "" {
@@ -252,4 +263,39 @@ func (g *Group) statsV1() (*Stats, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// leafProcesses reads the processes of a run leaf with one read of its
+// cgroup.procs, without listing the leaf's directory: processes a job
+// moved into cgroup2 cgroups it made below its leaf are not listed (the
+// cgroup accounting covers them all the same). ok is false when the leaf
+// holds more processes than fit one read buffer: the caller then reads it
+// in full.
+func (g *Group) leafProcesses(leaf string) (pids []int, ok bool) {
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	b, err := readUnder(g.h.unifiedMount, leaf+"/cgroup.procs", *bp)
+	if err != nil {
+		// The run ended and Kill removed its leaf: no process.
+		return nil, errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
+	}
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		v, err := parseUint(line)
+		if err != nil {
+			return nil, false
+		}
+		if pid := int(v); pid != self {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, true
 }

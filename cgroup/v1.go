@@ -1,11 +1,13 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // newSubsystem returns containerd's v1 controller for name, rooted at the
@@ -53,7 +56,10 @@ func (h *Hierarchy) newV1(rel string, res *specs.LinuxResources) (cgroup1.Cgroup
 	// Create with no resources first, then apply through Update: containerd's
 	// memory Update orders memory.limit_in_bytes and memory.memsw.limit_in_bytes
 	// so that memsw >= limit holds at every step, which Create does not.
-	cg, err := cgroup1.New(h.v1Path(rel), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.v1Hierarchy), allowAnyController)
+	if err := h.makeCpuset(rel); err != nil {
+		return nil, err
+	}
+	cg, err := cgroup1.New(h.v1Path(rel), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.v1HierarchyNoCpuset), allowAnyController)
 	if err != nil {
 		return nil, err
 	}
@@ -82,9 +88,87 @@ func (h *Hierarchy) updateV1(cg cgroup1.Cgroup, rel string, res *specs.LinuxReso
 	if err := cg.Update(r); err != nil {
 		return err
 	}
+	if c := res.CPU; c != nil {
+		if err := h.setCpuset(rel, c.Cpus, c.Mems); err != nil {
+			return err
+		}
+	}
 	if res.Pids != nil && res.Pids.Limit != nil {
 		if err := h.setPidsMax(rel, *res.Pids.Limit); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// v1HierarchyNoCpuset is the subsystems berth uses without cpuset, which
+// containerd's cgroup1 handles by walking up every ancestor, reading and
+// copying cpuset.cpus and cpuset.mems, on every New and again on every
+// Update (its cpuset Update is its Create): most of the cost of making a
+// job's cgroup, measured. makeCpuset and setCpuset do the cpuset part.
+func (h *Hierarchy) v1HierarchyNoCpuset() ([]cgroup1.Subsystem, error) {
+	out := make([]cgroup1.Subsystem, 0, len(h.subsystems))
+	for _, s := range h.subsystems {
+		if s.Name() != cgroup1.Cpuset {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// makeCpuset makes rel in the v1 cpuset hierarchy, parents first when
+// missing, and gives every directory it makes, or finds empty, the
+// cpuset.cpus and cpuset.mems of its parent: a v1 cpuset child starts
+// empty and refuses tasks (Documentation/admin-guide/cgroup-v1/cpusets.rst).
+// A host without the cpuset controller in use needs nothing.
+func (h *Hierarchy) makeCpuset(rel string) error {
+	dir := h.v1Dir(cgroup1.Cpuset, rel)
+	if dir == "" {
+		return nil
+	}
+	err := unix.Mkdir(dir, 0o755)
+	if errors.Is(err, unix.ENOENT) && rel != "" && rel != "." {
+		if err := h.makeCpuset(path.Dir(rel)); err != nil {
+			return err
+		}
+		err = unix.Mkdir(dir, 0o755)
+	}
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("create cgroup %s: %w", dir, err)
+	}
+	parent := filepath.Dir(dir)
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		if err == nil { // made just now: empty unless the parent has clone_children
+			if cur, rerr := readSmall(filepath.Join(dir, f)); rerr == nil && len(bytes.TrimSpace(cur)) > 0 {
+				continue
+			}
+		} else if cur, rerr := readSmall(filepath.Join(dir, f)); rerr != nil || len(bytes.TrimSpace(cur)) > 0 {
+			continue
+		}
+		v, rerr := readSmall(filepath.Join(parent, f))
+		if rerr != nil {
+			return fmt.Errorf("read %s: %w", filepath.Join(parent, f), rerr)
+		}
+		if werr := writeFD(filepath.Join(dir, f), string(bytes.TrimSpace(v))); werr != nil {
+			return fmt.Errorf("write %s: %w", filepath.Join(dir, f), werr)
+		}
+	}
+	return nil
+}
+
+// setCpuset writes the CPUs and memory nodes a group may use (runtime-spec
+// LinuxCPU Cpus and Mems); an empty value leaves the file as it is.
+func (h *Hierarchy) setCpuset(rel, cpus, mems string) error {
+	dir := h.v1Dir(cgroup1.Cpuset, rel)
+	if dir == "" {
+		return nil
+	}
+	for _, w := range []struct{ file, v string }{{"cpuset.cpus", cpus}, {"cpuset.mems", mems}} {
+		if w.v == "" {
+			continue
+		}
+		if err := writeFD(filepath.Join(dir, w.file), w.v); err != nil {
+			return fmt.Errorf("write %s to %s: %w", w.v, filepath.Join(dir, w.file), err)
 		}
 	}
 	return nil

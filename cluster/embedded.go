@@ -44,8 +44,23 @@ type Embedded struct {
 //
 // It returns an error when dataDir cannot be created, when etcd refuses the
 // configuration or its data directory (e.g. a corrupt WAL), or when the node
-// is not ready within 30 s.
+// is not ready within 30 s. When etcd cannot go on at all (it logs at panic
+// or fatal level: its WAL cannot be created, a commit to its database
+// failed — a full or broken data_dir), it ends the process, during start
+// or at any time after; see StartEmbeddedWithFatal to act first.
 func StartEmbedded(dataDir string) (*Embedded, error) {
+	return StartEmbeddedWithFatal(dataDir, nil)
+}
+
+// StartEmbeddedWithFatal is StartEmbedded, except that when etcd cannot go
+// on (a panic- or fatal-level entry of its log, during start or at any time
+// after) onFatal is called with the entry's message and error, e.g.
+// "failed to create WAL: no space left on device", and the process then
+// exits with status 1 — etcd's own code does not expect to continue past
+// such an entry. onFatal runs on the failing etcd goroutine; it must finish
+// what cannot wait (kill the jobs whose claims are in this store) and
+// return. A nil onFatal keeps etcd's behaviour (panic, or exit 1).
+func StartEmbeddedWithFatal(dataDir string, onFatal func(error)) (*Embedded, error) {
 	dir := filepath.Join(dataDir, "etcd")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create embedded etcd data directory %s: %w", dir, err)
@@ -60,7 +75,7 @@ func StartEmbedded(dataDir string) (*Embedded, error) {
 	cfg.AdvertisePeerUrls = []url.URL{loop}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	closing := new(atomic.Bool)
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietLogger(closing))
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietLogger(closing, onFatal))
 	// Keep the store small: members, claims and assignments are rewritten
 	// often; history older than an hour is of no use to watchers.
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
@@ -115,11 +130,40 @@ func (e *Embedded) Close() {
 // quietLogger logs the embedded server's errors as JSON lines on stderr and
 // nothing below error level. Once closing is set it drops everything: a
 // graceful Close makes etcd report each listener it shuts as an error
-// ("use of closed network connection"), which is noise, not a fault.
-func quietLogger(closing *atomic.Bool) *zap.Logger {
+// ("use of closed network connection"), which is noise, not a fault. With
+// onFatal, panic and fatal entries go to storeFailure.
+func quietLogger(closing *atomic.Bool, onFatal func(error)) *zap.Logger {
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	core := zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.ErrorLevel)
-	return zap.New(closingFilter{Core: core, closing: closing})
+	var opts []zap.Option
+	if onFatal != nil {
+		opts = append(opts, zap.WithPanicHook(storeFailure{onFatal}), zap.WithFatalHook(storeFailure{onFatal}))
+	}
+	return zap.New(closingFilter{Core: core, closing: closing}, opts...)
+}
+
+// storeFailure is the hook of the embedded server's panic and fatal log
+// entries: it tells onFatal the entry's message and its "error" field, then
+// exits the process with status 1.
+type storeFailure struct{ onFatal func(error) }
+
+// OnWrite implements zapcore.CheckWriteHook; it does not return.
+func (h storeFailure) OnWrite(ce *zapcore.CheckedEntry, fields []zapcore.Field) {
+	h.onFatal(entryError(ce.Entry, fields))
+	os.Exit(1)
+}
+
+// entryError is a log entry as an error: its message, and its "error"
+// field when it has one.
+func entryError(e zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	if v, ok := enc.Fields["error"]; ok {
+		return fmt.Errorf("%s: %v", e.Message, v)
+	}
+	return errors.New(e.Message)
 }
 
 // closingFilter is a zapcore.Core that drops every entry once closing is set.

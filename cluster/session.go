@@ -144,8 +144,9 @@ func renewInterval(ttl time.Duration) time.Duration {
 func (s *Session) renewLoop() {
 	defer close(s.loop)
 	interval := renewInterval(s.ttl)
-	// The first renewal is due interval after the grant was SENT: a join
-	// slowed by a busy store must not wait a whole interval more.
+	// The first renewal too is due interval after the last one was sent —
+	// here the grant, which a store that has just come back may have
+	// answered long after it was sent.
 	timer := time.NewTimer(max(0, time.Until(s.LastRenewal().Add(interval))))
 	defer timer.Stop()
 	for {

@@ -60,7 +60,9 @@ type procReading struct {
 //     passed to the parent, so every exited process's last reading is kept.
 type jobAccount struct {
 	live map[procKey]procReading
-	gone procTotals
+	// spare is the map of the scrape before, kept for reuse (scratch).
+	spare map[procKey]procReading
+	gone  procTotals
 	// cgroup counters survive a cgroup being made anew for the job.
 	cpuUser, cpuSystem, throttledPeriods, throttledSeconds, oomKills counter
 	// pressure: cpu some, cpu full, memory some, memory full, io some, io full.
@@ -69,11 +71,27 @@ type jobAccount struct {
 
 func newJobAccount() *jobAccount { return &jobAccount{live: map[procKey]procReading{}} }
 
+// scratch returns an empty map for the next scrape's readings of this job:
+// the map of the scrape before the last, reused (update keeps the last).
+func (a *jobAccount) scratch() map[procKey]procReading {
+	m := a.spare
+	a.spare = nil
+	if m == nil {
+		return map[procKey]procReading{}
+	}
+	clear(m)
+	return m
+}
+
 // update replaces the live set with seen and returns the job's totals.
 func (a *jobAccount) update(seen map[procKey]procReading) procTotals {
-	livePIDs := make(map[int]bool, len(seen))
-	for k := range seen {
-		livePIDs[k.pid] = true
+	alive := func(pid int) bool {
+		for k := range seen {
+			if k.pid == pid {
+				return true
+			}
+		}
+		return false
 	}
 	for k, last := range a.live {
 		if _, ok := seen[k]; ok {
@@ -81,7 +99,7 @@ func (a *jobAccount) update(seen map[procKey]procReading) procTotals {
 		}
 		a.gone.volCtx += last.totals.volCtx
 		a.gone.involCtx += last.totals.involCtx
-		if !livePIDs[last.ppid] {
+		if !alive(last.ppid) {
 			a.gone.readBytes += last.totals.readBytes
 			a.gone.writeBytes += last.totals.writeBytes
 		}
@@ -97,7 +115,7 @@ func (a *jobAccount) update(seen map[procKey]procReading) procTotals {
 		}
 		total.add(r.totals)
 	}
-	a.live = seen
+	a.live, a.spare = seen, a.live
 	return total
 }
 
@@ -128,6 +146,20 @@ func (a *accounts) get(id string) *jobAccount {
 		a.jobs[id] = j
 	}
 	return j
+}
+
+// forJobs returns the account of each job with a cgroup, in the order of
+// jobs (nil for a job without one), made on first use: the parallel reads
+// of a scrape then each touch only their own job's account. Callers hold
+// mu.
+func (a *accounts) forJobs(jobs []Job) []*jobAccount {
+	out := make([]*jobAccount, len(jobs))
+	for i := range jobs {
+		if jobs[i].Cgroup != nil {
+			out[i] = a.get(jobs[i].ID)
+		}
+	}
+	return out
 }
 
 // retain drops the history of every job not in keep: a job that is no

@@ -6,13 +6,13 @@ import (
 )
 
 var (
-	descUp         = jobDesc("berth_job_up", "1 when the job's worker process is running, else 0.")
-	descState      = jobDesc("berth_job_state", "1 for the job's current state (waiting, starting, running, backoff, exited, failed, stopping, stopped).", "state")
-	descRestarts   = jobDesc("berth_job_restarts_total", "Times the job's worker was started again after it ended.")
+	famUp          = jobGauge("berth_job_up", "1 when the job's worker process is running, else 0.")
+	famState       = newJobFamily("berth_job_state", "1 for the job's current state (waiting, starting, running, backoff, exited, failed, stopping, stopped).", "gauge", "state", stateNames()...)
+	famRestarts    = jobCounter("berth_job_restarts_total", "Times the job's worker was started again after it ended.")
 	descJobs       = prometheus.NewDesc("berth_jobs", "Jobs run by this agent, by state.", []string{"state"}, nil)
 	descGeneration = prometheus.NewDesc("berth_assignment_generation", "Generation of the assignment this agent runs.", nil, nil)
 	descUnassigned = prometheus.NewDesc("berth_jobs_unassigned", "Jobs that exist but that no agent runs.", nil, nil)
-	descBlocked    = jobDesc("berth_job_update_blocked", "1 while the job's new definition cannot start on this host (user, program or working directory missing) and the job keeps running its previous one, else 0.")
+	famBlocked     = jobGauge("berth_job_update_blocked", "1 while the job's new definition cannot start on this host (user, program or working directory missing) and the job keeps running its previous one, else 0.")
 	descReloadOK   = prometheus.NewDesc("berth_config_last_reload_successful", "1 when the last reload of the configuration file succeeded (or none was tried since start), 0 when it was refused.", nil, nil)
 	descReloadTime = prometheus.NewDesc("berth_config_last_reload_success_timestamp_seconds", "When the configuration file was last put in force (start or successful reload), seconds since the Unix epoch.", nil, nil)
 )
@@ -23,45 +23,53 @@ var (
 // no file.
 type agentCollector struct{}
 
+// stateNames are the values of berth_job_state's state label.
+func stateNames() []string {
+	var out []string
+	for _, st := range worker.States() {
+		out = append(out, string(st))
+	}
+	return out
+}
+
 // Update implements Collector.
-func (agentCollector) Update(ch chan<- prometheus.Metric, s Snapshot) error {
+func (agentCollector) Update(out Output, s Snapshot) error {
 	states := worker.States()
 	byState := map[worker.State]int{}
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		l := j.labels()
 		byState[j.State]++
 		up := 0.0
 		if j.State == worker.Running {
 			up = 1
 		}
-		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up, l...)
+		out.job(famUp, i, up)
 		for _, st := range states {
 			v := 0.0
 			if j.State == st {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, with(l, string(st))...)
+			out.jobWith(famState, i, string(st), v)
 		}
-		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(j.Restarts), l...)
+		out.job(famRestarts, i, float64(j.Restarts))
 		blocked := 0.0
 		if j.UpdateBlocked {
 			blocked = 1
 		}
-		ch <- prometheus.MustNewConstMetric(descBlocked, prometheus.GaugeValue, blocked, l...)
+		out.job(famBlocked, i, blocked)
 	}
 	for _, st := range states {
-		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(byState[st]), string(st))
+		out.Send(prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(byState[st]), string(st)))
 	}
-	ch <- prometheus.MustNewConstMetric(descGeneration, prometheus.GaugeValue, float64(s.Generation))
-	ch <- prometheus.MustNewConstMetric(descUnassigned, prometheus.GaugeValue, float64(s.Unassigned))
+	out.Send(prometheus.MustNewConstMetric(descGeneration, prometheus.GaugeValue, float64(s.Generation)))
+	out.Send(prometheus.MustNewConstMetric(descUnassigned, prometheus.GaugeValue, float64(s.Unassigned)))
 	ok := 0.0
 	if s.ReloadSuccessful {
 		ok = 1
 	}
-	ch <- prometheus.MustNewConstMetric(descReloadOK, prometheus.GaugeValue, ok)
+	out.Send(prometheus.MustNewConstMetric(descReloadOK, prometheus.GaugeValue, ok))
 	if !s.ReloadSuccessTime.IsZero() {
-		ch <- prometheus.MustNewConstMetric(descReloadTime, prometheus.GaugeValue, float64(s.ReloadSuccessTime.UnixNano())/1e9)
+		out.Send(prometheus.MustNewConstMetric(descReloadTime, prometheus.GaugeValue, float64(s.ReloadSuccessTime.UnixNano())/1e9))
 	}
 	return nil
 }

@@ -4,19 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 var (
-	descCPU        = jobDesc("berth_job_cpu_seconds_total", "CPU time of every process of the job, from cgroup accounting, seconds.", "mode")
-	descThrottled  = jobDesc("berth_job_cpu_throttled_seconds_total", "Time the job's processes were held back by the CPU quota (CFS bandwidth), seconds.")
-	descThrottledN = jobDesc("berth_job_cpu_throttled_periods_total", "CFS periods in which the job hit its CPU quota.")
-	descCPULimit   = jobDesc("berth_job_cpu_limit_cores", "CPU quota divided by period, cores; absent when unlimited.")
-	descMem        = jobDesc("berth_job_memory_bytes", "Memory charged to the job's cgroup (v2 memory.current, v1 memory.usage_in_bytes), bytes.")
-	descMemLimit   = jobDesc("berth_job_memory_limit_bytes", "The job's hard memory limit (memory.max, memory.limit_in_bytes), bytes; absent when unlimited.")
-	descOOM        = jobDesc("berth_job_oom_kills_total", "Processes of the job killed by the kernel's OOM killer inside its cgroup.")
-	descPids       = jobDesc("berth_job_pids", "Tasks in the job's cgroup (pids.current).")
+	famCPU        = newJobFamily("berth_job_cpu_seconds_total", "CPU time of every process of the job, from cgroup accounting, seconds.", "counter", "mode", "user", "system")
+	famThrottled  = jobCounter("berth_job_cpu_throttled_seconds_total", "Time the job's processes were held back by the CPU quota (CFS bandwidth), seconds.")
+	famThrottledN = jobCounter("berth_job_cpu_throttled_periods_total", "CFS periods in which the job hit its CPU quota.")
+	famCPULimit   = jobGauge("berth_job_cpu_limit_cores", "CPU quota divided by period, cores; absent when unlimited.")
+	famMem        = jobGauge("berth_job_memory_bytes", "Memory charged to the job's cgroup (v2 memory.current, v1 memory.usage_in_bytes), bytes.")
+	famMemLimit   = jobGauge("berth_job_memory_limit_bytes", "The job's hard memory limit (memory.max, memory.limit_in_bytes), bytes; absent when unlimited.")
+	famOOM        = jobCounter("berth_job_oom_kills_total", "Processes of the job killed by the kernel's OOM killer inside its cgroup.")
+	famPids       = jobGauge("berth_job_pids", "Tasks in the job's cgroup (pids.current).")
 )
 
 // cgroupCollector reads each job's cgroup accounting: CPU time and
@@ -30,36 +28,40 @@ func newCgroup(log *slog.Logger) *cgroupCollector { return &cgroupCollector{log:
 
 // Update implements Collector. A job whose cgroup cannot be read is left
 // out of this scrape and fails the collector; the others are reported.
-func (c *cgroupCollector) Update(ch chan<- prometheus.Metric, s Snapshot) error {
+// Only what changes is read (cgroup.Group.Usage: a handful of files per
+// job); the limits are those berth applied (cgroup.Group.Applied). Jobs
+// are read in parallel across the cores.
+func (c *cgroupCollector) Update(out Output, s Snapshot) error {
 	c.acc.mu.Lock()
 	defer c.acc.mu.Unlock()
 	c.acc.retain(s.Assigned)
-	var errs []error
-	for i := range s.Jobs {
+	accs := c.acc.forJobs(s.Jobs)
+	errs := make([]error, len(s.Jobs))
+	parallel(len(s.Jobs), func(i int) {
 		j := &s.Jobs[i]
 		if j.Cgroup == nil {
-			continue
+			return
 		}
-		st, err := j.Cgroup.Stats()
+		u, err := j.Cgroup.Usage()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("job %s: %w", j.ID, err))
-			continue
+			errs[i] = fmt.Errorf("job %s: %w", j.ID, err)
+			return
 		}
-		acc := c.acc.get(j.ID)
-		l := j.labels()
-		ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, acc.cpuUser.observe(st.CPUUserSeconds), with(l, "user")...)
-		ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, acc.cpuSystem.observe(st.CPUSystemSeconds), with(l, "system")...)
-		ch <- prometheus.MustNewConstMetric(descThrottled, prometheus.CounterValue, acc.throttledSeconds.observe(st.ThrottledSeconds), l...)
-		ch <- prometheus.MustNewConstMetric(descThrottledN, prometheus.CounterValue, acc.throttledPeriods.observe(float64(st.ThrottledPeriods)), l...)
-		ch <- prometheus.MustNewConstMetric(descOOM, prometheus.CounterValue, acc.oomKills.observe(float64(st.OOMKills)), l...)
-		ch <- prometheus.MustNewConstMetric(descMem, prometheus.GaugeValue, float64(st.MemoryBytes), l...)
-		if st.MemoryLimitBytes > 0 {
-			ch <- prometheus.MustNewConstMetric(descMemLimit, prometheus.GaugeValue, float64(st.MemoryLimitBytes), l...)
+		lim := j.Cgroup.Applied()
+		acc := accs[i]
+		out.jobWith(famCPU, i, "user", acc.cpuUser.observe(u.CPUUserSeconds))
+		out.jobWith(famCPU, i, "system", acc.cpuSystem.observe(u.CPUSystemSeconds))
+		out.job(famThrottled, i, acc.throttledSeconds.observe(u.ThrottledSeconds))
+		out.job(famThrottledN, i, acc.throttledPeriods.observe(float64(u.ThrottledPeriods)))
+		out.job(famOOM, i, acc.oomKills.observe(float64(u.OOMKills)))
+		out.job(famMem, i, float64(u.MemoryBytes))
+		if lim.MemoryLimitBytes > 0 {
+			out.job(famMemLimit, i, float64(lim.MemoryLimitBytes))
 		}
-		if st.CPUQuotaCores > 0 {
-			ch <- prometheus.MustNewConstMetric(descCPULimit, prometheus.GaugeValue, st.CPUQuotaCores, l...)
+		if lim.CPUQuotaCores > 0 {
+			out.job(famCPULimit, i, lim.CPUQuotaCores)
 		}
-		ch <- prometheus.MustNewConstMetric(descPids, prometheus.GaugeValue, float64(st.Pids), l...)
-	}
+		out.job(famPids, i, float64(u.Pids))
+	})
 	return errors.Join(errs...)
 }

@@ -14,11 +14,17 @@ type ClusterState interface {
 	// Conflicts counts jobs declared by more than one member in the
 	// published assignment.
 	Conflicts() int
+	// Lease returns when the last successful renewal of the session's
+	// lease was sent and the local fencing deadline it sets; both zero
+	// while the agent holds no session (or has no store).
+	Lease() (lastRenewal, deadline time.Time)
 }
 
 var (
 	descMemberUp  = prometheus.NewDesc("berth_member_up", "1 while the agent holds a live session (is a cluster member), else 0.", nil, nil)
 	descConflicts = prometheus.NewDesc("berth_static_conflicts", "Jobs declared by more than one member in the published assignment (KIP-987 static; lowest member ID wins).", nil, nil)
+	descRenewal   = prometheus.NewDesc("berth_lease_last_renewal_timestamp_seconds", "When the last successful renewal of the session lease was sent, Unix seconds; the store cannot expire the lease before this + session_ttl. Absent without a session.", nil, nil)
+	descDeadline  = prometheus.NewDesc("berth_lease_deadline_timestamp_seconds", "The local fencing deadline, Unix seconds: last renewal + session_ttl - max(1 s, session_ttl/5); without a renewal by then every worker is killed. Absent without a session.", nil, nil)
 )
 
 // ClusterMetrics is the cluster collector: membership and conflicts read
@@ -52,14 +58,21 @@ func (m *ClusterMetrics) ObserveRenew(d time.Duration) { m.renew.Observe(d.Secon
 func (m *ClusterMetrics) Fenced() { m.fencings.Inc() }
 
 // Update implements Collector.
-func (m *ClusterMetrics) Update(ch chan<- prometheus.Metric, _ Snapshot) error {
-	m.renew.Collect(ch)
-	m.fencings.Collect(ch)
+func (m *ClusterMetrics) Update(out Output, _ Snapshot) error {
+	m.renew.Collect(out.ch)
+	m.fencings.Collect(out.ch)
 	up := 0.0
 	if m.state.MemberUp() {
 		up = 1
 	}
-	ch <- prometheus.MustNewConstMetric(descMemberUp, prometheus.GaugeValue, up)
-	ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.GaugeValue, float64(m.state.Conflicts()))
+	out.Send(prometheus.MustNewConstMetric(descMemberUp, prometheus.GaugeValue, up))
+	out.Send(prometheus.MustNewConstMetric(descConflicts, prometheus.GaugeValue, float64(m.state.Conflicts())))
+	if last, deadline := m.state.Lease(); !last.IsZero() {
+		out.Send(prometheus.MustNewConstMetric(descRenewal, prometheus.GaugeValue, unixSeconds(last)))
+		out.Send(prometheus.MustNewConstMetric(descDeadline, prometheus.GaugeValue, unixSeconds(deadline)))
+	}
 	return nil
 }
+
+// unixSeconds is t as Unix seconds with nanosecond fraction.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -49,14 +49,14 @@ func newGroupCollector(log *slog.Logger) *groupCollector {
 
 // Update implements Collector. A group whose cgroup cannot be read is left
 // out of this scrape and fails the collector; the others are reported.
-func (c *groupCollector) Update(ch chan<- prometheus.Metric, s Snapshot) error {
+func (c *groupCollector) Update(out Output, s Snapshot) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	keep := make(map[string]bool, len(s.Groups))
 	var errs []error
 	for _, g := range s.Groups {
 		keep[g.Name] = true
-		ch <- prometheus.MustNewConstMetric(descGroupJobs, prometheus.GaugeValue, float64(g.Jobs), g.Name)
+		out.Send(prometheus.MustNewConstMetric(descGroupJobs, prometheus.GaugeValue, float64(g.Jobs), g.Name))
 		if g.Cgroup == nil {
 			continue
 		}
@@ -70,22 +70,22 @@ func (c *groupCollector) Update(ch chan<- prometheus.Metric, s Snapshot) error {
 			acc = &groupAccount{}
 			c.acc[g.Name] = acc
 		}
-		ch <- prometheus.MustNewConstMetric(descGroupCPU, prometheus.CounterValue, acc.cpuUser.observe(st.CPUUserSeconds), g.Name, "user")
-		ch <- prometheus.MustNewConstMetric(descGroupCPU, prometheus.CounterValue, acc.cpuSystem.observe(st.CPUSystemSeconds), g.Name, "system")
-		ch <- prometheus.MustNewConstMetric(descGroupThrottled, prometheus.CounterValue, acc.throttled.observe(st.ThrottledSeconds), g.Name)
-		ch <- prometheus.MustNewConstMetric(descGroupOOM, prometheus.CounterValue, acc.oomKills.observe(float64(st.OOMKills)), g.Name)
-		ch <- prometheus.MustNewConstMetric(descGroupIO, prometheus.CounterValue, acc.ioRead.observe(float64(st.IOReadBytes)), g.Name, "read")
-		ch <- prometheus.MustNewConstMetric(descGroupIO, prometheus.CounterValue, acc.ioWrite.observe(float64(st.IOWriteBytes)), g.Name, "write")
-		ch <- prometheus.MustNewConstMetric(descGroupMem, prometheus.GaugeValue, float64(st.MemoryBytes), g.Name)
-		ch <- prometheus.MustNewConstMetric(descGroupPids, prometheus.GaugeValue, float64(st.Pids), g.Name)
+		out.Send(prometheus.MustNewConstMetric(descGroupCPU, prometheus.CounterValue, acc.cpuUser.observe(st.CPUUserSeconds), g.Name, "user"))
+		out.Send(prometheus.MustNewConstMetric(descGroupCPU, prometheus.CounterValue, acc.cpuSystem.observe(st.CPUSystemSeconds), g.Name, "system"))
+		out.Send(prometheus.MustNewConstMetric(descGroupThrottled, prometheus.CounterValue, acc.throttled.observe(st.ThrottledSeconds), g.Name))
+		out.Send(prometheus.MustNewConstMetric(descGroupOOM, prometheus.CounterValue, acc.oomKills.observe(float64(st.OOMKills)), g.Name))
+		out.Send(prometheus.MustNewConstMetric(descGroupIO, prometheus.CounterValue, acc.ioRead.observe(float64(st.IOReadBytes)), g.Name, "read"))
+		out.Send(prometheus.MustNewConstMetric(descGroupIO, prometheus.CounterValue, acc.ioWrite.observe(float64(st.IOWriteBytes)), g.Name, "write"))
+		out.Send(prometheus.MustNewConstMetric(descGroupMem, prometheus.GaugeValue, float64(st.MemoryBytes), g.Name))
+		out.Send(prometheus.MustNewConstMetric(descGroupPids, prometheus.GaugeValue, float64(st.Pids), g.Name))
 		if st.CPUQuotaCores > 0 {
-			ch <- prometheus.MustNewConstMetric(descGroupCPULimit, prometheus.GaugeValue, st.CPUQuotaCores, g.Name)
+			out.Send(prometheus.MustNewConstMetric(descGroupCPULimit, prometheus.GaugeValue, st.CPUQuotaCores, g.Name))
 		}
 		if st.MemoryLimitBytes > 0 {
-			ch <- prometheus.MustNewConstMetric(descGroupMemLimit, prometheus.GaugeValue, float64(st.MemoryLimitBytes), g.Name)
+			out.Send(prometheus.MustNewConstMetric(descGroupMemLimit, prometheus.GaugeValue, float64(st.MemoryLimitBytes), g.Name))
 		}
 		if st.PidsLimit > 0 {
-			ch <- prometheus.MustNewConstMetric(descGroupPidsLimit, prometheus.GaugeValue, float64(st.PidsLimit), g.Name)
+			out.Send(prometheus.MustNewConstMetric(descGroupPidsLimit, prometheus.GaugeValue, float64(st.PidsLimit), g.Name))
 		}
 	}
 	for name := range c.acc {

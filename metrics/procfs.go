@@ -7,34 +7,31 @@ import (
 	"log/slog"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 )
 
 var (
-	descProcs       = jobDesc("berth_job_processes", "Processes of the job, from procfs.")
-	descRSS         = jobDesc("berth_job_resident_memory_bytes", "Sum of the resident set size of every process of the job, bytes.")
-	descThreads     = jobDesc("berth_job_threads", "Sum of the threads of every process of the job.")
-	descFDs         = jobDesc("berth_job_open_fds", "Sum of the open file descriptors of every process of the job.")
-	descReadBytes   = jobDesc("berth_job_read_bytes_total", "Bytes the job's processes caused to be read from storage (/proc/PID/io read_bytes), including processes that have exited.")
-	descWriteBytes  = jobDesc("berth_job_write_bytes_total", "Bytes the job's processes caused to be written to storage (/proc/PID/io write_bytes), including processes that have exited.")
-	descCtxSwitches = jobDesc("berth_job_context_switches_total", "Context switches of the job's processes (/proc/PID/status), including processes that have exited.", "type")
+	famProcs       = jobGauge("berth_job_processes", "Processes of the job, from procfs.")
+	famRSS         = jobGauge("berth_job_resident_memory_bytes", "Sum of the resident set size of every process of the job, bytes.")
+	famThreads     = jobGauge("berth_job_threads", "Sum of the threads of every process of the job.")
+	famFDs         = jobGauge("berth_job_open_fds", "Sum of the open file descriptors of every process of the job.")
+	famReadBytes   = jobCounter("berth_job_read_bytes_total", "Bytes the job's processes caused to be read from storage (/proc/PID/io read_bytes), including processes that have exited.")
+	famWriteBytes  = jobCounter("berth_job_write_bytes_total", "Bytes the job's processes caused to be written to storage (/proc/PID/io write_bytes), including processes that have exited.")
+	famCtxSwitches = newJobFamily("berth_job_context_switches_total", "Context switches of the job's processes (/proc/PID/status), including processes that have exited.", "counter", "type", "voluntary", "involuntary")
 )
 
 // procfsCollector sums every process of each job from procfs: processes,
 // threads, RSS, open fds, storage I/O and context switches.
 type procfsCollector struct {
-	log  *slog.Logger
-	proc procfs.FS
-	acc  accounts
+	log *slog.Logger
+	acc accounts
 }
 
 func newProcfs(log *slog.Logger) (*procfsCollector, error) {
-	fs, err := procfs.NewFS(procfs.DefaultMountPoint)
-	if err != nil {
+	if _, err := procfs.NewFS(procfs.DefaultMountPoint); err != nil {
 		return nil, fmt.Errorf("open procfs at %s: %w", procfs.DefaultMountPoint, err)
 	}
-	return &procfsCollector{log: log, proc: fs}, nil
+	return &procfsCollector{log: log}, nil
 }
 
 // gone reports whether err means the process exited while it was read: not
@@ -43,74 +40,82 @@ func gone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }
 
-// Update implements Collector.
-func (c *procfsCollector) Update(ch chan<- prometheus.Metric, s Snapshot) error {
+// Update implements Collector. A job's processes are those of its latest
+// run's cgroup (cgroup.Group.Processes: one cgroup.procs read); each is
+// read from /proc/PID/stat, io and status and its fds counted. Jobs are
+// read in parallel across the cores.
+func (c *procfsCollector) Update(out Output, s Snapshot) error {
 	c.acc.mu.Lock()
 	defer c.acc.mu.Unlock()
 	c.acc.retain(s.Assigned)
-	var errs []error
-	for i := range s.Jobs {
+	accs := c.acc.forJobs(s.Jobs)
+	errs := make([]error, len(s.Jobs))
+	parallel(len(s.Jobs), func(i int) {
 		j := &s.Jobs[i]
 		if j.Cgroup == nil {
-			continue
+			return
 		}
-		pids, err := j.Cgroup.Processes()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("list processes of job %s: %w", j.ID, err))
-			continue
-		}
-		var rss, threads, fds, procs float64
-		seen := make(map[procKey]procReading, len(pids))
-		for _, pid := range pids {
-			p, err := c.proc.Proc(pid)
-			if err != nil {
-				continue // exited between listing and reading
-			}
-			st, err := p.Stat()
-			if err != nil {
-				if !gone(err) {
-					errs = append(errs, fmt.Errorf("job %s pid %d: %w", j.ID, pid, err))
-				}
-				continue
-			}
-			key := procKey{pid: pid, start: st.Starttime}
-			if st.State == "Z" {
-				// Exited, not yet reaped: it holds no resources and reads
-				// as empty; its counters are carried over until it is.
-				seen[key] = procReading{ppid: st.PPID, zombie: true}
-				continue
-			}
-			var t procTotals
-			if pio, err := p.IO(); err == nil {
-				t.readBytes, t.writeBytes = float64(pio.ReadBytes), float64(pio.WriteBytes)
-			} else if !gone(err) {
-				errs = append(errs, fmt.Errorf("job %s pid %d: %w", j.ID, pid, err))
-			}
-			if status, err := p.NewStatus(); err == nil {
-				t.volCtx, t.involCtx = float64(status.VoluntaryCtxtSwitches), float64(status.NonVoluntaryCtxtSwitches)
-			} else if !gone(err) {
-				errs = append(errs, fmt.Errorf("job %s pid %d: %w", j.ID, pid, err))
-			}
-			n, err := p.FileDescriptorsLen()
-			if err != nil && !gone(err) {
-				errs = append(errs, fmt.Errorf("job %s pid %d: %w", j.ID, pid, err))
-			}
-			procs++
-			rss += float64(st.ResidentMemory())
-			threads += float64(st.NumThreads)
-			fds += float64(n)
-			seen[key] = procReading{totals: t, ppid: st.PPID}
-		}
-		total := c.acc.get(j.ID).update(seen)
-		l := j.labels()
-		ch <- prometheus.MustNewConstMetric(descProcs, prometheus.GaugeValue, procs, l...)
-		ch <- prometheus.MustNewConstMetric(descRSS, prometheus.GaugeValue, rss, l...)
-		ch <- prometheus.MustNewConstMetric(descThreads, prometheus.GaugeValue, threads, l...)
-		ch <- prometheus.MustNewConstMetric(descFDs, prometheus.GaugeValue, fds, l...)
-		ch <- prometheus.MustNewConstMetric(descReadBytes, prometheus.CounterValue, total.readBytes, l...)
-		ch <- prometheus.MustNewConstMetric(descWriteBytes, prometheus.CounterValue, total.writeBytes, l...)
-		ch <- prometheus.MustNewConstMetric(descCtxSwitches, prometheus.CounterValue, total.volCtx, with(l, "voluntary")...)
-		ch <- prometheus.MustNewConstMetric(descCtxSwitches, prometheus.CounterValue, total.involCtx, with(l, "involuntary")...)
+		errs[i] = c.job(out, i, j, accs[i])
+	})
+	return errors.Join(errs...)
+}
+
+// job reads and sends one job's processes.
+func (c *procfsCollector) job(out Output, i int, j *Job, acc *jobAccount) error {
+	pids, err := j.Cgroup.Processes()
+	if err != nil {
+		return fmt.Errorf("list processes of job %s: %w", j.ID, err)
 	}
+	bp := procBufs.Get().(*[]byte)
+	defer procBufs.Put(bp)
+	buf := *bp
+	var errs []error
+	var rss, threads, fds, procs float64
+	seen := acc.scratch()
+	for _, pid := range pids {
+		st, err := readStat(pid, buf)
+		if err != nil {
+			if !gone(err) {
+				errs = append(errs, fmt.Errorf("job %s pid %d: %w", j.ID, pid, err))
+			}
+			continue // exited between listing and reading
+		}
+		key := procKey{pid: pid, start: st.starttime}
+		if st.state == 'Z' {
+			// Exited, not yet reaped: it holds no resources and reads
+			// as empty; its counters are carried over until it is.
+			seen[key] = procReading{ppid: st.ppid, zombie: true}
+			continue
+		}
+		var t procTotals
+		if r, w, err := readIO(pid, buf); err == nil {
+			t.readBytes, t.writeBytes = float64(r), float64(w)
+		} else if !gone(err) {
+			errs = append(errs, fmt.Errorf("job %s pid %d: %w", j.ID, pid, err))
+		}
+		if v, iv, err := readCtxSwitches(pid, buf); err == nil {
+			t.volCtx, t.involCtx = float64(v), float64(iv)
+		} else if !gone(err) {
+			errs = append(errs, fmt.Errorf("job %s pid %d: %w", j.ID, pid, err))
+		}
+		n, err := countFDs(pid)
+		if err != nil && !gone(err) {
+			errs = append(errs, fmt.Errorf("job %s pid %d: %w", j.ID, pid, err))
+		}
+		procs++
+		rss += float64(st.rssBytes)
+		threads += float64(st.threads)
+		fds += float64(n)
+		seen[key] = procReading{totals: t, ppid: st.ppid}
+	}
+	total := acc.update(seen)
+	out.job(famProcs, i, procs)
+	out.job(famRSS, i, rss)
+	out.job(famThreads, i, threads)
+	out.job(famFDs, i, fds)
+	out.job(famReadBytes, i, total.readBytes)
+	out.job(famWriteBytes, i, total.writeBytes)
+	out.jobWith(famCtxSwitches, i, "voluntary", total.volCtx)
+	out.jobWith(famCtxSwitches, i, "involuntary", total.involCtx)
 	return errors.Join(errs...)
 }

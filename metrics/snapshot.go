@@ -60,6 +60,3 @@ type Snapshot struct {
 type Lister interface {
 	Snapshot() Snapshot
 }
-
-// labels are a job's label values, in jobLabels order.
-func (j *Job) labels() []string { return []string{j.ID, j.Connector, j.Kind, j.Group} }

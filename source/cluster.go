@@ -93,7 +93,12 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return fmt.Errorf("embedded etcd: create data_dir %s: %w", dir, err)
 		}
-		e, err := cluster.StartEmbedded(dir)
+		e, err := cluster.StartEmbeddedWithFatal(dir, func(err error) {
+			c.log.Error("the embedded etcd cannot go on; the agent exits", "data_dir", dir, "error", err)
+			if env.StoreFailed != nil {
+				env.StoreFailed(err)
+			}
+		})
 		if err != nil {
 			return fmt.Errorf("start embedded etcd in %s: %w", dir, err)
 		}
@@ -264,7 +269,10 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 		c.mu.Lock()
 		c.state, c.session = Fenced, nil
 		c.mu.Unlock()
-		c.log.Error("session lost: fencing (every worker is killed now)", "member", c.declared().ID, "error", s.Err())
+		// The last renewal tells when the store may expire the lease (at
+		// the earliest last_renewal + lease_ttl): every worker dies before.
+		c.log.Error("session lost: fencing (every worker is killed now)", "member", c.declared().ID,
+			"last_renewal", s.LastRenewal().UTC().Format(time.RFC3339Nano), "lease_ttl", s.TTL(), "error", s.Err())
 		// A worker that survived the kill keeps the lease (no revoke, which
 		// would free its claims at once); it expires on its own and the
 		// kill is repeated.
@@ -521,8 +529,12 @@ func (c *Cluster) Release(ctx context.Context, job string) error {
 func (c *Cluster) Info() Info {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Info{ID: c.member.ID, State: c.state, Leader: c.head.Leader == c.member.ID,
+	i := Info{ID: c.member.ID, State: c.state, Leader: c.head.Leader == c.member.ID,
 		Generation: c.confirmed, Conflicts: c.head.Conflicts}
+	if s := c.session; s != nil {
+		i.LastRenewal, i.Deadline = s.LastRenewal(), s.Deadline()
+	}
+	return i
 }
 
 // Members implements Source.

@@ -50,6 +50,15 @@ type Info struct {
 	// Conflicts counts jobs declared by more than one member in the
 	// published assignment (KIP-987 static; the lowest member ID wins).
 	Conflicts int
+	// LastRenewal is when the last successful renewal of the session's
+	// lease was sent (cluster.Session.LastRenewal): the store cannot expire
+	// the lease before LastRenewal + the session TTL. Zero while the agent
+	// holds no session, and always for a static source (no lease).
+	LastRenewal time.Time
+	// Deadline is the local fencing deadline (cluster.Session.Deadline):
+	// LastRenewal + TTL - max(1 s, TTL/5); without a renewal by then every
+	// worker is killed. Zero when LastRenewal is.
+	Deadline time.Time
 }
 
 // Env is what a Source needs of the agent that runs it.
@@ -68,6 +77,12 @@ type Env struct {
 	// OnRenew, when set, is told the round-trip time of every successful
 	// lease renewal. It must not block.
 	OnRenew func(time.Duration)
+	// StoreFailed, when set, is called when the store the source runs
+	// inside the agent's process (the embedded etcd) cannot go on — its
+	// WAL cannot be created, a commit to its database failed: a full or
+	// broken data_dir — with the store's reason. The process exits with
+	// status 1 when it returns.
+	StoreFailed func(error)
 }
 
 // Source tells an agent which jobs are its to run. Every method but Start

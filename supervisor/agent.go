@@ -215,7 +215,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 
 	env := source.Env{Log: a.log, Addr: addr, Fence: a.fenceAll,
-		OnFence: a.registry.Cluster.Fenced, OnRenew: a.registry.Cluster.ObserveRenew}
+		OnFence: a.registry.Cluster.Fenced, OnRenew: a.registry.Cluster.ObserveRenew, StoreFailed: a.storeFailed}
 	if err := a.source.Start(ctx, env); err != nil {
 		a.source.Close()
 		// Leave no cgroup behind: nothing of ours runs yet.
@@ -270,7 +270,7 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 		if d, ok := a.nextRetry(); ok {
 			retryTimer.Reset(d)
 		}
-		if a.Generation() > 0 {
+		if a.reconciledAssignment() {
 			markReady()
 		}
 	}
@@ -302,6 +302,17 @@ func (a *Agent) Handler() http.Handler {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	return a.handler
+}
+
+// reconciledAssignment reports whether the agent has reconciled a
+// published assignment together with the workload that defines its jobs:
+// an assignment seen before the workload (the store is read in two
+// watches) names jobs the agent cannot start yet, and is not "every
+// assigned job started".
+func (a *Agent) reconciledAssignment() bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.desired.Generation > 0 && a.desired.Workload != nil
 }
 
 // Generation is the generation of the assignment the agent runs.

@@ -150,7 +150,12 @@ func (a *Agent) AgentInfo() api.Agent {
 	a.mu.RLock()
 	conf := a.conf.info(a.path)
 	a.mu.RUnlock()
-	return api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation, PID: os.Getpid(), Config: conf}
+	out := api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation, PID: os.Getpid(), Config: conf}
+	if !i.LastRenewal.IsZero() {
+		r, d := i.LastRenewal, i.Deadline
+		out.LastRenewal, out.LeaseDeadline = &r, &d
+	}
+	return out
 }
 
 // Groups implements api.Backend: the sharing groups with jobs here.
@@ -288,6 +293,12 @@ func (a *Agent) MemberUp() bool { return a.source.Info().State == source.Member 
 
 // Conflicts implements metrics.ClusterState.
 func (a *Agent) Conflicts() int { return a.source.Info().Conflicts }
+
+// Lease implements metrics.ClusterState.
+func (a *Agent) Lease() (lastRenewal, deadline time.Time) {
+	i := a.source.Info()
+	return i.LastRenewal, i.Deadline
+}
 
 // pressureOf is the group's pressure stall information for the API; nil
 // when the kernel keeps none for it (cgroup.ErrNoPressure, which the

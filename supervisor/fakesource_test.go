@@ -85,18 +85,17 @@ func (f *fakeSource) Claim(_ context.Context, job string) (bool, string, error) 
 	return true, "sv", nil
 }
 
-// ClaimMany answers each job as Claim does; a claim error fails the batch.
 func (f *fakeSource) ClaimMany(ctx context.Context, jobs []string) ([]string, map[string]string, error) {
 	var won []string
 	held := map[string]string{}
 	for _, j := range jobs {
 		ok, holder, err := f.Claim(ctx, j)
-		switch {
-		case err != nil:
+		if err != nil {
 			return won, held, err
-		case ok:
+		}
+		if ok {
 			won = append(won, j)
-		default:
+		} else {
 			held[j] = holder
 		}
 	}

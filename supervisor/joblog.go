@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"io"
+	"log/slog"
 	"path"
 	"sync"
 
@@ -11,28 +12,30 @@ import (
 
 // jobLogs holds one rotating log file per job, <log_dir>/<job_id>.log, for
 // the agent's life: every worker the job ever has writes to the same one,
-// since the rotation library keeps a goroutine per writer even after Close
-// and making a new one per worker would leak one at each restart.
+// so that its size (when to rotate) is known without a stat per write.
 type jobLogs struct {
 	mu    sync.Mutex
-	files map[string]io.WriteCloser
+	files map[string]*logFile
 }
 
 // writer returns the job's log writer, and with log_sink = "journal" the
-// journal beside it (every line with BERTH_JOB_ID set).
-func (l *jobLogs) writer(cfg *config.Config, id string) io.Writer {
+// journal beside it (every line with BERTH_JOB_ID set). A write the file
+// refuses (log_dir full or gone) is reported on log, once per run of
+// failures, and never stops the journal copy nor the job.
+func (l *jobLogs) writer(cfg *config.Config, id string, log *slog.Logger) io.Writer {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.files == nil {
-		l.files = map[string]io.WriteCloser{}
+		l.files = map[string]*logFile{}
 	}
 	w, ok := l.files[id]
 	if !ok {
-		w = worker.LogConfig{
+		lc := worker.LogConfig{
 			Path:     path.Join(cfg.Agent.LogDir, id+".log"),
 			MaxBytes: cfg.Agent.LogMaxSize,
 			MaxFiles: cfg.Agent.LogMaxFiles,
-		}.Open()
+		}
+		w = &logFile{file: lc.Open(), job: id, path: lc.Path, log: log}
 		l.files[id] = w
 	}
 	if cfg.Agent.LogSink == "journal" {
@@ -41,12 +44,63 @@ func (l *jobLogs) writer(cfg *config.Config, id string) io.Writer {
 	return w
 }
 
+// release closes the job's log file when the agent no longer runs the job
+// (stopped, moved, fenced): its descriptor is not held for nothing. The
+// writer is kept, and opens the file again on its next write should the
+// job come back.
+func (l *jobLogs) release(id string) {
+	l.mu.Lock()
+	w := l.files[id]
+	l.mu.Unlock()
+	if w != nil {
+		w.mu.Lock()
+		_ = w.file.Close()
+		w.mu.Unlock()
+	}
+}
+
 // closeAll closes every job log file (at agent stop).
 func (l *jobLogs) closeAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for id, w := range l.files {
-		_ = w.Close()
+		_ = w.file.Close()
 		delete(l.files, id)
 	}
+}
+
+// logFile is one job's log file as the agent writes it: a write error is
+// logged when a run of failures begins ("job log write failed", with the
+// error) and when writes succeed again ("job log written again", with the
+// bytes lost meanwhile), and is not returned — the output that could not
+// be written is dropped, so that a full disk never blocks a job nor the
+// journal copy of its output.
+type logFile struct {
+	file      io.WriteCloser
+	job, path string
+	log       *slog.Logger
+
+	mu      sync.Mutex
+	failing bool
+	lost    int64 // bytes dropped since the run of failures began
+}
+
+// Write implements io.Writer; it always reports len(p) written.
+func (f *logFile) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.file.Write(p)
+	switch {
+	case err != nil:
+		if !f.failing {
+			f.failing, f.lost = true, 0
+			f.log.Error("job log write failed; the job runs on and its output is dropped until the file can be written again",
+				"job_id", f.job, "file", f.path, "error", err)
+		}
+		f.lost += int64(len(p) - n)
+	case f.failing:
+		f.failing = false
+		f.log.Info("job log written again", "job_id", f.job, "file", f.path, "bytes_lost", f.lost)
+	}
+	return len(p), nil
 }

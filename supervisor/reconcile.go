@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 	}
 	sort.Strings(ids)
 	now := a.clock.Now()
-	var starts []config.Job // claimed together, then started in order
+	var start []config.Job
 	for _, id := range ids {
 		if keepOld[id] {
 			continue // runs its previous definition
@@ -180,16 +181,16 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 		case envErrs[id] != nil:
 			a.envFailed(cur, nj, envErrs[id])
 		case cur == nil || cur.held != "":
-			starts = append(starts, nj)
+			start = append(start, nj)
 		case cur.err != "" || cur.holder != "":
 			if retryFailed || (!cur.permanent && due) || !sameDefinition(cur.spec, nj) {
-				starts = append(starts, nj) // replaces cur
+				start = append(start, nj) // replaces cur
 			}
 		default:
 			a.updateJob(cur, nj)
 		}
 	}
-	a.startJobs(ctx, cfg, starts)
+	a.startJobs(ctx, cfg, start)
 
 	a.removeUnusedGroups(run)
 	a.finishActions(ctx, desired, want, acts)
@@ -353,25 +354,21 @@ func (a *Agent) removeUnusedGroups(want map[string]config.Job) {
 	}
 }
 
-// The claims of one startJobs call are bounded by claimTimeoutFloor plus
-// claimTimeoutPerJob per job: a batch of many claims is several store
-// requests.
-const (
-	claimTimeoutFloor  = 5 * time.Second
-	claimTimeoutPerJob = 10 * time.Millisecond
-)
+// startParallel bounds how many jobs startJobs makes cgroups for and
+// hands to their workers at once: enough to keep both the kernel (cgroup
+// directories, limit files) and the launcher threads busy while one start
+// waits on the other, few enough that a thousand starts do not become a
+// thousand goroutines.
+func startParallel() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
 
-// startJobs takes the claims of js in batches (Source.ClaimMany: a few
-// store requests for many jobs, as at start-up or when a member's jobs
-// move here) and then starts each job in order: it makes the job's cgroup
-// with its limits and starts its worker in it. A claim held by another
-// member leaves the job waiting; a failure is recorded on the job (state
-// "failed"). A transient failure (the store, a busy kernel) is retried
-// with backoff; a permanent one (the kernel refuses a limit, a device is
-// gone) only on reload or when the definition changes. Neither stops the
-// agent.
-// Fencing cannot interleave: it waits for fenceMu, and a start that sees
-// fencing under way gives its claim up to the lease.
+// claimTimeout bounds each store transaction of the claims of a start.
+const claimTimeout = 5 * time.Second
+
+// startJobs takes the claims of js in as few store transactions as the
+// store allows (Source.ClaimMany), then starts the claimed jobs,
+// startParallel at a time (startJob). A claim held by another member
+// leaves its job waiting; a claim that could not be taken (the store
+// failed) is retried with backoff.
 func (a *Agent) startJobs(ctx context.Context, cfg *config.Config, js []config.Job) {
 	if len(js) == 0 {
 		return
@@ -382,35 +379,59 @@ func (a *Agent) startJobs(ctx context.Context, cfg *config.Config, js []config.J
 	for i, j := range js {
 		ids[i] = j.ID
 	}
-	cctx, cancel := context.WithTimeout(ctx, claimTimeoutFloor+time.Duration(len(js))*claimTimeoutPerJob)
+	txns := (len(ids) + 126) / 127
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(txns)*claimTimeout)
 	won, held, err := a.source.ClaimMany(cctx, ids)
 	cancel()
 	ours := make(map[string]bool, len(won))
 	for _, id := range won {
 		ours[id] = true
 	}
+	sem := make(chan struct{}, startParallel())
+	var wg sync.WaitGroup
 	for _, j := range js {
-		holder, isHeld := held[j.ID]
-		a.startClaimed(ctx, cfg, j, ours[j.ID], holder, isHeld, err)
+		c := claim{got: ours[j.ID], holder: held[j.ID]}
+		if !c.got && c.holder == "" {
+			c.err = err
+			if c.err == nil {
+				c.err = errors.New("the store answered for neither")
+			}
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a.startJob(ctx, cfg, j, c)
+		}()
 	}
+	wg.Wait()
 }
 
-// startClaimed starts job j after its claim was asked for: claimed when
-// the claim is ours; otherwise held (holder names the member that holds
-// it) or the claim failed with err.
-func (a *Agent) startClaimed(ctx context.Context, cfg *config.Config, j config.Job, claimed bool, holder string, held bool, err error) {
+// claim is what startJobs learned of one job's claim.
+type claim struct {
+	got    bool   // this agent holds it
+	holder string // another member holds it
+	err    error  // it could not be taken
+}
+
+// startJob makes the job's cgroup with its limits and starts its worker in
+// it, once startJobs has tried its claim (c). A claim held by another
+// member leaves the job waiting; a failure is recorded on the job (state
+// "failed"). A transient failure (the store, a busy kernel) is retried
+// with backoff; a permanent one (the kernel refuses a limit, a device is
+// gone) only on reload or when the definition changes. Neither stops the
+// agent. The caller holds fenceMu shared.
+func (a *Agent) startJob(ctx context.Context, cfg *config.Config, j config.Job, c claim) {
 	nj := &job{spec: j}
 	switch {
-	case claimed:
-		nj.claimed = true
-	case held:
-		nj.holder = holder
-	case err != nil:
+	case c.err != nil:
 		nj.holder = "?"
-		nj.err = fmt.Sprintf("claim: %v", err)
+		nj.err = fmt.Sprintf("claim: %v", c.err)
+	case !c.got:
+		nj.holder = c.holder
 	default:
-		nj.holder = "?"
-		nj.err = "claim: no answer for this job"
+		nj.claimed = true
 	}
 	if nj.claimed && a.fencing.Load() {
 		return // fencing: the claim goes with the lease
@@ -536,10 +557,14 @@ func (a *Agent) fenceAll() error {
 				_ = j.group.Delete(ctx)
 			}
 			a.mu.Lock()
-			if a.jobs[j.spec.ID] == j {
+			gone := a.jobs[j.spec.ID] == j
+			if gone {
 				delete(a.jobs, j.spec.ID)
 			}
 			a.mu.Unlock()
+			if gone {
+				a.logs.release(j.spec.ID)
+			}
 		}()
 	}
 	wg.Wait()
@@ -556,7 +581,7 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 	if j.Process.StopTimeout > 0 {
 		stop = j.Process.StopTimeout
 	}
-	out := a.logs.writer(cfg, j.ID)
+	out := a.logs.writer(cfg, j.ID, a.log)
 	dir := j.Process.Dir
 	if dir == "" {
 		dir = "/" // as systemd's WorkingDirectory= defaults for a system service
@@ -582,10 +607,17 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 //
 // While the agent fences, an exit is fencing's kill, not the job's doing:
 // it is logged as such (at INFO, after the fencing line that says why),
-// never as a crash to restart.
+// never as a crash to restart. The worker reports it as Exited or
+// BackingOff when its exit step runs before the Stop that fencing sends,
+// and as Stopping then Stopped (with the exit) when the Stop's step runs
+// first; either order gives one line.
 func (a *Agent) logTransitions(id string) func(worker.Status) {
+	var prev worker.State // the worker calls OnChange one call at a time
 	return func(st worker.Status) {
-		if a.fencing.Load() && (st.State == worker.Exited || st.State == worker.BackingOff) {
+		was := prev
+		prev = st.State
+		if a.fencing.Load() && st.LastExit != nil && (st.State == worker.Exited || st.State == worker.BackingOff ||
+			st.State == worker.Stopped && was == worker.Stopping) {
 			a.log.Info("job killed by fencing", "job_id", id, "exit", st.LastExit.Reason)
 			return
 		}
@@ -685,6 +717,7 @@ func (a *Agent) removeJob(id string) {
 	a.mu.Lock()
 	delete(a.jobs, id)
 	a.mu.Unlock()
+	a.logs.release(id)
 }
 
 // stopAll stops every job and removes every cgroup the agent made,

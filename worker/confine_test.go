@@ -3,6 +3,7 @@ package worker
 import (
 	"io"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"runtime"
@@ -71,8 +72,14 @@ func TestUserJobConfined(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// id(1) where the host has it: /usr/bin/id (coreutils), or busybox's
+	// applet on the lane-1 guest (the copy keeps the name busybox runs by).
+	idPath, err := exec.LookPath("id")
+	if err != nil {
+		t.Fatalf("no id(1) on this host: %v", err)
+	}
 	suid := filepath.Join(dir, "id")
-	copyFile(t, "/usr/bin/id", suid)
+	copyFile(t, idPath, suid)
 	if err := os.Chmod(suid, 0o4755); err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,17 @@
 // cgroup is killed; Stop sends SIGTERM, waits StopTimeout, then kills the
 // whole cgroup.
 //
+// Many at once. A worker holds no goroutine while its job runs or waits to
+// restart: its steps (a run's start, the main process's exit, a stop, a
+// grace period or backoff ending) run when their event comes, one at a
+// time per worker. Job output is read by a few process-wide log readers
+// (epoll over every job's pipe, one shared buffer), so a job that writes
+// nothing costs neither a goroutine nor a buffer. Starts run on several
+// launcher threads at once, and forks are not serialised by the reaper: it
+// holds back an exited child it does not know while a fork that may have
+// made it is in flight (waitid(2) WNOWAIT), rather than locking out every
+// other start while a child execs.
+//
 // Contract for the program that uses this package: it must not start other
 // children with os/exec or os.Process.Wait, because the reaper's wait4(-1)
 // would steal their exit status.

@@ -12,12 +12,12 @@ import (
 
 // launchRequest asks a launcher thread to start one process.
 type launchRequest struct {
-	group Group // nil: no cgroup (the fork+exec floor of the benchmarks)
-	path  string
-	argv  []string
-	attr  *syscall.ProcAttr
-	exits chan<- unix.WaitStatus // receives the process's wait status
-	reply chan launchReply
+	group  Group // nil: no cgroup (the fork+exec floor of the benchmarks)
+	path   string
+	argv   []string
+	attr   *syscall.ProcAttr
+	onExit func(unix.WaitStatus) // told the process's wait status; must not block
+	reply  chan launchReply
 }
 
 type launchReply struct {
@@ -45,19 +45,22 @@ var (
 )
 
 // launcherCount is the number of launcher threads, and so the number of
-// starts that run at once: one per P, at least 2, at most 8. Forks
-// themselves are serialised by the Go runtime (syscall.ForkLock) and by the
-// reaper; what runs in parallel is the crossing into and out of the jobs'
-// cgroups.
-func launcherCount() int { return max(2, min(runtime.GOMAXPROCS(0), 8)) }
+// starts that run at once: four per P, at most 16. Forks run in parallel
+// too (neither the Go runtime nor the reaper serialises them), and each
+// waits for its child's exec; the crossings into and out of the jobs'
+// cgroups wait on the kernel's cgroup_mutex more than they run: with one
+// thread per P, a thousand starts on a busy 2-core host took 18 s, with
+// four per P 3–9 s (BENCHMARKS.md).
+func launcherCount() int { return max(2, min(4*runtime.GOMAXPROCS(0), 16)) }
 
 // launch starts path on one of the launcher threads, inside g, and
-// registers exits with the reaper for the new pid. It returns once the
-// child has exec'd the image, or with the error that kept it from doing so.
+// registers onExit with the reaper for the new pid (see reaper.forkExec).
+// It returns once the child has exec'd the image, or with the error that
+// kept it from doing so.
 // A start with a Credential (a job with `user`) runs on a confined launcher
 // thread (confineThread), so the job can never gain a privilege: it fails
 // when such a thread cannot be made.
-func launch(g Group, path string, argv []string, attr *syscall.ProcAttr, exits chan<- unix.WaitStatus) (int, error) {
+func launch(g Group, path string, argv []string, attr *syscall.ProcAttr, onExit func(unix.WaitStatus)) (int, error) {
 	p := launchers
 	if attr.Sys != nil && attr.Sys.Credential != nil {
 		p = confinedLaunchers
@@ -65,7 +68,7 @@ func launch(g Group, path string, argv []string, attr *syscall.ProcAttr, exits c
 	if err := p.start(); err != nil {
 		return 0, err
 	}
-	req := launchRequest{group: g, path: path, argv: argv, attr: attr, exits: exits, reply: make(chan launchReply, 1)}
+	req := launchRequest{group: g, path: path, argv: argv, attr: attr, onExit: onExit, reply: make(chan launchReply, 1)}
 	p.requests <- req
 	rep := <-req.reply
 	return rep.pid, rep.err
@@ -76,11 +79,14 @@ func launch(g Group, path string, argv []string, attr *syscall.ProcAttr, exits c
 // later call returns it too).
 func startLauncher() error { return launchers.start() }
 
-// start starts the process-wide reaper and p's threads once; it returns
-// the error of the first that could not start (every later call returns it
-// too).
+// start starts the process-wide reaper, the log readers and p's threads
+// once; it returns the error of the first that could not start (every
+// later call returns it too).
 func (p *pool) start() error {
 	if _, err := startReaper(); err != nil {
+		return err
+	}
+	if err := startLogMuxes(); err != nil {
 		return err
 	}
 	p.once.Do(func() {
@@ -143,7 +149,7 @@ func launchHere(home *cgroup.Home, req launchRequest) (int, error) {
 			sys.UseCgroupFD, sys.CgroupFD = true, cgroupFD
 			attr.Sys = &sys
 		}
-		return theReaper.forkExec(req.path, req.argv, &attr, req.exits)
+		return theReaper.forkExec(req.path, req.argv, &attr, req.onExit)
 	}
 	if req.group == nil {
 		return fork(-1)

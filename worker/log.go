@@ -6,99 +6,64 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 
-	"gopkg.in/natefinch/lumberjack.v2"
+	"golang.org/x/sys/unix"
 )
-
-// LogConfig is a job's size-rotated log file, <log_dir>/<job_id>.log.
-type LogConfig struct {
-	// Path of the live log file; rotated files sit beside it with a time
-	// stamp in their name (lumberjack's scheme).
-	Path string
-	// MaxBytes is the size in bytes at which the file is rotated. lumberjack
-	// counts whole mebibytes, so it is rounded up to a multiple of 1 MiB;
-	// 0 means lumberjack's default, 100 MiB.
-	MaxBytes int64
-	// MaxFiles is the number of rotated files kept besides the live one;
-	// 0 means 5.
-	MaxFiles int
-}
-
-// defaultMaxFiles is LogConfig.MaxFiles when 0 (lumberjack's own 0 would
-// keep every rotated file forever).
-const defaultMaxFiles = 5
-
-// Open returns the rotating writer of c (a *lumberjack.Logger; the file is
-// opened on first write). Its Close closes the file; note that lumberjack
-// v2.2.1 keeps one goroutine per logger for pruning old files, which does
-// not end on Close.
-func (c LogConfig) Open() io.WriteCloser {
-	const mib = 1 << 20
-	files := c.MaxFiles
-	if files <= 0 {
-		files = defaultMaxFiles
-	}
-	return &lumberjack.Logger{
-		Filename:   c.Path,
-		MaxSize:    int((c.MaxBytes + mib - 1) / mib),
-		MaxBackups: files,
-	}
-}
 
 // logPipe carries a job's stdout and stderr to its sink. One pipe serves
 // every run of a worker: each run's process gets the write end as fd 1 and
 // 2, and the agent writes its "berth:" marker lines into the same pipe, so
-// they land in order with what the job wrote before. The copier ends when
-// the agent has closed its write end and every process holding one is gone.
+// they land in order with what the job wrote before. The read end is not
+// read by a goroutine of its own: it sits in the epoll set of one of a few
+// process-wide log readers (logMux), which read every job's pipe into one
+// shared buffer. So a job that writes nothing costs no goroutine and no
+// buffer. Its output is copied until the agent has closed its write end
+// and every process holding one is gone; done is then closed.
 type logPipe struct {
-	r, w   *os.File
-	sink   io.Writer
-	closer io.Closer // closes the sink when the copier ends; nil for a caller's writer
+	rfd  int      // read end, non-blocking, owned by the mux once added
+	w    *os.File // write end, blocking: jobs expect a blocking stdout
+	sink io.Writer
+	// closer closes the sink when the copy ends; nil for a caller's writer.
+	closer io.Closer
 	done   chan struct{}
+	// doneMu guards then: called once the copy has ended (onDone).
+	doneMu sync.Mutex
+	then   func()
+	// partial is the start of a line not yet ended by a newline; nil when
+	// none (allocated only while a line is incomplete). Only the mux
+	// goroutine that owns the pipe touches it.
+	partial []byte
 }
 
-// newLogPipe makes the pipe and starts its copier. A sink write error does not stop it (the job must never
-// block on a full pipe), the data is then lost.
+// maxLine is the longest line kept whole: a longer one is written in
+// pieces of this size.
+const maxLine = 64 << 10
+
+// newLogPipe makes the pipe and hands its read end to a log reader. A sink
+// write error does not stop the copy (the job must never block on a full
+// pipe): the data is then lost.
 func newLogPipe(sink io.Writer, closer io.Closer) (*logPipe, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
+	if err := startLogMuxes(); err != nil {
+		return nil, err
+	}
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("create log pipe: %w", err)
 	}
-	p := &logPipe{r: r, w: w, sink: sink, closer: closer, done: make(chan struct{})}
-	go p.copy()
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("create log pipe: %w", err)
+	}
+	p := &logPipe{rfd: fds[0], w: os.NewFile(uintptr(fds[1]), "log pipe"), sink: sink, closer: closer, done: make(chan struct{})}
+	if err := pickMux().add(p); err != nil {
+		unix.Close(p.rfd)
+		p.w.Close()
+		return nil, fmt.Errorf("create log pipe: %w", err)
+	}
 	return p, nil
-}
-
-// copy moves whole lines from the pipe to the sink: each Write holds one
-// or more complete lines, so a rotating sink never splits a line across
-// files. A line longer than maxLine, or a last line without a newline, is
-// written as it stands.
-func (p *logPipe) copy() {
-	defer close(p.done)
-	const maxLine = 64 << 10
-	buf := make([]byte, 0, 2*maxLine)
-	for {
-		n, err := p.r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
-			_, _ = p.sink.Write(buf[:i+1])
-			buf = buf[:copy(buf, buf[i+1:])]
-		}
-		if len(buf) >= maxLine || (err != nil && len(buf) > 0) {
-			_, _ = p.sink.Write(buf)
-			buf = buf[:0]
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				_, _ = fmt.Fprintf(p.sink, "berth: log pipe read: %v\n", err)
-			}
-			break
-		}
-	}
-	_ = p.r.Close()
-	if p.closer != nil {
-		_ = p.closer.Close()
-	}
 }
 
 // mark writes one "berth: ..." line into the pipe. Lines are far shorter
@@ -107,6 +72,205 @@ func (p *logPipe) mark(format string, args ...any) {
 	_, _ = fmt.Fprintf(p.w, "berth: "+format+"\n", args...)
 }
 
-// closeWriter closes the agent's write end; the copier ends once every
+// closeWriter closes the agent's write end; the copy ends once every
 // process that holds the pipe is gone.
 func (p *logPipe) closeWriter() { _ = p.w.Close() }
+
+// onDone has f called once the copy has ended (at once if it has): from
+// the log reader's goroutine, so f must not block.
+func (p *logPipe) onDone(f func()) {
+	p.doneMu.Lock()
+	select {
+	case <-p.done:
+		p.doneMu.Unlock()
+		f()
+		return
+	default:
+	}
+	p.then = f
+	p.doneMu.Unlock()
+}
+
+// consume writes the whole lines of data (read from the pipe) to the sink
+// and keeps the rest as the start of the next line: each Write holds one or
+// more complete lines, so a rotating sink never splits a line across files.
+// A line longer than maxLine is written in maxLine pieces.
+func (p *logPipe) consume(data []byte) {
+	for len(data) > 0 {
+		if len(p.partial) > 0 {
+			end := len(data)
+			if i := bytes.IndexByte(data, '\n'); i >= 0 {
+				end = i + 1
+			}
+			n := min(end, maxLine-len(p.partial))
+			p.partial = append(p.partial, data[:n]...)
+			data = data[n:]
+			if (n == end && p.partial[len(p.partial)-1] == '\n') || len(p.partial) >= maxLine {
+				p.flushPartial()
+			}
+			continue
+		}
+		i := bytes.LastIndexByte(data, '\n')
+		if i >= 0 {
+			p.write(data[:i+1])
+			data = data[i+1:]
+		}
+		for len(data) >= maxLine {
+			p.write(data[:maxLine])
+			data = data[maxLine:]
+		}
+		if len(data) > 0 {
+			p.partial = append(make([]byte, 0, max(len(data), 256)), data...)
+		}
+		return
+	}
+}
+
+// flushPartial writes the kept line and lets its buffer go.
+func (p *logPipe) flushPartial() {
+	p.write(p.partial)
+	p.partial = nil
+}
+
+func (p *logPipe) write(b []byte) { _, _ = p.sink.Write(b) }
+
+// finish ends the copy: the last line without a newline is written as it
+// stands, a read error is noted in the sink, the read end and the sink are
+// closed.
+func (p *logPipe) finish(err error) {
+	if len(p.partial) > 0 {
+		p.flushPartial()
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(p.sink, "berth: log pipe read: %v\n", err)
+	}
+	_ = unix.Close(p.rfd)
+	if p.closer != nil {
+		_ = p.closer.Close()
+	}
+	p.doneMu.Lock()
+	close(p.done)
+	then := p.then
+	p.doneMu.Unlock()
+	if then != nil {
+		then()
+	}
+}
+
+// logMux is one process-wide log reader: a goroutine that waits in
+// epoll_wait(2) on the read ends of many jobs' pipes (level-triggered) and
+// copies what is ready to each pipe's sink through one shared buffer.
+type logMux struct {
+	epfd  int
+	mu    sync.Mutex
+	pipes map[int]*logPipe // by read fd
+	buf   []byte
+}
+
+var (
+	logMuxes    []*logMux
+	logMuxOnce  sync.Once
+	logMuxErr   error
+	logMuxPicks sync.Mutex
+	logMuxNext  int
+)
+
+// logMuxCount is the number of log readers: one per P, at most 4.
+func logMuxCount() int { return max(1, min(runtime.GOMAXPROCS(0), 4)) }
+
+// startLogMuxes starts the log readers once; every later call returns the
+// error of the first.
+func startLogMuxes() error {
+	logMuxOnce.Do(func() {
+		for range logMuxCount() {
+			epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+			if err != nil {
+				logMuxErr = fmt.Errorf("start log reader: epoll_create1: %w", err)
+				return
+			}
+			m := &logMux{epfd: epfd, pipes: map[int]*logPipe{}, buf: make([]byte, maxLine)}
+			logMuxes = append(logMuxes, m)
+			go m.run()
+		}
+	})
+	return logMuxErr
+}
+
+// pickMux spreads pipes over the readers, round robin.
+func pickMux() *logMux {
+	logMuxPicks.Lock()
+	defer logMuxPicks.Unlock()
+	m := logMuxes[logMuxNext%len(logMuxes)]
+	logMuxNext++
+	return m
+}
+
+func (m *logMux) add(p *logPipe) error {
+	m.mu.Lock()
+	m.pipes[p.rfd] = p
+	m.mu.Unlock()
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(p.rfd)}
+	if err := unix.EpollCtl(m.epfd, unix.EPOLL_CTL_ADD, p.rfd, &ev); err != nil {
+		m.mu.Lock()
+		delete(m.pipes, p.rfd)
+		m.mu.Unlock()
+		return fmt.Errorf("epoll_ctl: %w", err)
+	}
+	return nil
+}
+
+// readsPerEvent bounds how many buffers one ready pipe is read into before
+// the reader turns to the next: a chatty job cannot starve the others
+// (epoll is level-triggered, so the rest is reported again).
+const readsPerEvent = 4
+
+// run is the reader's loop; it never returns (the readers live as long as
+// the agent, as the reaper and the launcher threads do).
+func (m *logMux) run() {
+	events := make([]unix.EpollEvent, 64)
+	for {
+		n, err := unix.EpollWait(m.epfd, events, -1)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			panic(fmt.Sprintf("berth: log reader: epoll_wait: %v", err))
+		}
+		for _, ev := range events[:n] {
+			fd := int(ev.Fd)
+			m.mu.Lock()
+			p := m.pipes[fd]
+			m.mu.Unlock()
+			if p != nil {
+				m.drain(p)
+			}
+		}
+	}
+}
+
+// drain reads what p has ready; at end of file (every writer gone) or on
+// a read error the pipe leaves the epoll set and its copy ends.
+func (m *logMux) drain(p *logPipe) {
+	for range readsPerEvent {
+		n, err := unix.Read(p.rfd, m.buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return
+		case n > 0:
+			p.consume(m.buf[:n])
+			if n < len(m.buf) {
+				return // the pipe is likely empty; epoll says if not
+			}
+			continue
+		}
+		// n == 0: end of file; or a read error.
+		_ = unix.EpollCtl(m.epfd, unix.EPOLL_CTL_DEL, p.rfd, nil)
+		m.mu.Lock()
+		delete(m.pipes, p.rfd)
+		m.mu.Unlock()
+		p.finish(err)
+		return
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
@@ -15,11 +16,29 @@ import (
 
 // reaper is the process-wide collector of child exit statuses. It is the
 // only caller of wait4 in the agent.
+//
+// Forks run in parallel, unlocked: a child's vfork parent (the launcher
+// thread) waits until the child has exec'd, which on a busy host takes
+// milliseconds while the child, born in its job's CPU cgroup, waits for a
+// CPU; holding one lock across that made every start wait for every
+// other. So a child may exit before its owner is registered, and the
+// reaper must never reap an exited child it does not know while a fork
+// that may have made it is in flight: it looks at each waitable child
+// first without reaping it (waitid(2) WNOWAIT), reaps and delivers the
+// known ones, and holds back at an unknown one until every fork that was
+// in flight when it was seen has registered its child; still unknown then,
+// it is an orphan and is reaped silently.
 type reaper struct {
-	// mu is held while reaping and while forking-and-registering, so that a
-	// child can never be reaped before its owner is registered.
 	mu      sync.Mutex
-	waiters map[int]chan<- unix.WaitStatus
+	waiters map[int]func(unix.WaitStatus)
+	// forkSeq numbers forks; inflight holds the numbers of the forks whose
+	// children are not registered yet.
+	forkSeq  uint64
+	inflight map[uint64]bool
+	// heldPid is an exited child the reaper holds back (0: none) until no
+	// fork numbered heldSeq or lower is in flight.
+	heldPid int
+	heldSeq uint64
 }
 
 var (
@@ -37,7 +56,7 @@ func startReaper() (*reaper, error) {
 			theReaperErr = fmt.Errorf("prctl PR_SET_CHILD_SUBREAPER: %w", err)
 			return
 		}
-		r := &reaper{waiters: make(map[int]chan<- unix.WaitStatus)}
+		r := &reaper{waiters: make(map[int]func(unix.WaitStatus)), inflight: map[uint64]bool{}}
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGCHLD)
 		go func() {
@@ -50,25 +69,75 @@ func startReaper() (*reaper, error) {
 	return theReaper, theReaperErr
 }
 
-// reapAll reaps every exited child: wait4(-1, WNOHANG) until none is left.
-// A status goes to the registered owner of the pid; orphans are dropped.
+// reapAll reaps every exited child it may (see reaper). A status goes to
+// the registered owner of the pid; orphans are dropped.
 func (r *reaper) reapAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.reapLocked()
+}
+
+// siPidOffset is where si_pid sits in a siginfo_t (sigaction(2)): after
+// si_signo, si_errno and si_code, at the alignment of the union that
+// follows (8 on 64-bit Linux, 4 on 32-bit).
+const siPidOffset = (3*4 + unsafe.Sizeof(uintptr(0)) - 1) / unsafe.Sizeof(uintptr(0)) * unsafe.Sizeof(uintptr(0))
+
+// nextExited returns the pid of a child that has exited, without reaping
+// it; 0 when none has.
+func nextExited() int {
 	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if err != nil || pid <= 0 {
+		if err != nil {
+			return 0 // ECHILD: no child at all
+		}
+		return int(*(*int32)(unsafe.Add(unsafe.Pointer(&info), siPidOffset)))
+	}
+}
+
+// reapLocked is reapAll with r.mu held.
+func (r *reaper) reapLocked() {
+	for {
+		pid := nextExited()
+		if pid <= 0 {
 			return
 		}
-		if ch, ok := r.waiters[pid]; ok {
+		onExit, known := r.waiters[pid]
+		if !known {
+			if r.heldPid != pid {
+				r.heldPid, r.heldSeq = pid, r.forkSeq
+			}
+			if r.forkInFlightUpTo(r.heldSeq) {
+				return // may be a child whose fork has not returned yet
+			}
+		}
+		r.heldPid = 0
+		var ws unix.WaitStatus
+		for {
+			_, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		if known {
 			delete(r.waiters, pid)
-			ch <- ws // buffered with room for one
+			onExit(ws) // must not block (see forkExec)
 		}
 	}
+}
+
+// forkInFlightUpTo reports whether a fork numbered seq or lower has not
+// registered its child yet.
+func (r *reaper) forkInFlightUpTo(seq uint64) bool {
+	for s := range r.inflight {
+		if s <= seq {
+			return true
+		}
+	}
+	return false
 }
 
 // Task flags of field 9 of /proc/PID/stat (proc(5); include/linux/sched.h).
@@ -84,9 +153,12 @@ const (
 	execPollMax  = 5 * time.Second
 )
 
-// forkExec runs syscall.ForkExec with the reaper locked and, when the child
-// has exec'd, registers ch as its owner before any reaping can happen. ch
-// must be buffered (capacity ≥ 1).
+// forkExec runs syscall.ForkExec and, when the child has exec'd,
+// registers onExit as its owner; the reaper holds back any exited child it
+// does not know until the registration (see reaper). onExit is called
+// with the child's wait status from the reaper's goroutine, with its lock
+// held: it must not block (send on a buffered channel, start a
+// goroutine).
 //
 // syscall.ForkExec reports exec errors (and failures of the child's set-up:
 // credentials, working directory) itself, but a child that dies before its
@@ -95,14 +167,30 @@ const (
 // successful exec: its status pipe just closes. So execState looks at the
 // child while its zombie cannot be reaped yet; one that dies before exec
 // completes is reaped here and the error says how it died.
-func (r *reaper) forkExec(path string, argv []string, attr *syscall.ProcAttr, ch chan<- unix.WaitStatus) (int, error) {
+func (r *reaper) forkExec(path string, argv []string, attr *syscall.ProcAttr, onExit func(unix.WaitStatus)) (int, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.forkSeq++
+	seq := r.forkSeq
+	r.inflight[seq] = true
+	r.mu.Unlock()
+
 	pid, err := syscall.ForkExec(path, argv, attr)
+	// While seq is in flight the reaper leaves pid unreaped, so execState
+	// may look at it without the lock.
+	execd := err == nil && execState(pid)
+
+	r.mu.Lock()
+	defer func() {
+		delete(r.inflight, seq)
+		if r.heldPid != 0 && !r.forkInFlightUpTo(r.heldSeq) {
+			r.reapLocked() // the child held back may be ours, or an orphan
+		}
+		r.mu.Unlock()
+	}()
 	if err != nil {
 		return 0, err
 	}
-	if !execState(pid) {
+	if !execd {
 		var ws unix.WaitStatus
 		for {
 			_, err := unix.Wait4(pid, &ws, 0, nil)
@@ -110,9 +198,15 @@ func (r *reaper) forkExec(path string, argv []string, attr *syscall.ProcAttr, ch
 				break
 			}
 		}
+		if r.heldPid == pid {
+			r.heldPid = 0
+		}
 		return 0, fmt.Errorf("process %d died before exec: %s", pid, describeWait(ws))
 	}
-	r.waiters[pid] = ch
+	r.waiters[pid] = onExit
+	if r.heldPid == pid {
+		r.reapLocked() // it exited already: deliver its status
+	}
 	return pid, nil
 }
 

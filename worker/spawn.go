@@ -10,19 +10,22 @@ import (
 )
 
 // proc is one started run of a job: its main process and where its wait
-// status will arrive.
+// status will arrive (exits, unless spawn was given onExit).
 type proc struct {
 	pid   int
 	exits chan unix.WaitStatus
 }
 
 // spawn starts one run of the job described by spec inside g, with stdout
-// and stderr on logw, and returns once the job's image has been exec'd:
+// and stderr on logw, and returns once the job's image has been exec'd.
+// The main process's wait status goes to onExit (called from the reaper:
+// it must not block), or, when onExit is nil, to the proc's exits channel.
+// It runs
 // on a launcher thread, through g.ForkInside, which puts the child in the
 // group's cgroups before it runs anything (see the package doc). Every
 // error names what was being done; when it returns an error no process of
 // this run is left to wait for.
-func spawn(spec *Spec, g Group, logw *os.File) (*proc, error) {
+func spawn(spec *Spec, g Group, logw *os.File, onExit func(unix.WaitStatus)) (*proc, error) {
 	cred, err := resolveCredential(spec.User)
 	if err != nil {
 		return nil, err
@@ -67,8 +70,12 @@ func spawn(spec *Spec, g Group, logw *os.File) (*proc, error) {
 			Credential: cred,
 		},
 	}
-	p := &proc{exits: make(chan unix.WaitStatus, 1)}
-	p.pid, err = launch(g, path, argv, attr, p.exits)
+	p := &proc{}
+	if onExit == nil {
+		p.exits = make(chan unix.WaitStatus, 1)
+		onExit = func(ws unix.WaitStatus) { p.exits <- ws } // room for one
+	}
+	p.pid, err = launch(g, path, argv, attr, onExit)
 	if errors.Is(err, unix.EAGAIN) {
 		// The child is forked as root, so RLIMIT_NPROC does not apply: the
 		// pids controller refused it.

@@ -303,7 +303,7 @@ func BenchmarkStart(b *testing.B) {
 	}
 	benchP50(b, func() time.Duration {
 		t0 := time.Now()
-		p, err := spawn(&spec, g, logs.w)
+		p, err := spawn(&spec, g, logs.w, nil)
 		d := time.Since(t0)
 		if err != nil {
 			b.Fatal(err)
@@ -328,7 +328,7 @@ func BenchmarkForkExecFloor(b *testing.B) {
 	benchP50(b, func() time.Duration {
 		exits := make(chan unix.WaitStatus, 1)
 		t0 := time.Now()
-		_, err := launch(nil, "/bin/true", []string{"true"}, attr, exits)
+		_, err := launch(nil, "/bin/true", []string{"true"}, attr, func(ws unix.WaitStatus) { exits <- ws })
 		d := time.Since(t0)
 		if err != nil {
 			b.Fatal(err)
@@ -368,7 +368,7 @@ func BenchmarkStart100(b *testing.B) {
 		t0 := time.Now()
 		for i, g := range groups {
 			spec := Spec{JobID: "bench", Path: "/bin/true", Group: g}
-			wg.Go(func() { procs[i], errs[i] = spawn(&spec, g, logs.w) })
+			wg.Go(func() { procs[i], errs[i] = spawn(&spec, g, logs.w, nil) })
 		}
 		wg.Wait()
 		total += time.Since(t0)

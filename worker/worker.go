@@ -66,7 +66,8 @@ type Spec struct {
 	// LogFile is the rotating log file used when Log is nil and Path is set.
 	LogFile LogConfig
 	// OnChange, when set, is called with a snapshot after every change of
-	// State (from the worker's own goroutine; it must not block and must
+	// State (from the goroutine of the worker's current step, one call at a
+	// time; it must not block and must
 	// not call Stop): the agent logs starts, exits, restarts and failures.
 	OnChange func(Status)
 	// Group is the job's cgroup (a *cgroup.Group); required. The worker
@@ -82,16 +83,35 @@ type Spec struct {
 // job) leaves the worker Failed with the reason and is not retried: such errors do not heal by waiting, and the supervisor
 // makes a new Worker when the job's definition changes. Its methods are safe
 // for concurrent use.
+//
+// A worker keeps no goroutine while its job runs or waits to restart: each
+// step (start a run, the main process's exit, a stop, the end of a grace
+// period or of a backoff) runs when its event comes, in a short-lived
+// goroutine or a timer's, one step at a time (step).
 type Worker struct {
 	spec Spec
 
 	startOnce sync.Once
 	stopOnce  sync.Once
 	stopCh    chan struct{} // closed by Stop
-	done      chan struct{} // closed when the supervision loop and log copier have ended
+	done      chan struct{} // closed when the worker has ended and its log copy too
 
 	mu     sync.Mutex
 	status Status
+
+	// step serialises the worker's steps; the fields below belong to it.
+	step      sync.Mutex
+	logs      *logPipe
+	run       *proc       // the current run; nil between runs
+	runs      uint64      // numbers the runs: an exit names its run
+	timer     *time.Timer // a stop's grace period, or a restart's backoff
+	timers    uint64      // numbers the timers: a timer's step names it
+	delay     time.Duration
+	started   time.Time
+	oomBefore uint64
+	oomErr    error
+	stopping  bool // Stop was called
+	ended     bool
 }
 
 // New returns a worker for spec in state Stopped; it does not start it.
@@ -111,9 +131,9 @@ func New(spec Spec) *Worker {
 	}
 }
 
-// Start begins the supervision loop in its own goroutine and returns at
-// once; Status reports the progress. A second Start, or a Start after Stop,
-// does nothing.
+// Start starts the first run (in a goroutine that ends once the job's
+// process is running) and returns at once; Status reports the progress. A
+// second Start, or a Start after Stop, does nothing.
 func (w *Worker) Start() {
 	w.startOnce.Do(func() {
 		select {
@@ -123,18 +143,22 @@ func (w *Worker) Start() {
 		default:
 		}
 		w.setState(func(s *Status) { s.State = Starting })
-		go w.run()
+		go w.begin()
 	})
 }
 
 // Stop ends the worker: it cancels a pending restart, sends SIGTERM to the
 // main process, waits StopTimeout, then kills every process in the cgroup
-// (Group.Kill) and waits until the group is empty and the log copier has
+// (Group.Kill) and waits until the group is empty and the log copy has
 // ended. It does not delete the cgroup. It is idempotent and returns nil
-// once the loop has ended, or ctx's error if ctx ends first (the loop keeps
-// stopping). A worker that had already Exited or Failed keeps that state.
+// once the worker has ended, or ctx's error if ctx ends first (the worker
+// keeps stopping). A worker that had already Exited or Failed keeps that
+// state.
 func (w *Worker) Stop(ctx context.Context) error {
-	w.stopOnce.Do(func() { close(w.stopCh) })
+	w.stopOnce.Do(func() {
+		close(w.stopCh)
+		go w.stop()
+	})
 	w.startOnce.Do(func() { close(w.done) }) // never started: nothing to wait for
 	select {
 	case <-w.done:
@@ -175,100 +199,163 @@ func (w *Worker) setState(f func(*Status)) {
 	}
 }
 
-// run is the supervision loop: start, wait, clean the cgroup, decide.
-func (w *Worker) run() {
-	defer close(w.done)
+// begin is the first step: open the log, start the first run.
+func (w *Worker) begin() {
+	w.step.Lock()
+	defer w.step.Unlock()
 	if w.spec.Group == nil {
 		w.fail(errors.New("no cgroup"))
+		w.end()
 		return
 	}
 	logs, err := w.openLog()
 	if err != nil {
 		w.fail(err)
+		w.end()
 		return
 	}
-	defer func() {
-		logs.closeWriter()
-		<-logs.done
-	}()
+	w.logs = logs
+	w.startRun()
+}
 
-	var delay time.Duration
-	for {
-		oomBefore, oomErr := w.spec.Group.OOMKills()
-		started := time.Now()
-		w.setState(func(s *Status) { s.State, s.StartedAt, s.NextRestart = Starting, started, time.Time{} })
-		p, err := spawn(&w.spec, w.spec.Group, logs.w)
-		if err != nil {
-			logs.mark("start failed: %v", err)
-			w.killGroup(logs)
-			w.fail(err)
-			return
-		}
-		// The job is already running: its first lines may come before this.
-		logs.mark("started pid %d", p.pid)
-		w.setState(func(s *Status) { s.State, s.PID = Running, p.pid })
-
-		var ws unix.WaitStatus
-		stopping := false
-		select {
-		case ws = <-p.exits:
-		case <-w.stopCh:
-			stopping = true
-			ws = w.terminate(p, logs)
-		}
-		exitAt := time.Now()
-		w.killGroup(logs) // a job's descendants never outlive it
-		oom := false
-		if ws.Signaled() && ws.Signal() == unix.SIGKILL && oomErr == nil {
-			if n, err := w.spec.Group.OOMKills(); err == nil && n > oomBefore {
-				oom = true
-			}
-		}
-		exit := exitFromStatus(ws, exitAt, oom)
-		logs.mark("exited pid %d: %s", p.pid, exit.Reason)
-
-		if stopping {
-			w.setState(func(s *Status) { s.State, s.PID, s.LastExit = Stopped, 0, &exit })
-			return
-		}
-		if !w.spec.Restart.restarts(exit) {
-			w.setState(func(s *Status) { s.State, s.PID, s.LastExit = Exited, 0, &exit })
-			return
-		}
-		// The delay counts from the exit, so cleaning the cgroup is part of it.
-		delay = w.spec.Backoff.next(delay, exitAt.Sub(started))
-		next := exitAt.Add(delay)
-		w.setState(func(s *Status) { s.State, s.PID, s.LastExit, s.NextRestart = BackingOff, 0, &exit, next })
-		logs.mark("restarting in %s", delay)
-		t := time.NewTimer(time.Until(next))
-		select {
-		case <-t.C:
-		case <-w.stopCh:
-			t.Stop()
-			w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
-			return
-		}
-		w.setState(func(s *Status) { s.Restarts++ })
+// startRun starts one run; step is held. A stop that came meanwhile ends
+// the worker (before the run) or terminates the run (after).
+func (w *Worker) startRun() {
+	if w.stopping {
+		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
+		w.end()
+		return
+	}
+	w.oomBefore, w.oomErr = w.spec.Group.OOMKills()
+	w.started = time.Now()
+	w.setState(func(s *Status) { s.State, s.StartedAt, s.NextRestart = Starting, w.started, time.Time{} })
+	w.runs++
+	n := w.runs
+	// The exit may come before spawn returns; exited then waits for step,
+	// which this step holds until the run is recorded.
+	p, err := spawn(&w.spec, w.spec.Group, w.logs.w, func(ws unix.WaitStatus) { go w.exited(n, ws) })
+	if err != nil {
+		w.logs.mark("start failed: %v", err)
+		w.killGroup(w.logs)
+		w.fail(err)
+		w.end()
+		return
+	}
+	// The job is already running: its first lines may come before this.
+	w.logs.mark("started pid %d", p.pid)
+	w.setState(func(s *Status) { s.State, s.PID = Running, p.pid })
+	w.run = p
+	if w.stopping {
+		w.terminate(p)
 	}
 }
 
-// terminate sends SIGTERM to the main process and, if it has not exited
-// after StopTimeout, kills the whole cgroup; it returns the main process's
-// wait status.
-func (w *Worker) terminate(p *proc, logs *logPipe) unix.WaitStatus {
-	w.setState(func(s *Status) { s.State = Stopping })
-	logs.mark("stopping pid %d: SIGTERM, grace %s", p.pid, w.spec.StopTimeout)
-	_ = unix.Kill(p.pid, unix.SIGTERM) // ESRCH: already exited, its status is on p.exits
-	t := time.NewTimer(w.spec.StopTimeout)
-	defer t.Stop()
-	select {
-	case ws := <-p.exits:
-		return ws
-	case <-t.C:
+// exited is the step after run n's main process ended with ws: clean the
+// cgroup, then end, or restart after a backoff.
+func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
+	w.step.Lock()
+	defer w.step.Unlock()
+	p := w.run
+	if p == nil || w.runs != n {
+		panic(fmt.Sprintf("worker %s: exit of run %d, current run %d (%v)", w.spec.JobID, n, w.runs, p))
 	}
-	logs.mark("stop timeout after %s: killing cgroup", w.spec.StopTimeout)
-	w.killGroup(logs)
-	return <-p.exits
+	w.run = nil
+	if w.timer != nil {
+		w.timer.Stop() // a stop's grace period
+		w.timer = nil
+	}
+	exitAt := time.Now()
+	w.killGroup(w.logs) // a job's descendants never outlive it
+	oom := false
+	if ws.Signaled() && ws.Signal() == unix.SIGKILL && w.oomErr == nil {
+		if n, err := w.spec.Group.OOMKills(); err == nil && n > w.oomBefore {
+			oom = true
+		}
+	}
+	exit := exitFromStatus(ws, exitAt, oom)
+	w.logs.mark("exited pid %d: %s", p.pid, exit.Reason)
+
+	if w.stopping {
+		w.setState(func(s *Status) { s.State, s.PID, s.LastExit = Stopped, 0, &exit })
+		w.end()
+		return
+	}
+	if !w.spec.Restart.restarts(exit) {
+		w.setState(func(s *Status) { s.State, s.PID, s.LastExit = Exited, 0, &exit })
+		w.end()
+		return
+	}
+	// The delay counts from the exit, so cleaning the cgroup is part of it.
+	w.delay = w.spec.Backoff.next(w.delay, exitAt.Sub(w.started))
+	next := exitAt.Add(w.delay)
+	w.setState(func(s *Status) { s.State, s.PID, s.LastExit, s.NextRestart = BackingOff, 0, &exit, next })
+	w.logs.mark("restarting in %s", w.delay)
+	w.timers++
+	tn := w.timers
+	w.timer = time.AfterFunc(time.Until(next), func() { w.restart(tn) })
+}
+
+// restart is the step at the end of backoff timer n.
+func (w *Worker) restart(n uint64) {
+	w.step.Lock()
+	defer w.step.Unlock()
+	if w.timer == nil || w.timers != n || w.ended || w.stopping {
+		return // cancelled by a stop
+	}
+	w.timer = nil
+	w.setState(func(s *Status) { s.Restarts++ })
+	w.startRun()
+}
+
+// stop is the step of Stop: terminate the run, or cancel the restart.
+func (w *Worker) stop() {
+	w.step.Lock()
+	defer w.step.Unlock()
+	w.stopping = true
+	switch {
+	case w.ended:
+	case w.run != nil:
+		w.terminate(w.run)
+	case w.timer != nil: // backing off
+		w.timer.Stop()
+		w.timer = nil
+		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
+		w.end()
+	}
+	// Otherwise the first run has not begun: startRun sees stopping.
+}
+
+// terminate sends SIGTERM to the main process and, if it has not exited
+// after StopTimeout, kills the whole cgroup; its exit then comes to
+// exited as any other. step is held.
+func (w *Worker) terminate(p *proc) {
+	w.setState(func(s *Status) { s.State = Stopping })
+	w.logs.mark("stopping pid %d: SIGTERM, grace %s", p.pid, w.spec.StopTimeout)
+	_ = unix.Kill(p.pid, unix.SIGTERM) // ESRCH: already exited, its status is on its way
+	w.timer = time.AfterFunc(w.spec.StopTimeout, func() {
+		w.step.Lock()
+		defer w.step.Unlock()
+		if w.run != p {
+			return // exited meanwhile
+		}
+		w.logs.mark("stop timeout after %s: killing cgroup", w.spec.StopTimeout)
+		w.killGroup(w.logs)
+	})
+}
+
+// end ends the worker for good: once the log copy has ended (every
+// process holding the pipe gone), Done is closed. step is held.
+func (w *Worker) end() {
+	if w.ended {
+		return
+	}
+	w.ended = true
+	if w.logs == nil {
+		close(w.done)
+		return
+	}
+	w.logs.onDone(func() { close(w.done) })
+	w.logs.closeWriter()
 }
 
 // killGroup kills every process left in the cgroup and waits until it is
@@ -305,10 +392,5 @@ func (w *Worker) openLog() (*logPipe, error) {
 	case w.spec.Log != nil:
 		sink = w.spec.Log
 	}
-	p, err := newLogPipe(sink, closer)
-	if err != nil {
-		return nil, err
-	}
-	p.w.Fd() // put the write end in blocking mode: jobs expect a blocking stdout
-	return p, nil
+	return newLogPipe(sink, closer)
 }

@@ -683,7 +683,7 @@ func TestLogRotation(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	// 3.5 MB (35000 lines of 99 x) in 1 MiB files, one rotated file kept:
-	// the live file plus one (lumberjack prunes in a goroutine, so poll).
+	// the live file plus one.
 	eventually(t, 10*time.Second, "2 log files", func() bool {
 		ents, _ := os.ReadDir(dir)
 		return len(ents) == 2

@@ -16,7 +16,8 @@ import (
 )
 
 func agentCmd(configPath *string) *cobra.Command {
-	return &cobra.Command{
+	var pprofAddr string
+	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the host agent",
 		Long: `Run the host agent until SIGTERM or SIGINT; SIGHUP reloads the file
@@ -34,9 +35,19 @@ Exit status: 0 after a clean stop (every worker gone, every cgroup removed),
   berth agent -c packaging/examples/berth.toml`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if pprofAddr != "" {
+				stop, err := servePprof(pprofAddr)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return runAgent(*configPath)
 		},
 	}
+	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve Go's net/http/pprof profiles on this address (host:port), for profiling; off by default")
+	_ = cmd.Flags().MarkHidden("pprof")
+	return cmd
 }
 
 // runAgent runs the agent until SIGTERM or SIGINT, reloading on SIGHUP.

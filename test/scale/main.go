@@ -6,8 +6,10 @@
 //
 // For each N it starts `berth agent` on a fresh cgroup root and data_dir
 // with N connectors, each one job `sleep` with cpu, memory and pids limits,
-// and reports: time from the agent's start to ready and to all N jobs
-// running; the agent's RSS and idle CPU; and, for the agent and for
+// and reports: time from the agent's start to its "joined the cluster"
+// line, to ready and to all N jobs running, beside the fork+exec floor (N
+// plain starts of the same sleep by this harness, in the same run); the
+// agent's RSS and idle CPU; and, for the agent and for
 // process-exporter (Debian's 0.7.10, default flags, one group per job),
 // the p50 wall time of one /metrics scrape and the CPU each process spends
 // per scrape, with their ratio. Both exporters are measured in the same
@@ -33,6 +35,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,6 +58,7 @@ func main() {
 	scrapes := flag.Int("scrapes", 20, "scrapes per exporter and N")
 	idle := flag.Duration("idle", 10*time.Second, "how long idle CPU is measured")
 	csvPath := flag.String("csv", "", "append one CSV line per N to this file")
+	profDir := flag.String("profile", "", "after measuring each N, save the agent's CPU profile over 10 s of back-to-back scrapes and its heap profile in this directory (cpu-N.pprof, heap-N.pprof)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fail(errors.New("run as root: the agent makes cgroups"))
@@ -68,7 +72,7 @@ func main() {
 		if err != nil || n < 1 {
 			fail(fmt.Errorf("-n: %q is not a job count", s))
 		}
-		r, err := measure(*bin, n, *scrapes, *idle)
+		r, err := measure(*bin, n, *scrapes, *idle, *profDir)
 		if err != nil {
 			fail(fmt.Errorf("with %d jobs: %w", n, err))
 		}
@@ -93,6 +97,8 @@ func fail(err error) {
 type result struct {
 	N                          int
 	Ready, AllRunning          float64 // from the agent's start
+	Joined                     float64 // the agent's "joined the cluster" line, from its start
+	FloorStart                 float64 // the anchor: n plain starts of the same sleep, 16 at a time
 	AgentRSS, AgentIdleCPU     float64 // bytes; fraction of one core
 	BerthScrape, BerthCPU      float64 // p50 wall seconds; CPU seconds per scrape
 	ExporterScrape, ExportCPU  float64
@@ -101,8 +107,13 @@ type result struct {
 	BerthHeap, BerthGoroutines float64
 }
 
-func measure(bin string, n, scrapes int, idle time.Duration) (result, error) {
+func measure(bin string, n, scrapes int, idle time.Duration, profDir string) (result, error) {
 	r := result{N: n}
+	floor, err := startFloor(n)
+	if err != nil {
+		return r, fmt.Errorf("fork+exec floor: %w", err)
+	}
+	r.FloorStart = floor
 	dir, err := os.MkdirTemp("", "berth-scale-")
 	if err != nil {
 		return r, err
@@ -116,9 +127,17 @@ func measure(bin string, n, scrapes int, idle time.Duration) (result, error) {
 	if err := os.WriteFile(cfg, []byte(config(dir, addr, n)), 0o644); err != nil {
 		return r, err
 	}
-	agent := exec.Command(bin, "agent", "--config", cfg)
-	var out bytes.Buffer
-	agent.Stdout, agent.Stderr = &out, &out
+	args := []string{"agent", "--config", cfg}
+	var pprofAddr string
+	if profDir != "" {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return r, err
+		}
+		args = append(args, "--pprof", pprofAddr)
+	}
+	agent := exec.Command(bin, args...)
+	out := &stampedLog{marks: map[string]time.Time{}}
+	agent.Stdout, agent.Stderr = out, out
 	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	if err := agent.Start(); err != nil {
@@ -166,6 +185,9 @@ func measure(bin string, n, scrapes int, idle time.Duration) (result, error) {
 		return r, fmt.Errorf("not all %d jobs running: %w", n, err)
 	}
 	r.AllRunning = time.Since(start).Seconds()
+	if t, ok := out.mark(`msg="joined the cluster"`); ok {
+		r.Joined = t.Sub(start).Seconds()
+	}
 
 	// Idle: no scrape, no change; let the start settle first.
 	time.Sleep(2 * time.Second)
@@ -190,6 +212,11 @@ func measure(bin string, n, scrapes int, idle time.Duration) (result, error) {
 	}
 	if m, err := scrapeValues("http://"+addr+"/metrics", "go_memstats_heap_inuse_bytes", "go_goroutines"); err == nil {
 		r.BerthHeap, r.BerthGoroutines = m[0], m[1]
+	}
+	if profDir != "" {
+		if err := profile(profDir, n, "http://"+addr+"/metrics", "http://"+pprofAddr+"/debug/pprof/"); err != nil {
+			return r, err
+		}
 	}
 
 	// The anchor, on the same processes: one group per job, by the unique
@@ -230,6 +257,136 @@ func measure(bin string, n, scrapes int, idle time.Duration) (result, error) {
 	}
 	r.ExporterRSS, _ = rss(pe.Process.Pid)
 	return r, nil
+}
+
+// profile saves the agent's CPU profile over 10 s of back-to-back scrapes
+// of metricsURL, then its heap profile (after a GC: the live heap).
+func profile(dir string, n int, metricsURL, pprofURL string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	save := func(url, file string) error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	stop := make(chan struct{})
+	scraped := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				scraped <- nil
+				return
+			default:
+			}
+			if _, err := scrapeCount(metricsURL); err != nil {
+				scraped <- err
+				return
+			}
+		}
+	}()
+	err := save(pprofURL+"profile?seconds=10", fmt.Sprintf("cpu-%d.pprof", n))
+	close(stop)
+	if serr := <-scraped; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	return save(pprofURL+"heap?gc=1", fmt.Sprintf("heap-%d.pprof", n))
+}
+
+// startFloor is the anchor of the start figures: the wall time for this
+// harness (Go's os/exec, 16 goroutines) to start n processes of the same
+// sleep, with no cgroup, claim or log, in the same run as the agent.
+func startFloor(n int) (float64, error) {
+	cmds := make([]*exec.Cmd, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c := exec.Command("/bin/sleep", strconv.Itoa(sleepBase+i))
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			errs[i] = c.Start()
+			cmds[i] = c
+		}()
+	}
+	wg.Wait()
+	took := time.Since(t0).Seconds()
+	for i, c := range cmds {
+		if errs[i] == nil {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}
+	return took, errors.Join(errs...)
+}
+
+// stampedLog keeps the agent's output and when each of a few lines was
+// first seen, by the harness's clock.
+type stampedLog struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	marks map[string]time.Time
+	part  []byte
+}
+
+var watched = []string{`msg="joined the cluster"`}
+
+func (l *stampedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	l.buf.Write(p)
+	l.part = append(l.part, p...)
+	for {
+		i := bytes.IndexByte(l.part, '\n')
+		if i < 0 {
+			break
+		}
+		line := l.part[:i]
+		for _, w := range watched {
+			if _, seen := l.marks[w]; !seen && bytes.Contains(line, []byte(w)) {
+				l.marks[w] = now
+			}
+		}
+		l.part = l.part[i+1:]
+	}
+	return len(p), nil
+}
+
+func (l *stampedLog) mark(w string) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.marks[w]
+	return t, ok
+}
+
+func (l *stampedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // config is the agent file for n jobs.
@@ -388,11 +545,11 @@ func tail(s string) string {
 }
 
 func printTable(w io.Writer, rows []result) {
-	fmt.Fprintln(w, "| N | ready | all running | agent RSS | idle CPU | berth scrape p50 | process-exporter scrape p50 | ratio | berth CPU/scrape | process-exporter CPU/scrape | ratio | process-exporter RSS |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| N | joined | ready | all running | joined → all running | fork+exec floor | agent RSS | idle CPU | berth scrape p50 | process-exporter scrape p50 | ratio | berth CPU/scrape | process-exporter CPU/scrape | ratio | process-exporter RSS |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %d | %.2f s | %.2f s | %.1f MiB | %.2f %% | %.1f ms | %.1f ms | %.2f | %.1f ms | %.1f ms | %.2f | %.1f MiB |\n",
-			r.N, r.Ready, r.AllRunning, r.AgentRSS/(1<<20), 100*r.AgentIdleCPU,
+		fmt.Fprintf(w, "| %d | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %.1f MiB | %.2f %% | %.1f ms | %.1f ms | %.2f | %.1f ms | %.1f ms | %.2f | %.1f MiB |\n",
+			r.N, r.Joined, r.Ready, r.AllRunning, r.AllRunning-r.Joined, r.FloorStart, r.AgentRSS/(1<<20), 100*r.AgentIdleCPU,
 			1000*r.BerthScrape, 1000*r.ExporterScrape, r.BerthScrape/r.ExporterScrape,
 			1000*r.BerthCPU, 1000*r.ExportCPU, ratio(r.BerthCPU, r.ExportCPU), r.ExporterRSS/(1<<20))
 	}
@@ -405,8 +562,8 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-var csvHeader = []string{"time", "n", "ready_s", "all_running_s", "agent_rss_bytes", "agent_idle_cpu", "berth_scrape_s", "berth_cpu_per_scrape_s",
-	"exporter_scrape_s", "exporter_cpu_per_scrape_s", "exporter_rss_bytes", "berth_series", "exporter_series", "berth_heap_inuse_bytes", "berth_goroutines"}
+var csvHeader = []string{"time", "n", "joined_s", "ready_s", "all_running_s", "agent_rss_bytes", "agent_idle_cpu", "berth_scrape_s", "berth_cpu_per_scrape_s",
+	"exporter_scrape_s", "exporter_cpu_per_scrape_s", "exporter_rss_bytes", "berth_series", "exporter_series", "berth_heap_inuse_bytes", "berth_goroutines", "floor_start_s"}
 
 func appendCSV(path string, r result) error {
 	_, statErr := os.Stat(path)
@@ -419,9 +576,9 @@ func appendCSV(path string, r result) error {
 		_ = w.Write(csvHeader)
 	}
 	ff := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
-	_ = w.Write([]string{time.Now().UTC().Format(time.RFC3339), strconv.Itoa(r.N), ff(r.Ready), ff(r.AllRunning), ff(r.AgentRSS), ff(r.AgentIdleCPU),
+	_ = w.Write([]string{time.Now().UTC().Format(time.RFC3339), strconv.Itoa(r.N), ff(r.Joined), ff(r.Ready), ff(r.AllRunning), ff(r.AgentRSS), ff(r.AgentIdleCPU),
 		ff(r.BerthScrape), ff(r.BerthCPU), ff(r.ExporterScrape), ff(r.ExportCPU), ff(r.ExporterRSS),
-		strconv.Itoa(r.Series), strconv.Itoa(r.ExporterSeries), ff(r.BerthHeap), ff(r.BerthGoroutines)})
+		strconv.Itoa(r.Series), strconv.Itoa(r.ExporterSeries), ff(r.BerthHeap), ff(r.BerthGoroutines), ff(r.FloorStart)})
 	w.Flush()
 	if err := w.Error(); err != nil {
 		f.Close()

@@ -1,0 +1,162 @@
+//go:build soak
+
+package soak
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// verdict is what the workers' own stamps say about a world's run.
+type verdict struct {
+	workers  int // worker processes that stamped
+	overlaps int // pairs of workers of one job alive at once
+	// Sessions lost (the agents' "session lost" log lines, each naming the
+	// session's last renewal), and how many of them had a worker outlive
+	// the lease: a stamp at or after last renewal + TTL (the earliest
+	// moment the store could expire the lease and let another agent claim
+	// the job).
+	losses, outlived int
+	// lossesSeen counts the losses the test saw in /v1/agent (member, then
+	// not), polled every 20 ms: a cross-check of the log.
+	lossesSeen int
+	// headroom is, over every lost session with workers, the least time
+	// between its workers' last stamp and last renewal + TTL.
+	headroom time.Duration
+	// lateness is the most time between the local fencing deadline
+	// (last renewal + TTL − max(1 s, TTL/5)) and the workers' last stamp:
+	// how late, under load, the kill landed.
+	lateness time.Duration
+}
+
+// judge reads every stamp file and every agent's log and checks the two
+// rules: no two workers of one job ever alive at once; and when an agent
+// lost its session, every worker it had died before the lease could
+// expire on the server (last renewal + TTL). It reports each breach on t
+// and returns the figures.
+func (w *world) judge() verdict {
+	t := w.t
+	v := verdict{headroom: time.Duration(1<<63 - 1), lateness: -time.Duration(1<<63 - 1)}
+	byAgent := map[string][]interval{} // agent -> its workers, every job
+	for _, job := range w.jobs {
+		ss, err := readStamps(filepath.Join(w.stamps, job+".log"))
+		if err != nil {
+			t.Errorf("job %s: %v", job, err)
+			continue
+		}
+		ivs := intervalsOf(ss)
+		v.workers += len(ivs)
+		for _, o := range overlaps(ivs) {
+			v.overlaps++
+			t.Errorf("job %s: two workers at once: %s and %s, overlap %s", job, o[0], o[1], time.Duration(o[0].last-o[1].first))
+		}
+		for _, iv := range ivs {
+			a := w.ownerOf(iv.cgroup)
+			byAgent[a] = append(byAgent[a], iv)
+		}
+	}
+	margin := max(time.Second, w.ttl/5)
+	for _, m := range w.agents {
+		v.lossesSeen += len(m.poller.losses(m.id))
+		for _, l := range m.fencings() {
+			v.losses++
+			expiry := l.lastRenewal.Add(w.ttl)
+			var last *interval
+			for i := range byAgent[m.id] {
+				iv := &byAgent[m.id][i]
+				// Its workers of that session: started before the fencing,
+				// alive after the last renewal.
+				if iv.first < l.at.UnixNano() && iv.last >= l.lastRenewal.UnixNano() && (last == nil || iv.last > last.last) {
+					last = iv
+				}
+			}
+			if last == nil {
+				continue // it ran nothing then
+			}
+			lastStamp := time.Unix(0, last.last)
+			if !lastStamp.Before(expiry) {
+				v.outlived++
+				t.Errorf("agent %s: worker %s stamped at %s, after its lost session's last renewal %s + TTL %s = %s",
+					m.id, last, lastStamp.Format("15:04:05.000000"), l.lastRenewal.Format("15:04:05.000000"), w.ttl, expiry.Format("15:04:05.000000"))
+			}
+			v.headroom = min(v.headroom, expiry.Sub(lastStamp))
+			v.lateness = max(v.lateness, lastStamp.Sub(l.lastRenewal.Add(w.ttl-margin)))
+		}
+	}
+	return v
+}
+
+// ownerOf names the agent whose cgroup root a stamp's cgroup is under.
+func (w *world) ownerOf(cg string) string {
+	for _, m := range w.agents {
+		if strings.HasPrefix(cg, "/"+m.file.root+"/") {
+			return m.id
+		}
+	}
+	return cg
+}
+
+// rows are the verdict's figures for writeFigures.
+func (v verdict) rows() [][2]string {
+	dur := func(d time.Duration, none string) string {
+		if d == time.Duration(1<<63-1) || d == -time.Duration(1<<63-1) {
+			return none
+		}
+		return d.Round(time.Millisecond).String()
+	}
+	return [][2]string{
+		{"worker processes that stamped", fmt.Sprint(v.workers)},
+		{"overlaps (two workers of one job alive at once)", fmt.Sprint(v.overlaps)},
+		{"sessions lost (\"session lost\" log lines; seen in /v1/agent)", fmt.Sprintf("%d (%d)", v.losses, v.lossesSeen)},
+		{"lost sessions whose workers outlived last renewal + TTL", fmt.Sprint(v.outlived)},
+		{"least headroom: last renewal + TTL − last stamp", dur(v.headroom, "—")},
+		{"latest kill after the local deadline (last renewal + TTL − max(1 s, TTL/5))", dur(v.lateness, "—")},
+	}
+}
+
+// percentile is the p-th percentile (0..100) of ds, or 0 when empty.
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+// fencing is one "session lost" line of an agent's log.
+type fencing struct {
+	at          time.Time // the line's time: the loss was seen; the session's workers started before
+	lastRenewal time.Time // of the lost session
+	line        string    // the whole line, for a message
+}
+
+var (
+	logTime        = regexp.MustCompile(`^time=(\S+)`)
+	logLastRenewal = regexp.MustCompile(`last_renewal=(\S+)`)
+)
+
+// fencings parses the member's "session lost" log lines; a line without
+// its times fails the test.
+func (m *member) fencings() []fencing {
+	var out []fencing
+	for _, line := range m.proc.out.matching("session lost: fencing") {
+		a, b := logTime.FindStringSubmatch(line), logLastRenewal.FindStringSubmatch(line)
+		if a == nil || b == nil {
+			m.w.t.Errorf("agent %s: fencing line without its time or last renewal: %s", m.id, line)
+			continue
+		}
+		at, err1 := time.Parse(time.RFC3339Nano, a[1])
+		lr, err2 := time.Parse(time.RFC3339Nano, b[1])
+		if err1 != nil || err2 != nil {
+			m.w.t.Errorf("agent %s: fencing line with bad times (%v, %v): %s", m.id, err1, err2, line)
+			continue
+		}
+		out = append(out, fencing{at: at, lastRenewal: lr, line: line})
+	}
+	return out
+}
