@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/berthd/berth/limits"
-	"github.com/berthd/berth/worker"
 )
 
 // Host holds the facts of a machine that validation checks a file against:
@@ -45,13 +44,14 @@ type Host struct {
 	CheckEnvFile func(path string) error
 }
 
-// LocalHost returns the facts of the running machine: its online CPUs
-// (sysfs), limits.ResolveDevice, the user, program and directory lookups a
-// worker's start does (worker.CheckUser, worker.FindProgram,
-// worker.CheckDir), and the reading of env_files (ReadEnvFile).
+// LocalHost returns the facts of the running machine that this package can
+// read itself: its online CPUs (sysfs), limits.ResolveDevice, and the
+// reading of env_files (ReadEnvFile). The user, program and directory
+// lookups a start does are the worker's (LookupUser, LookPath and StatDir
+// are nil here, so those checks are skipped): worker.LocalHost returns this
+// Host with them set, and is what the agent and the CLI use.
 func LocalHost() *Host {
-	h := &Host{ResolveDevice: limits.ResolveDevice, LookupUser: worker.CheckUser,
-		LookPath: worker.FindProgram, StatDir: worker.CheckDir, CheckEnvFile: checkEnvFile}
+	h := &Host{ResolveDevice: limits.ResolveDevice, CheckEnvFile: checkEnvFile}
 	if cpus, err := limits.OnlineCPUs(); err == nil {
 		h.OnlineCPUs = cpus
 	}

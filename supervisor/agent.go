@@ -76,7 +76,7 @@ type Options struct {
 	// over etcd ([cluster]; an embedded etcd when it names no endpoints).
 	Source source.Source
 	// Host holds the facts definitions are checked against; nil:
-	// config.LocalHost().
+	// worker.LocalHost().
 	Host *config.Host
 	// Clock times retries; nil: the real clock.
 	Clock clockwork.Clock
@@ -107,7 +107,7 @@ func New(cfg *config.Config, path string, opts Options) *Agent {
 		a.log = slog.Default()
 	}
 	if a.host == nil {
-		a.host = config.LocalHost()
+		a.host = worker.LocalHost()
 	}
 	if a.clock == nil {
 		a.clock = clockwork.NewRealClock()

@@ -30,7 +30,7 @@ func startAgent(tb testing.TB, body string) *Agent {
 	if err := os.WriteFile(path, []byte(cfgText), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	cfg, err := config.Load(path, config.LocalHost())
+	cfg, err := config.Load(path, worker.LocalHost())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -593,7 +593,7 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 		Env:         j.Env(cgPath),
 		Dir:         dir,
 		User:        j.Process.User,
-		Restart:     worker.Policy(j.Process.Restart),
+		Restart:     j.Process.Restart,
 		StopTimeout: stop,
 		Group:       g,
 		Log:         out,

@@ -36,7 +36,7 @@ func runFakeAgent(t *testing.T) *fakeAgent {
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, config.LocalHost())
+	cfg, err := config.Load(path, worker.LocalHost())
 	if err != nil {
 		t.Fatal(err)
 	}

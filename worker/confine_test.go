@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // capsZero are the /proc/PID/status capability sets that must be empty
@@ -83,12 +85,12 @@ func TestUserJobConfined(t *testing.T) {
 	if err := os.Chmod(suid, 0o4755); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	probe := sh(g, `echo "euid=$(`+suid+` -u)"`)
 	probe.JobID, probe.User, probe.Log = "probe", "nobody", &logs
 	w := startWorker(t, probe)
 	waitState(t, w, Exited)
-	eventually(t, 10*time.Second, "the probe's output", func() bool { return strings.Contains(logs.String(), "euid=") })
+	testutil.Eventually(t, 10*time.Second, "the probe's output", func() bool { return strings.Contains(logs.String(), "euid=") })
 	if !strings.Contains(logs.String(), "euid="+u.Uid+"\n") {
 		t.Errorf("a set-user-ID-root program run by the job printed %q, want euid=%s (the bit ignored)", logs.String(), u.Uid)
 	}

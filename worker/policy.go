@@ -1,42 +1,18 @@
 package worker
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/berthd/berth/config"
 )
 
-// Policy says whether a worker's process is started again after it exits.
-type Policy string
-
-// Restart policies, named as systemd's Restart= values (systemd.service(5)).
-const (
-	// Always restarts after every exit.
-	Always Policy = "always"
-	// OnFailure restarts after a non-zero exit status or death by a signal
-	// (systemd Restart=on-failure).
-	OnFailure Policy = "on-failure"
-	// Never leaves the worker Exited after its first exit (systemd Restart=no).
-	Never Policy = "never"
-)
-
-// ParsePolicy returns the Policy named by s ("always", "on-failure",
-// "never"; "" means Never), or an error naming s.
-func ParsePolicy(s string) (Policy, error) {
-	switch p := Policy(s); p {
-	case Always, OnFailure, Never:
-		return p, nil
-	case "":
-		return Never, nil
-	}
-	return "", fmt.Errorf("restart policy %q: want always, on-failure or never", s)
-}
-
-// restarts reports whether p starts the job again after e.
-func (p Policy) restarts(e Exit) bool {
+// restarts reports whether the restart policy p (systemd's Restart=
+// values, config.Restart) starts the job again after e.
+func restarts(p config.Restart, e Exit) bool {
 	switch p {
-	case Always:
+	case config.RestartAlways:
 		return true
-	case OnFailure:
+	case config.RestartOnFailure:
 		return e.failed()
 	}
 	return false
@@ -56,21 +32,25 @@ type Backoff struct {
 	Reset   time.Duration // a run at least this long resets the delay; default 10 min
 }
 
-// DefaultBackoff is the Backoff used for zero fields of Spec.Backoff.
-var DefaultBackoff = Backoff{Initial: time.Second, Max: 60 * time.Second, Reset: 10 * time.Minute}
+// DefaultBackoff returns the Backoff used for zero fields of Spec.Backoff:
+// 1 s doubling to 60 s, reset after 10 min of run.
+func DefaultBackoff() Backoff {
+	return Backoff{Initial: time.Second, Max: 60 * time.Second, Reset: 10 * time.Minute}
+}
 
 func (b Backoff) withDefaults() Backoff {
+	def := DefaultBackoff()
 	if b.Initial <= 0 {
-		b.Initial = DefaultBackoff.Initial
+		b.Initial = def.Initial
 	}
 	if b.Max <= 0 {
-		b.Max = DefaultBackoff.Max
+		b.Max = def.Max
 	}
 	if b.Max < b.Initial {
 		b.Max = b.Initial
 	}
 	if b.Reset <= 0 {
-		b.Reset = DefaultBackoff.Reset
+		b.Reset = def.Reset
 	}
 	return b
 }

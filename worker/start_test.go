@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +22,7 @@ import (
 // waitStarted waits until w has left Starting and returns its status.
 func waitStarted(t testing.TB, w *Worker) Status {
 	t.Helper()
-	eventually(t, 20*time.Second, "worker past starting", func() bool { return w.Status().State != Starting })
+	testutil.Eventually(t, 20*time.Second, "worker past starting", func() bool { return w.Status().State != Starting })
 	return w.Status()
 }
 
@@ -106,7 +108,7 @@ func TestPidsLimitedJobsAllStart(t *testing.T) {
 	}
 	checkThreadsHome(t)
 	for _, r := range runs {
-		if st := r.w.Status(); st.State != Running || !alive(st.PID) {
+		if st := r.w.Status(); st.State != Running || !testutil.Alive(st.PID) {
 			t.Errorf("pids=%d: %+v after all started, want running", r.limit, st)
 		}
 	}
@@ -139,7 +141,7 @@ func TestStartRefusedByCgroup(t *testing.T) {
 			if err := os.WriteFile(f, []byte(tc.value), 0); err != nil {
 				t.Fatalf("write %q to %s: %v", tc.value, f, err)
 			}
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			spec := sh(g, "exit 0")
 			spec.Log = &logs
 			w := startWorker(t, spec)
@@ -189,7 +191,7 @@ func TestDeathBeforeExecIsFailed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
 		t.Skipf("no cgroup.kill: %v", err)
 	}
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	spec := sh(g, "exit 0")
 	spec.Group = &killedDirGroup{testGroup: g, dir: dir}
 	spec.Log = &logs
@@ -226,13 +228,13 @@ func TestRestartsRunInFreshLeaf(t *testing.T) {
 	if ud == "" {
 		t.Skip("no cgroup2 hierarchy")
 	}
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	spec := sh(g, `cat /proc/self/cgroup | grep '^0::'; exit 1`)
-	spec.Restart = Always
+	spec.Restart = config.RestartAlways
 	spec.Backoff = fastBackoff
 	spec.Log = &logs
 	w := startWorker(t, spec)
-	eventually(t, 20*time.Second, "three restarts", func() bool {
+	testutil.Eventually(t, 20*time.Second, "three restarts", func() bool {
 		st := w.Status()
 		return st.Restarts >= 3 || st.State == Failed
 	})
@@ -292,7 +294,7 @@ func BenchmarkStart(b *testing.B) {
 		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem},
 		Pids:   &specs.LinuxPids{Limit: &pids},
 	})
-	logs, err := newLogPipe(&syncBuffer{}, nil)
+	logs, err := newLogPipe(&testutil.SyncBuffer{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -352,7 +354,7 @@ func BenchmarkStart100(b *testing.B) {
 	for i := range groups {
 		groups[i] = newTestGroupRes(b, &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: &pids}})
 	}
-	logs, err := newLogPipe(&syncBuffer{}, nil)
+	logs, err := newLogPipe(&testutil.SyncBuffer{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

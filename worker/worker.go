@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,10 +27,6 @@ type Group interface {
 }
 
 var _ Group = (*cgroup.Group)(nil)
-
-// DefaultStopTimeout is Spec.StopTimeout when it is 0: the grace between
-// SIGTERM and killing the cgroup, as `docker stop` uses by default.
-const DefaultStopTimeout = 10 * time.Second
 
 // Spec is the whole contract of one worker.
 type Spec struct {
@@ -51,12 +48,13 @@ type Spec struct {
 	// User runs the job as "user" or "user:group", names or numeric ids;
 	// supplementary groups are the user's. "" runs it as the agent.
 	User string
-	// Restart is the restart policy; "" means Never.
-	Restart Policy
-	// Backoff shapes restart delays; zero fields take DefaultBackoff's.
+	// Restart is the restart policy (systemd Restart=); "" means
+	// config.RestartNever.
+	Restart config.Restart
+	// Backoff shapes restart delays; zero fields take DefaultBackoff()'s.
 	Backoff Backoff
 	// StopTimeout is the grace in Stop between SIGTERM and killing the
-	// cgroup; 0 means DefaultStopTimeout.
+	// cgroup; 0 means config.DefaultStopTimeout.
 	StopTimeout time.Duration
 	// Log receives the job's stdout and stderr, each chunk as the job wrote
 	// it, plus the agent's "berth: ..." marker lines. When LogFile is set
@@ -117,10 +115,10 @@ type Worker struct {
 // New returns a worker for spec in state Stopped; it does not start it.
 func New(spec Spec) *Worker {
 	if spec.StopTimeout <= 0 {
-		spec.StopTimeout = DefaultStopTimeout
+		spec.StopTimeout = config.DefaultStopTimeout
 	}
 	if spec.Restart == "" {
-		spec.Restart = Never
+		spec.Restart = config.RestartNever
 	}
 	spec.Backoff = spec.Backoff.withDefaults()
 	return &Worker{
@@ -280,7 +278,7 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 		w.end()
 		return
 	}
-	if !w.spec.Restart.restarts(exit) {
+	if !restarts(w.spec.Restart, exit) {
 		w.setState(func(s *Status) { s.State, s.PID, s.LastExit = Exited, 0, &exit })
 		w.end()
 		return

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,37 +12,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 )
-
-// eventually polls cond every 10 ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a log sink safe for the copier and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var testPATH = "PATH=/usr/local/bin:/usr/bin:/bin"
 
@@ -91,7 +63,7 @@ func waitRunning(t testing.TB, w *Worker) int {
 
 func waitState(t testing.TB, w *Worker, want State) Status {
 	t.Helper()
-	eventually(t, 15*time.Second, fmt.Sprintf("worker %s (status %+v)", want, w.Status()), func() bool { return w.Status().State == want })
+	testutil.Eventually(t, 15*time.Second, fmt.Sprintf("worker %s (status %+v)", want, w.Status()), func() bool { return w.Status().State == want })
 	return w.Status()
 }
 
@@ -107,12 +79,6 @@ func procField(pid int, key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	st, ok := procField(pid, "State")
-	return ok && !strings.HasPrefix(st, "Z")
 }
 
 // children maps each pid to its children, from /proc/*/status PPid.
@@ -216,7 +182,7 @@ func TestStartsInsideCgroup(t *testing.T) {
 	g := newTestGroup(t, 0)
 	w := startWorker(t, sh(g, `for i in $(seq 20); do sleep 60 & done; wait`))
 	pid := waitRunning(t, w)
-	eventually(t, 10*time.Second, "20 children", func() bool { return len(descendants(pid)) >= 20 })
+	testutil.Eventually(t, 10*time.Second, "20 children", func() bool { return len(descendants(pid)) >= 20 })
 	checkInGroup(t, pid, g)
 	for _, d := range descendants(pid) {
 		checkInGroup(t, d, g)
@@ -225,7 +191,7 @@ func TestStartsInsideCgroup(t *testing.T) {
 
 func TestEnvArgsDirUser(t *testing.T) {
 	g := newTestGroup(t, 0)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	spec := sh(g, `echo "foo=$FOO arg=$1 dir=$(pwd) uid=$(id -u) gid=$(id -g)"; exec sleep 60`)
 	spec.Args = append(spec.Args, "sh", "first")
 	spec.Env = append(spec.Env, "FOO=bar")
@@ -235,7 +201,7 @@ func TestEnvArgsDirUser(t *testing.T) {
 	w := startWorker(t, spec)
 	pid := waitRunning(t, w)
 	want := "foo=bar arg=first dir=/usr uid=65534 gid=65534\n"
-	eventually(t, 10*time.Second, "job output "+want, func() bool { return strings.Contains(logs.String(), want) })
+	testutil.Eventually(t, 10*time.Second, "job output "+want, func() bool { return strings.Contains(logs.String(), want) })
 	uid, _ := procField(pid, "Uid")
 	if f := strings.Fields(uid); len(f) == 0 || f[0] != "65534" {
 		t.Errorf("/proc/%d/status Uid = %q, want 65534", pid, uid)
@@ -251,7 +217,7 @@ func TestEnvArgsDirUser(t *testing.T) {
 // as systemd sets them for User=; what the job's env sets wins.
 func TestLoginEnvironment(t *testing.T) {
 	g := newTestGroup(t, 0)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	spec := sh(g, `echo "user=$USER logname=$LOGNAME home=$HOME shell=$SHELL path=$PATH sleep=$(command -v sleep)"`)
 	spec.Env = []string{"HOME=/tmp"}
 	spec.User = "nobody"
@@ -294,7 +260,7 @@ func shellOf(t *testing.T, name string) string {
 
 func TestUserWithGroup(t *testing.T) {
 	g := newTestGroup(t, 0)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	spec := sh(g, `echo "ids=$(id -u):$(id -g)"`)
 	spec.User = "65534:0"
 	spec.Log = &logs
@@ -328,9 +294,9 @@ func TestStartErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newTestGroup(t, 0)
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			spec := sh(g, "exit 0")
-			spec.Restart = Always
+			spec.Restart = config.RestartAlways
 			spec.Log = &logs
 			tc.modify(&spec)
 			w := startWorker(t, spec)
@@ -357,17 +323,17 @@ var fastBackoff = Backoff{Initial: 10 * time.Millisecond, Max: 40 * time.Millise
 
 func TestRestartPolicies(t *testing.T) {
 	for _, tc := range []struct {
-		policy   Policy
+		policy   config.Restart
 		script   string
 		restarts bool
 		code     int
 	}{
-		{Never, "exit 1", false, 1},
-		{Never, "exit 0", false, 0},
-		{OnFailure, "exit 0", false, 0},
-		{OnFailure, "exit 2", true, 2},
-		{OnFailure, "kill -TERM $$", true, -1},
-		{Always, "exit 0", true, 0},
+		{config.RestartNever, "exit 1", false, 1},
+		{config.RestartNever, "exit 0", false, 0},
+		{config.RestartOnFailure, "exit 0", false, 0},
+		{config.RestartOnFailure, "exit 2", true, 2},
+		{config.RestartOnFailure, "kill -TERM $$", true, -1},
+		{config.RestartAlways, "exit 0", true, 0},
 	} {
 		t.Run(fmt.Sprintf("%s/%s", tc.policy, tc.script), func(t *testing.T) {
 			g := newTestGroup(t, 0)
@@ -376,7 +342,7 @@ func TestRestartPolicies(t *testing.T) {
 			spec.Backoff = fastBackoff
 			w := startWorker(t, spec)
 			if tc.restarts {
-				eventually(t, 10*time.Second, "3 restarts", func() bool { return w.Status().Restarts >= 3 })
+				testutil.Eventually(t, 10*time.Second, "3 restarts", func() bool { return w.Status().Restarts >= 3 })
 			} else {
 				<-w.Done()
 			}
@@ -393,8 +359,8 @@ func TestRestartPolicies(t *testing.T) {
 
 func TestBackoffDelays(t *testing.T) {
 	b := Backoff{}.withDefaults()
-	if b != DefaultBackoff {
-		t.Fatalf("defaults %+v, want %+v", b, DefaultBackoff)
+	if b != DefaultBackoff() {
+		t.Fatalf("defaults %+v, want %+v", b, DefaultBackoff())
 	}
 	var got []time.Duration
 	d := time.Duration(0)
@@ -417,11 +383,11 @@ func TestBackoffDelays(t *testing.T) {
 func TestBackoffObserved(t *testing.T) {
 	g := newTestGroup(t, 0)
 	spec := sh(g, "exit 1")
-	spec.Restart = Always
+	spec.Restart = config.RestartAlways
 	spec.Backoff = Backoff{Initial: 50 * time.Millisecond, Max: 400 * time.Millisecond, Reset: time.Hour}
 	w := startWorker(t, spec)
 	delays := map[int]time.Duration{}
-	eventually(t, 20*time.Second, "5 restarts", func() bool {
+	testutil.Eventually(t, 20*time.Second, "5 restarts", func() bool {
 		st := w.Status()
 		if st.State == BackingOff && st.LastExit != nil {
 			delays[st.Restarts] = st.NextRestart.Sub(st.LastExit.Time)
@@ -464,7 +430,7 @@ func TestNoZombiesAndExitStatus(t *testing.T) {
 	if st.State != Exited || st.LastExit == nil || st.LastExit.Code != 3 || st.LastExit.Reason != "exited 3" {
 		t.Fatalf("status %+v, last exit %+v, want exited 3", st, st.LastExit)
 	}
-	eventually(t, 10*time.Second, "no zombie children", func() bool { return len(zombieChildren()) == 0 })
+	testutil.Eventually(t, 10*time.Second, "no zombie children", func() bool { return len(zombieChildren()) == 0 })
 }
 
 // 50 workers started at once from concurrent goroutines are all alive
@@ -496,7 +462,7 @@ func TestConcurrentStartsStayAlive(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		for i, pid := range pids {
-			if !alive(pid) {
+			if !testutil.Alive(pid) {
 				t.Fatalf("worker %d pid %d died: %+v", i, pid, ws[i].Status())
 			}
 		}
@@ -511,7 +477,7 @@ func TestStopKillsDescendants(t *testing.T) {
 	spec.StopTimeout = 5 * time.Second
 	w := startWorker(t, spec)
 	pid := waitRunning(t, w)
-	eventually(t, 10*time.Second, "4 processes", func() bool { return len(descendants(pid)) >= 3 })
+	testutil.Eventually(t, 10*time.Second, "4 processes", func() bool { return len(descendants(pid)) >= 3 })
 	all := append([]int{pid}, descendants(pid)...)
 	if err := w.Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -520,7 +486,7 @@ func TestStopKillsDescendants(t *testing.T) {
 		t.Errorf("state %s, want stopped", st.State)
 	}
 	for _, p := range all {
-		if alive(p) {
+		if testutil.Alive(p) {
 			t.Errorf("pid %d still alive after stop", p)
 		}
 	}
@@ -530,7 +496,7 @@ func TestStopKillsDescendants(t *testing.T) {
 // before the worker reports it.
 func TestExitKillsDescendants(t *testing.T) {
 	g := newTestGroup(t, 0)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	spec := sh(g, `setsid sleep 1000 & echo "bg=$!"; sleep 0.2; exit 0`)
 	spec.Log = &logs
 	w := startWorker(t, spec)
@@ -543,7 +509,7 @@ func TestExitKillsDescendants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if alive(bg) {
+	if testutil.Alive(bg) {
 		t.Errorf("background pid %d outlived its job", bg)
 	}
 }
@@ -552,7 +518,7 @@ func TestExitKillsDescendants(t *testing.T) {
 // the worker is left.
 func TestStopTimeoutKills(t *testing.T) {
 	g := newTestGroup(t, 0)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	if err := startLauncher(); err != nil { // process-wide, lives as long as the agent
 		t.Fatal(err)
 	}
@@ -563,7 +529,7 @@ func TestStopTimeoutKills(t *testing.T) {
 	w := New(spec)
 	w.Start()
 	pid := waitRunning(t, w)
-	eventually(t, 30*time.Second, "trap installed", func() bool { return len(descendants(pid)) > 0 })
+	testutil.Eventually(t, 30*time.Second, "trap installed", func() bool { return len(descendants(pid)) > 0 })
 	t0 := time.Now()
 	if err := w.Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -572,7 +538,7 @@ func TestStopTimeoutKills(t *testing.T) {
 	if took < time.Second || took > 4*time.Second {
 		t.Errorf("stop took %s, want about 1s", took)
 	}
-	if alive(pid) {
+	if testutil.Alive(pid) {
 		t.Errorf("pid %d alive after stop", pid)
 	}
 	if e := w.Status().LastExit; e == nil || e.Signal != "SIGKILL" || e.OOMKilled {
@@ -584,13 +550,13 @@ func TestStopTimeoutKills(t *testing.T) {
 	if err := w.Stop(context.Background()); err != nil { // idempotent
 		t.Errorf("second stop: %v", err)
 	}
-	eventually(t, 5*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= before })
+	testutil.Eventually(t, 5*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 func TestStopDuringBackoff(t *testing.T) {
 	g := newTestGroup(t, 0)
 	spec := sh(g, "exit 0")
-	spec.Restart = Always
+	spec.Restart = config.RestartAlways
 	spec.Backoff = Backoff{Initial: time.Hour}
 	w := startWorker(t, spec)
 	st := waitState(t, w, BackingOff)
@@ -624,10 +590,10 @@ func TestStopBeforeStart(t *testing.T) {
 func TestOOMKillReported(t *testing.T) {
 	g := newTestGroup(t, 32<<20)
 	spec := sh(g, `exec tail /dev/zero`) // tail buffers a line that never ends
-	spec.Restart = Always
+	spec.Restart = config.RestartAlways
 	spec.Backoff = fastBackoff
 	w := startWorker(t, spec)
-	eventually(t, 30*time.Second, "OOM-killed and restarted twice", func() bool {
+	testutil.Eventually(t, 30*time.Second, "OOM-killed and restarted twice", func() bool {
 		st := w.Status()
 		return st.Restarts >= 2 && st.LastExit != nil && st.LastExit.OOMKilled
 	})
@@ -645,10 +611,10 @@ func TestLogFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "job.log")
 	spec := sh(g, `echo out line; echo err line >&2; exit 1`)
 	spec.LogFile = LogConfig{Path: path, MaxBytes: 1 << 20, MaxFiles: 2}
-	spec.Restart = OnFailure
+	spec.Restart = config.RestartOnFailure
 	spec.Backoff = fastBackoff
 	w := startWorker(t, spec)
-	eventually(t, 10*time.Second, "a restart", func() bool { return w.Status().Restarts >= 1 })
+	testutil.Eventually(t, 10*time.Second, "a restart", func() bool { return w.Status().Restarts >= 1 })
 	if err := w.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -684,7 +650,7 @@ func TestLogRotation(t *testing.T) {
 	}
 	// 3.5 MB (35000 lines of 99 x) in 1 MiB files, one rotated file kept:
 	// the live file plus one.
-	eventually(t, 10*time.Second, "2 log files", func() bool {
+	testutil.Eventually(t, 10*time.Second, "2 log files", func() bool {
 		ents, _ := os.ReadDir(dir)
 		return len(ents) == 2
 	})

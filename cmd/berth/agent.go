@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/worker"
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 )
@@ -55,7 +56,7 @@ func runAgent(path string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
 
-	host := config.LocalHost()
+	host := worker.LocalHost()
 	cfg, err := config.Load(path, host)
 	if err != nil {
 		return configError(err)

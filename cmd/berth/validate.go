@@ -6,6 +6,7 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/worker"
 	"github.com/spf13/cobra"
 )
 
@@ -40,7 +41,7 @@ warning).`,
   berth validate --strict -c berth.toml     # warnings are errors`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			host := config.LocalHost()
+			host := worker.LocalHost()
 			cfg, err := config.Load(*configPath, host)
 			if err != nil {
 				return configError(err)
