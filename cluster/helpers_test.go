@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/berthd/berth/config"
 	"io"
 	"net"
 	"os"
@@ -15,28 +14,54 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/config"
+
 	"github.com/BurntSushi/toml"
 	"github.com/berthd/berth/assign"
 )
 
 // shared is one embedded etcd for the tests that do not stop their server;
 // every test works under its own cluster name, so they do not interfere.
-var shared *Embedded
+// It starts at the first Endpoints call, inside m.Run: started before it,
+// etcd's serving goroutines read os.Stderr while the testing package swaps
+// it (a data race the race detector reports outside any test).
+var shared = &sharedEtcd{}
+
+type sharedEtcd struct {
+	once sync.Once
+	dir  string
+	e    *Embedded
+	err  error
+}
+
+// Endpoints starts the shared server once and returns its client URLs; it
+// panics when the server cannot start (every test that needs it fails).
+func (s *sharedEtcd) Endpoints() []string {
+	s.once.Do(func() {
+		if s.dir, s.err = os.MkdirTemp("", "berth-cluster-test-"); s.err != nil {
+			return
+		}
+		s.e, s.err = StartEmbedded(s.dir)
+	})
+	if s.err != nil {
+		panic(fmt.Sprintf("start the shared embedded etcd: %v", s.err))
+	}
+	return s.e.Endpoints()
+}
+
+// Close stops the shared server if it was started and removes its data.
+func (s *sharedEtcd) Close() {
+	if s.e != nil {
+		s.e.Close()
+	}
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
+}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "berth-cluster-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	shared, err = StartEmbedded(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	code := m.Run()
 	shared.Close()
-	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
