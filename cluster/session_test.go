@@ -194,3 +194,20 @@ func TestWaitMemberGone(t *testing.T) {
 	s2 := join(t, c, m)
 	_ = s2.Close()
 }
+
+// A session whose grant was sent long ago (a join slowed by a busy store)
+// renews at once, not a whole renewal interval after its loop started:
+// that would leave too little of the TTL for the renewal's round trip.
+func TestSlowJoinRenewsAtOnce(t *testing.T) {
+	c := connect(t, shared.Endpoints(), uniqueName(t), func(cfg *Config) { cfg.SessionTTL = 10 * time.Second })
+	g, err := c.etcd.Grant(ctxT(t), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As if the grant had been sent 5 s ago: 3 s of the 8 s before the
+	// local deadline left, more than one renewal interval (2.67 s).
+	sent := time.Now().Add(-5 * time.Second)
+	s := c.startSession(MemberRecord{ID: "slow"}, g.ID, sent)
+	t.Cleanup(func() { s.Close() })
+	eventually(t, time.Second, "a renewal within 1 s of the start", func() bool { return s.LastRenewal().After(sent) })
+}
