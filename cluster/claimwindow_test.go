@@ -59,6 +59,13 @@ func TestClaimWindowPacesPublication(t *testing.T) {
 		cl, err := c.Claims(context.Background())
 		return err == nil && len(cl) == members*perMember
 	})
+	// The publication reports its stats once its last wave is out, which
+	// may be after the last claim is seen.
+	eventually(t, 10*time.Second, "the publication's stats", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(stats) > 0
+	})
 	mu.Lock()
 	if len(stats) != 1 || stats[0].Waves != members {
 		t.Errorf("publications %+v, want one in %d waves", stats, members)
