@@ -78,7 +78,7 @@ func checkEnvFile(path string) error {
 }
 
 // processProblem is one process fact that does not hold on the host: the
-// key inside the process ("user", "dir", "command[0]") and what is wrong.
+// key inside the process ("user", "working_directory", "command[0]") and what is wrong.
 type processProblem struct {
 	key, msg string
 }
@@ -96,11 +96,13 @@ func (h *Host) checkProcess(p *Process, env []string) []processProblem {
 			out = append(out, processProblem{"user", fmt.Sprintf("%q does not resolve on this host: %v", p.User, err)})
 		}
 	}
-	dirOK := true
-	if p.Dir != "" && h.StatDir != nil {
+	dirOK := p.Dir == "" || strings.HasPrefix(p.Dir, "/")
+	// A relative directory is reported by the decoder (it must be
+	// absolute); a stat would read it against the agent's own cwd.
+	if p.Dir != "" && h.StatDir != nil && strings.HasPrefix(p.Dir, "/") {
 		if err := h.StatDir(p.Dir); err != nil {
 			dirOK = false
-			out = append(out, processProblem{"dir", fmt.Sprintf("working directory on this host: %v", err)})
+			out = append(out, processProblem{"working_directory", fmt.Sprintf("working directory on this host: %v", err)})
 		}
 	}
 	if p.EnvFile != "" && h.CheckEnvFile != nil {

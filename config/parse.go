@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -185,8 +186,8 @@ func (d *decoder) agent(t *table) Agent {
 	a.LogSink = t.oneOf("log_sink", "a log sink", a.LogSink)
 	if _, ok := t.m["listen"]; ok {
 		a.Listen = t.str("listen", a.Listen)
-		if _, port, err := net.SplitHostPort(a.Listen); err != nil || port == "" {
-			d.errs.add(t.key("listen"), "%q is not host:port", a.Listen)
+		if err := checkListen(a.Listen); err != nil {
+			d.errs.add(t.key("listen"), "%q is not host:port: %v", a.Listen, err)
 		}
 	}
 	if _, ok := t.m["cgroup_root"]; ok {
@@ -291,4 +292,30 @@ func (d *decoder) cluster(t *table) Cluster {
 		d.errs.add(t.key("username"), "needs endpoints: the embedded etcd (no endpoints) has no users")
 	}
 	return c
+}
+
+// checkListen checks addr as the agent's listener will read it (net.Listen
+// "tcp"): host:port with a port of 0 to 65535 (0: any free port) and a host
+// that is empty (every address), an IP address or a host name
+// (letters, digits, '-' and '.', as RFC 1123).
+func checkListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return errors.New(ae.Err)
+		}
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q must be a number from 0 to 65535", port)
+	}
+	if host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	if len(host) > 253 || strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != "" ||
+		strings.HasPrefix(host, "-") || strings.HasPrefix(host, ".") || strings.Contains(host, "..") {
+		return fmt.Errorf("host %q is not an IP address or a host name", host)
+	}
+	return nil
 }

@@ -62,7 +62,7 @@ func TestSecurityKeyErrors(t *testing.T) {
 		{"client relative password file", "[agent.client]\nusername = \"u\"\npassword_file = \"p\"\n", `t.toml:3:1: agent.client.password_file: must be an absolute path, not "p"`},
 		{"client cert without key", "[agent.client]\ntls = { cert = \"/c.pem\" }\n", "t.toml:2:1: agent.client.tls: cert and key must be given together"},
 		{"client relative ca", "[agent.client]\ntls = { ca = \"ca.pem\" }\n", `t.toml:2:9: agent.client.tls.ca: must be an absolute path, not "ca.pem"`},
-		{"client unknown key", "[agent.client]\nuser = \"u\"\n", "t.toml:2:1: agent.client.user: unknown key"},
+		{"client unknown key", "[agent.client]\nuser = \"u\"\n", "t.toml:2:1: agent.client.user: unknown key \"user\""},
 		{"etcd user on the embedded etcd", "[cluster]\nusername = \"u\"\npassword = \"p\"\n", "t.toml:2:1: cluster.username: needs endpoints: the embedded etcd (no endpoints) has no users"},
 		{"etcd empty user", "[cluster]\nendpoints = [\"http://e:2379\"]\nusername = \"\"\n", "t.toml:3:1: cluster.username: must not be empty"},
 		{"relative env_file", conn("command = [\"x\"]\nenv_file = \"c.env\"\n"), `t.toml:6:1: connector[0].task.env_file: must be an absolute path, not "c.env"`},
