@@ -206,6 +206,10 @@ func (d *decoder) agent(t *table) Agent {
 		a.WebConfigFile = t.str("web_config_file", "")
 		if !strings.HasPrefix(a.WebConfigFile, "/") {
 			d.errs.add(t.key("web_config_file"), "must be an absolute path, not %q", a.WebConfigFile)
+		} else if d.host != nil && d.host.CheckWebConfig != nil {
+			if err := d.host.CheckWebConfig(a.WebConfigFile); err != nil {
+				d.errs.add(t.key("web_config_file"), "on this host: %v", err)
+			}
 		}
 	}
 	if c := t.sub("client"); c != nil {
@@ -227,9 +231,19 @@ func (d *decoder) tlsTable(t *table) TLS {
 	if (c.Cert == "") != (c.Key == "") {
 		d.errs.add(t.path, "cert and key must be given together")
 	}
+	absolute := true
 	for _, f := range []struct{ k, v string }{{"ca", c.CA}, {"cert", c.Cert}, {"key", c.Key}} {
 		if _, ok := t.m[f.k]; ok && !strings.HasPrefix(f.v, "/") {
 			d.errs.add(t.key(f.k), "must be an absolute path, not %q", f.v)
+			absolute = false
+		}
+	}
+	if absolute && d.host != nil && d.host.CheckTLS != nil {
+		errs := d.host.CheckTLS(c)
+		for _, k := range []string{"ca", "cert", "key"} {
+			if err := errs[k]; err != nil {
+				d.errs.add(t.key(k), "on this host: %v", err)
+			}
 		}
 	}
 	return c
@@ -256,6 +270,10 @@ func (d *decoder) credentials(t *table) (user, password, passwordFile string) {
 	}
 	if hasFile && !strings.HasPrefix(passwordFile, "/") {
 		d.errs.add(t.key("password_file"), "must be an absolute path, not %q", passwordFile)
+	} else if hasFile && d.host != nil && d.host.CheckPasswordFile != nil {
+		if err := d.host.CheckPasswordFile(passwordFile); err != nil {
+			d.errs.add(t.key("password_file"), "on this host: %v", err)
+		}
 	}
 	return user, password, passwordFile
 }
