@@ -3,7 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
+
+	"github.com/berthd/berth/config"
 
 	"github.com/spf13/cobra"
 )
@@ -90,8 +94,35 @@ func run(args []string) int {
 	} else if cmd == root || isArgsError(err) {
 		code = 2 // unknown command, wrong number of arguments
 	}
-	fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.CommandPath(), err)
+	printError(os.Stderr, cmd.CommandPath(), err)
 	return code
+}
+
+// printError prints a command's error: one line "CMD: error"; for a
+// configuration with several problems, a header line "CMD: FILE: N
+// problems" and then each problem on its own line (FILE:LINE:COL: key:
+// message); any other error of several lines with "CMD: " on each.
+func printError(w io.Writer, cmdPath string, err error) {
+	msg := err.Error()
+	if !strings.Contains(msg, "\n") {
+		fmt.Fprintf(w, "%s: %s\n", cmdPath, msg)
+		return
+	}
+	var ps *config.Problems
+	if errors.As(err, &ps) && ps.Error() == msg {
+		file := ""
+		for _, p := range ps.List {
+			if p.File != "" {
+				file = p.File + ": "
+				break
+			}
+		}
+		fmt.Fprintf(w, "%s: %s%d problems\n%s\n", cmdPath, file, len(ps.List), msg)
+		return
+	}
+	for _, line := range strings.Split(msg, "\n") {
+		fmt.Fprintf(w, "%s: %s\n", cmdPath, line)
+	}
 }
 
 // isArgsError reports whether err came from cobra's argument checks.
