@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,5 +77,42 @@ func TestPrintErrorProblems(t *testing.T) {
 	printError(&b, "berth logs", errors.New("one\ntwo"))
 	if b.String() != "berth logs: one\nberth logs: two\n" {
 		t.Errorf("printed:\n%s", b.String())
+	}
+}
+
+// The agent's file and --config are the same file when they resolve to
+// one path: relative to each one's working directory, through symbolic
+// links; another file, even with the same content, is not.
+func TestSameConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.toml")
+	b := filepath.Join(dir, "b.toml")
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte("[agent]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "link.toml")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	pid := os.Getpid() // its cwd is dir now
+	for _, c := range []struct {
+		agent, path string
+		same        bool
+	}{
+		{a, a, true},
+		{a, link, true},
+		{link, a, true},
+		{"a.toml", a, true},
+		{a, "./sub/../a.toml", true},
+		{a, b, false},
+		{a, "b.toml", false},
+		{"/etc/berth/berth.toml", a, false},
+	} {
+		if got := sameConfigFile(c.agent, pid, c.path); got != c.same {
+			t.Errorf("sameConfigFile(%q, %q) = %v, want %v", c.agent, c.path, got, c.same)
+		}
 	}
 }
