@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/berthd/berth/config"
 
@@ -98,18 +97,15 @@ func run(args []string) int {
 	return code
 }
 
-// printError prints a command's error: one line "CMD: error"; for a
+// printError prints a command's error as "CMD: error"; for a
 // configuration with several problems, a header line "CMD: FILE: N
 // problems" and then each problem on its own line (FILE:LINE:COL: key:
-// message); any other error of several lines with "CMD: " on each.
+// message). Any other error of several lines is a header line (a refused
+// reload) followed by its problems already, and is printed as it is.
 func printError(w io.Writer, cmdPath string, err error) {
 	msg := err.Error()
-	if !strings.Contains(msg, "\n") {
-		fmt.Fprintf(w, "%s: %s\n", cmdPath, msg)
-		return
-	}
 	var ps *config.Problems
-	if errors.As(err, &ps) && ps.Error() == msg {
+	if errors.As(err, &ps) && len(ps.List) > 1 && ps.Error() == msg {
 		file := ""
 		for _, p := range ps.List {
 			if p.File != "" {
@@ -120,9 +116,7 @@ func printError(w io.Writer, cmdPath string, err error) {
 		fmt.Fprintf(w, "%s: %s%d problems\n%s\n", cmdPath, file, len(ps.List), msg)
 		return
 	}
-	for _, line := range strings.Split(msg, "\n") {
-		fmt.Fprintf(w, "%s: %s\n", cmdPath, line)
-	}
+	fmt.Fprintf(w, "%s: %s\n", cmdPath, msg)
 }
 
 // isArgsError reports whether err came from cobra's argument checks.

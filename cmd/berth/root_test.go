@@ -74,8 +74,14 @@ func TestPrintErrorProblems(t *testing.T) {
 		t.Errorf("printed:\n%s", b.String())
 	}
 	b.Reset()
-	printError(&b, "berth logs", errors.New("one\ntwo"))
-	if b.String() != "berth logs: one\nberth logs: two\n" {
+	_, err = config.Parse("t.toml", []byte("[agent]\nidd = 1\n"), nil)
+	printError(&b, "berth validate", configError(err))
+	if !strings.HasPrefix(b.String(), "berth validate: t.toml:2:1: agent.idd: ") || strings.Count(b.String(), "\n") != 1 {
+		t.Errorf("printed:\n%s", b.String())
+	}
+	b.Reset()
+	printError(&b, "berth reload", errors.New("refused:\nf.toml:1:1: x: y"))
+	if b.String() != "berth reload: refused:\nf.toml:1:1: x: y\n" {
 		t.Errorf("printed:\n%s", b.String())
 	}
 }
