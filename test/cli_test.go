@@ -184,8 +184,9 @@ tasks = 2
 }
 
 // berth reload -c FILE when the running agent runs another file: nothing
-// is signalled, the command fails at once naming both files; the agent's
-// own file, named through a symbolic link, reloads.
+// is signalled, the command fails at once naming both files; its own file
+// with a security file that does not load is refused; its own file, named
+// through a symbolic link, reloads.
 func TestCLIReloadOtherFile(t *testing.T) {
 	e := newEnv(t)
 	body := e.header("1s") + "\n[static]\nconnectors = [\"a\"]\n[[connector]]\nname = \"a\"\n  [connector.run]\n  command = [\"sleep\", \"infinity\"]\n"
@@ -213,6 +214,14 @@ func TestCLIReloadOtherFile(t *testing.T) {
 	if got := reloads(); got != n {
 		t.Errorf("the agent reloaded (%d -> %d) for another file", n, got)
 	}
+	// Its own file with a security file that does not load: refused on
+	// reload, as at start, with the key's position.
+	e.write(body + "[cluster]\ntls = { ca = \"/nonexistent-berth-ca.pem\" }\n")
+	out, code = runBerth(t, "reload", "--config", e.config)
+	if code != 1 || !strings.Contains(out, "refused") || !strings.Contains(out, e.config+":16:9: cluster.tls.ca: on this host: CA file: open /nonexistent-berth-ca.pem") {
+		t.Errorf("berth reload of a file whose CA file is missing: exit %d, want 1 refused naming cluster.tls.ca:\n%s", code, out)
+	}
+	e.write(body)
 	link := filepath.Join(e.dir, "link.toml")
 	if err := os.Symlink(e.config, link); err != nil {
 		t.Fatal(err)
