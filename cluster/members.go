@@ -56,3 +56,52 @@ func decodeMember(b []byte, lease int64) (MemberRecord, error) {
 	r.Lease = lease
 	return r, nil
 }
+
+// WaitMemberGone blocks until no member record of id is stored (its
+// session ended or its lease expired) and returns nil, or returns ctx's
+// error when ctx ends first, or a store error. An agent restarted before
+// its previous session's lease ran out waits here instead of polling: the
+// store deletes the record the moment it expires the lease, which on a
+// store that restarted or changed leader meanwhile is up to the lease's
+// TTL plus the store's election timeout after the new leader's first
+// commit (etcd's lessor Promote), not the TTL after the old session's last
+// renewal.
+func (c *Client) WaitMemberGone(ctx context.Context, id string) error {
+	if err := checkName("member ID", id); err != nil {
+		return err
+	}
+	key := c.key("members", id)
+	for {
+		resp, err := c.etcd.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("wait for member %s to be gone: %w", id, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := c.etcd.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1))
+		gone := false
+		for wr := range wch {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					gone = true
+				}
+			}
+			if gone {
+				break
+			}
+		}
+		cancel()
+		if gone {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("wait for member %s to be gone: %w", id, err)
+		}
+		// The watch failed (compaction, lost leader): read again.
+	}
+}

@@ -163,3 +163,34 @@ func TestSessionFencesBeforeServerExpiry(t *testing.T) {
 	t.Logf("fenced %s before the earliest server expiry; claim freed %s after it",
 		earliestExpiry.Sub(doneAt), freedAt.Sub(earliestExpiry))
 }
+
+// WaitMemberGone returns once the record of the ID is deleted (here by the
+// holder's Close), not before; then the ID joins at once.
+func TestWaitMemberGone(t *testing.T) {
+	c := connect(t, shared.Endpoints(), uniqueName(t), nil)
+	ctx := ctxT(t)
+	m := assign.Member{ID: "w1", Protocol: config.ProtocolStatic}
+	if err := c.WaitMemberGone(ctx, "w1"); err != nil {
+		t.Fatalf("no record yet: %v", err)
+	}
+	s := join(t, c, m)
+	gone := make(chan error, 1)
+	go func() { gone <- c.WaitMemberGone(ctx, "w1") }()
+	// Still held: the wait has not returned once the second join is refused.
+	if _, err := c.Join(ctx, m, "10.0.0.2:9750"); !errors.Is(err, ErrMemberExists) {
+		t.Fatalf("duplicate join: err = %v, want ErrMemberExists", err)
+	}
+	select {
+	case err := <-gone:
+		t.Fatalf("WaitMemberGone returned %v while the record is held", err)
+	default:
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-gone; err != nil {
+		t.Fatalf("WaitMemberGone after Close: %v", err)
+	}
+	s2 := join(t, c, m)
+	_ = s2.Close()
+}

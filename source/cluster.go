@@ -168,15 +168,34 @@ func (c *Cluster) applyFile(ctx context.Context, cfg *config.Config) error {
 	return nil
 }
 
-// join makes the agent a member, retrying with backoff while an older
-// session of the same agent still holds the member ID (its lease has yet
-// to expire) or the store is away.
+// join makes the agent a member. While an older session of the same
+// agent still holds the member ID it watches the record and joins as soon
+// as the store deletes it (when the store expires that lease: at most
+// session_ttl after its last renewal, but up to session_ttl plus the
+// store's election timeout after a store that restarted or changed leader
+// elected its leader, since etcd then grants every lease its whole TTL
+// again); it retries with backoff while the store is away.
 func (c *Cluster) join(ctx context.Context) error {
 	var lastErr string
 	err := retry.Do(ctx, c.clock, retry.Store(), func() error {
 		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		s, err := c.client.Join(jctx, c.declared(), c.env.Addr)
+		if errors.Is(err, cluster.ErrMemberExists) {
+			// An earlier session of this ID holds the record: join the
+			// moment the store deletes it rather than at the next backoff
+			// step (which could come up to 10 s later).
+			c.log.Warn("waiting for the previous session of this member ID to expire (an agent restarted before its lease ran out, or another agent uses the same id)",
+				"member", c.declared().ID, "session_ttl", c.client.Config().SessionTTL, "error", err)
+			lastErr = err.Error()
+			if werr := c.client.WaitMemberGone(ctx, c.declared().ID); werr != nil {
+				return werr
+			}
+			cancel()
+			jctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			s, err = c.client.Join(jctx, c.declared(), c.env.Addr)
+		}
 		if err != nil {
 			return err
 		}
