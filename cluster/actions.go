@@ -76,7 +76,7 @@ func (c *Client) SetTarget(ctx context.Context, connector string, t Target) erro
 	if err != nil {
 		return fmt.Errorf("encode target state of %s: %w", connector, err)
 	}
-	def := c.defDir(KindConnector) + connector
+	def := c.defDir(config.DefConnector) + connector
 	resp, err := c.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(def), ">", 0)).
 		Then(clientv3.OpPut(c.targetKey(connector), string(v))).
@@ -112,7 +112,7 @@ func (c *Client) RequestRestarts(ctx context.Context, connector string, jobs []s
 		}
 		ops = append(ops, clientv3.OpPut(c.restartsDir(connector)+job, string(v)))
 	}
-	def := c.defDir(KindConnector) + connector
+	def := c.defDir(config.DefConnector) + connector
 	resp, err := c.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(def), ">", 0)).
 		Then(ops...).

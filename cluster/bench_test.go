@@ -2,9 +2,10 @@ package cluster
 
 import (
 	"context"
-	"github.com/berthd/berth/config"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/config"
 
 	"github.com/berthd/berth/assign"
 )

@@ -5,14 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/berthd/berth/config"
 )
-
-// DefaultSessionTTL is the session lease TTL when Config.SessionTTL is zero
-// (docs/design.md `session_ttl`, default 10 s).
-const DefaultSessionTTL = 10 * time.Second
-
-// DefaultName is the cluster name used when Config.Name is empty.
-const DefaultName = "default"
 
 // Defaults of etcd's request limits (etcd server flags --max-txn-ops and
 // --max-request-bytes): every transaction this package sends stays within
@@ -25,14 +20,14 @@ const (
 // Config says which etcd to use and how membership behaves.
 type Config struct {
 	// Name is the cluster name; every key lives under "/berth/<Name>/".
-	// Empty means DefaultName. It must not contain '/'.
+	// Empty means config.DefaultClusterName. It must not contain '/'.
 	Name string
 	// Endpoints are etcd client URLs ("http://10.0.0.1:2379"). Connect
 	// requires at least one; with none configured the agent starts an
 	// Embedded server and passes its Endpoints.
 	Endpoints []string
 	// SessionTTL is the session lease TTL, whole seconds (etcd leases have
-	// one-second granularity), at least 2 s. Zero means DefaultSessionTTL.
+	// one-second granularity), at least 2 s. Zero means config.DefaultSessionTTL.
 	SessionTTL time.Duration
 	// RebalanceDelay is how long a departed member's jobs stay unassigned
 	// before they are given to others (rule 5; Kafka Connect's
@@ -110,7 +105,7 @@ var (
 // first invalid field.
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Name == "" {
-		cfg.Name = DefaultName
+		cfg.Name = config.DefaultClusterName
 	}
 	if err := checkName("cluster name", cfg.Name); err != nil {
 		return cfg, err
@@ -119,7 +114,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, errors.New("cluster config: no etcd endpoints")
 	}
 	if cfg.SessionTTL == 0 {
-		cfg.SessionTTL = DefaultSessionTTL
+		cfg.SessionTTL = config.DefaultSessionTTL
 	}
 	if cfg.SessionTTL < 2*time.Second || cfg.SessionTTL%time.Second != 0 {
 		return cfg, fmt.Errorf("cluster config: session TTL %s: must be whole seconds, at least 2s", cfg.SessionTTL)

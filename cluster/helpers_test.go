@@ -136,7 +136,7 @@ type testConnector struct {
 
 // testValidator stands in for the limits package: a body is TOML with only
 // the keys tasks, run, group; anything else is refused.
-func testValidator(kind, name string, body []byte) (assign.Connector, error) {
+func testValidator(kind config.DefKind, name string, body []byte) (assign.Connector, error) {
 	var tc testConnector
 	md, err := toml.Decode(string(body), &tc)
 	if err != nil {
@@ -145,7 +145,7 @@ func testValidator(kind, name string, body []byte) (assign.Connector, error) {
 	if u := md.Undecoded(); len(u) > 0 {
 		return assign.Connector{}, fmt.Errorf("%s %s: unknown key %s", kind, name, u[0])
 	}
-	if kind == KindGroup {
+	if kind == config.DefGroup {
 		return assign.Connector{}, nil
 	}
 	if tc.Tasks < 0 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/config"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -194,12 +195,12 @@ func (l *leader) loadOnce(ctx context.Context) (int64, error) {
 		what, prefix string
 		fn           func(*mvccpb.KeyValue) error
 	}{
-		{"connectors", c.defDir(KindConnector), func(kv *mvccpb.KeyValue) error {
-			connectors[strings.TrimPrefix(string(kv.Key), c.defDir(KindConnector))] = decodeConnectorDef(kv)
+		{"connectors", c.defDir(config.DefConnector), func(kv *mvccpb.KeyValue) error {
+			connectors[strings.TrimPrefix(string(kv.Key), c.defDir(config.DefConnector))] = decodeConnectorDef(kv)
 			return nil
 		}},
-		{"groups", c.defDir(KindGroup), func(kv *mvccpb.KeyValue) error {
-			groups[strings.TrimPrefix(string(kv.Key), c.defDir(KindGroup))] = kv.ModRevision
+		{"groups", c.defDir(config.DefGroup), func(kv *mvccpb.KeyValue) error {
+			groups[strings.TrimPrefix(string(kv.Key), c.defDir(config.DefGroup))] = kv.ModRevision
 			return nil
 		}},
 		{"lastseen", c.key("lastseen/"), func(kv *mvccpb.KeyValue) error {
@@ -293,7 +294,7 @@ func pubStateOf(sn *snapshot) pubState {
 
 // putConnector records a stored connector definition.
 func (l *leader) putConnector(kv *mvccpb.KeyValue) {
-	l.connectors[strings.TrimPrefix(string(kv.Key), l.c.defDir(KindConnector))] = decodeConnectorDef(kv)
+	l.connectors[strings.TrimPrefix(string(kv.Key), l.c.defDir(config.DefConnector))] = decodeConnectorDef(kv)
 	l.jobConn, l.conns = nil, nil
 }
 
@@ -328,8 +329,8 @@ func (l *leader) follow(ctx context.Context, rev int64) error {
 	c := l.c
 	ws := []*watch{
 		{key: c.key("members/"), prefix: true, next: rev + 1},
-		{key: c.defDir(KindConnector), prefix: true, next: rev + 1},
-		{key: c.defDir(KindGroup), prefix: true, next: rev + 1},
+		{key: c.defDir(config.DefConnector), prefix: true, next: rev + 1},
+		{key: c.defDir(config.DefGroup), prefix: true, next: rev + 1},
 		{key: l.key, next: rev + 1},
 	}
 	timer := time.NewTimer(0) // compute once at once …
@@ -453,13 +454,13 @@ func (l *leader) apply(ctx context.Context, i int, ev *clientv3.Event) error {
 		}
 	case 1:
 		if del {
-			delete(l.connectors, strings.TrimPrefix(string(ev.Kv.Key), c.defDir(KindConnector)))
+			delete(l.connectors, strings.TrimPrefix(string(ev.Kv.Key), c.defDir(config.DefConnector)))
 			l.jobConn, l.conns = nil, nil
 		} else {
 			l.putConnector(ev.Kv)
 		}
 	case 2:
-		name := strings.TrimPrefix(string(ev.Kv.Key), c.defDir(KindGroup))
+		name := strings.TrimPrefix(string(ev.Kv.Key), c.defDir(config.DefGroup))
 		if del {
 			delete(l.groups, name)
 		} else {

@@ -3,10 +3,11 @@ package cluster
 import (
 	"context"
 	"errors"
-	"github.com/berthd/berth/config"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/config"
 
 	"github.com/berthd/berth/assign"
 )

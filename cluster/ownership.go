@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/berthd/berth/config"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -26,11 +27,11 @@ const maxOwnershipTries = 10
 // read-modify-write for maxOwnershipTries rounds.
 var errOwnershipRace = errors.New("the definition kept changing; try again")
 
-// FileDefs returns the names of the definitions of kind (KindConnector or
-// KindGroup) that agent's own file holds (Files includes agent), sorted.
+// FileDefs returns the names of the definitions of kind (config.DefConnector or
+// config.DefGroup) that agent's own file holds (Files includes agent), sorted.
 // It returns a store error, or an error naming a value that is not valid
 // JSON.
-func (c *Client) FileDefs(ctx context.Context, kind, agent string) ([]string, error) {
+func (c *Client) FileDefs(ctx context.Context, kind config.DefKind, agent string) ([]string, error) {
 	dir := c.defDir(kind)
 	resp, err := c.etcd.Get(ctx, dir, clientv3.WithPrefix())
 	if err != nil {
@@ -53,7 +54,7 @@ func (c *Client) FileDefs(ctx context.Context, kind, agent string) ([]string, er
 // FileOwners returns, for every stored definition of kind that an agent's
 // file holds, those agents' IDs (sorted); definitions stored by `berth
 // apply` are absent.
-func (c *Client) FileOwners(ctx context.Context, kind string) (map[string][]string, error) {
+func (c *Client) FileOwners(ctx context.Context, kind config.DefKind) (map[string][]string, error) {
 	dir := c.defDir(kind)
 	resp, err := c.etcd.Get(ctx, dir, clientv3.WithPrefix())
 	if err != nil {
@@ -80,7 +81,7 @@ func (c *Client) FileOwners(ctx context.Context, kind string) (map[string][]stri
 // reports whether it wrote. Each write is a transaction on the key's
 // revision, retried when another writer came first. Errors as
 // PutConnector, or errOwnershipRace.
-func (c *Client) PutFileDef(ctx context.Context, kind, name string, body []byte, agent string) (bool, error) {
+func (c *Client) PutFileDef(ctx context.Context, kind config.DefKind, name string, body []byte, agent string) (bool, error) {
 	def, err := c.validDef(kind, name, body)
 	if err != nil {
 		return false, err
@@ -125,8 +126,8 @@ func (c *Client) PutFileDef(ctx context.Context, kind, name string, body []byte,
 // not hold (stored by `berth apply`, by another agent's file, or gone) is
 // left alone. It reports whether it deleted the definition. Errors: a
 // store error, or errOwnershipRace.
-func (c *Client) ReleaseFileDef(ctx context.Context, kind, name, agent string) (bool, error) {
-	if err := checkName(kind+" name", name); err != nil {
+func (c *Client) ReleaseFileDef(ctx context.Context, kind config.DefKind, name, agent string) (bool, error) {
+	if err := checkName(string(kind)+" name", name); err != nil {
 		return false, err
 	}
 	key := c.defDir(kind) + name

@@ -2,10 +2,11 @@ package cluster
 
 import (
 	"errors"
-	"github.com/berthd/berth/config"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/config"
 
 	"github.com/berthd/berth/assign"
 )

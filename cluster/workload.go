@@ -7,23 +7,18 @@ import (
 	"strings"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/config"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Kinds of workload definition passed to a Validator.
-const (
-	KindConnector = "connector" // one [[connector]] block
-	KindGroup     = "group"     // one [[group]] block
-)
-
 // Validator checks one workload definition before it is stored: kind is
-// KindConnector or KindGroup, name the definition's name, body its TOML text
+// config.DefConnector or config.DefGroup, name the definition's name, body its TOML text
 // (one [[connector]] or [[group]] block). For a connector it returns the
 // fields assignment needs; for a group the zero Connector. An error refuses
 // the definition and nothing is stored. The caller injects it (berth's limits
 // package validates), which keeps this package free of the TOML model.
-type Validator func(kind, name string, body []byte) (assign.Connector, error)
+type Validator func(kind config.DefKind, name string, body []byte) (assign.Connector, error)
 
 // storedDef is the JSON value of a connectors/<name> or groups/<name> key.
 type storedDef struct {
@@ -43,25 +38,25 @@ type storedDef struct {
 // the validator's error (wrapped) when it refuses, an error when the
 // validator returns a connector of another name, or a store error.
 func (c *Client) PutConnector(ctx context.Context, name string, body []byte) error {
-	return c.putDef(ctx, KindConnector, name, body)
+	return c.putDef(ctx, config.DefConnector, name, body)
 }
 
 // PutGroup validates body with Config.Validate and stores it as sharing
 // group name. Errors as PutConnector.
 func (c *Client) PutGroup(ctx context.Context, name string, body []byte) error {
-	return c.putDef(ctx, KindGroup, name, body)
+	return c.putDef(ctx, config.DefGroup, name, body)
 }
 
 // DeleteConnector removes connector name, with its target state and
 // pending restart requests, in one transaction. It returns ErrNotFound
 // (wrapped) when there is none, or a store error.
 func (c *Client) DeleteConnector(ctx context.Context, name string) error {
-	return c.deleteDef(ctx, KindConnector, name)
+	return c.deleteDef(ctx, config.DefConnector, name)
 }
 
 // DeleteGroup removes sharing group name. Errors as DeleteConnector.
 func (c *Client) DeleteGroup(ctx context.Context, name string) error {
-	return c.deleteDef(ctx, KindGroup, name)
+	return c.deleteDef(ctx, config.DefGroup, name)
 }
 
 // Connectors returns every stored connector's TOML body by name, read page
@@ -69,15 +64,15 @@ func (c *Client) DeleteGroup(ctx context.Context, name string) error {
 // connectors`, `berth apply`); an agent reads the definitions of its own
 // jobs (Definitions).
 func (c *Client) Connectors(ctx context.Context) (map[string][]byte, error) {
-	return c.bodies(ctx, KindConnector)
+	return c.bodies(ctx, config.DefConnector)
 }
 
 // Groups returns every stored sharing group's TOML body by name.
 func (c *Client) Groups(ctx context.Context) (map[string][]byte, error) {
-	return c.bodies(ctx, KindGroup)
+	return c.bodies(ctx, config.DefGroup)
 }
 
-func (c *Client) defDir(kind string) string { return c.key(kind + "s/") }
+func (c *Client) defDir(kind config.DefKind) string { return c.key(string(kind) + "s/") }
 
 // Definitions returns the TOML bodies of the named connectors and of the
 // sharing groups those connectors name, read by key (MaxTxnOps keys per
@@ -93,7 +88,7 @@ func (c *Client) Definitions(ctx context.Context, connectors []string) (conns, g
 		if err := checkName("connector name", n); err != nil {
 			return nil, nil, err
 		}
-		keys = append(keys, c.defDir(KindConnector)+n)
+		keys = append(keys, c.defDir(config.DefConnector)+n)
 	}
 	conns, groups = map[string][]byte{}, map[string][]byte{}
 	var want []string
@@ -105,10 +100,10 @@ func (c *Client) Definitions(ctx context.Context, connectors []string) (conns, g
 			bad = fmt.Errorf("decode %s: %w", kv.Key, err)
 			return
 		}
-		conns[strings.TrimPrefix(string(kv.Key), c.defDir(KindConnector))] = []byte(d.Body)
+		conns[strings.TrimPrefix(string(kv.Key), c.defDir(config.DefConnector))] = []byte(d.Body)
 		if d.Connector != nil && d.Connector.Group != "" && !seen[d.Connector.Group] {
 			seen[d.Connector.Group] = true
-			want = append(want, c.defDir(KindGroup)+d.Connector.Group)
+			want = append(want, c.defDir(config.DefGroup)+d.Connector.Group)
 		}
 	})
 	if err == nil && bad == nil {
@@ -118,7 +113,7 @@ func (c *Client) Definitions(ctx context.Context, connectors []string) (conns, g
 				bad = fmt.Errorf("decode %s: %w", kv.Key, err)
 				return
 			}
-			groups[strings.TrimPrefix(string(kv.Key), c.defDir(KindGroup))] = []byte(d.Body)
+			groups[strings.TrimPrefix(string(kv.Key), c.defDir(config.DefGroup))] = []byte(d.Body)
 		})
 	}
 	if err == nil {
@@ -132,8 +127,8 @@ func (c *Client) Definitions(ctx context.Context, connectors []string) (conns, g
 
 // validDef validates body as definition kind/name and returns it as it is
 // stored (without Files). Errors as PutConnector.
-func (c *Client) validDef(kind, name string, body []byte) (storedDef, error) {
-	if err := checkName(kind+" name", name); err != nil {
+func (c *Client) validDef(kind config.DefKind, name string, body []byte) (storedDef, error) {
+	if err := checkName(string(kind)+" name", name); err != nil {
 		return storedDef{}, err
 	}
 	if c.cfg.Validate == nil {
@@ -144,7 +139,7 @@ func (c *Client) validDef(kind, name string, body []byte) (storedDef, error) {
 		return storedDef{}, fmt.Errorf("refuse %s %s: %w", kind, name, err)
 	}
 	def := storedDef{Body: string(body)}
-	if kind == KindConnector {
+	if kind == config.DefConnector {
 		if conn.Name == "" {
 			conn.Name = name
 		}
@@ -156,7 +151,7 @@ func (c *Client) validDef(kind, name string, body []byte) (storedDef, error) {
 	return def, nil
 }
 
-func (c *Client) putDef(ctx context.Context, kind, name string, body []byte) error {
+func (c *Client) putDef(ctx context.Context, kind config.DefKind, name string, body []byte) error {
 	def, err := c.validDef(kind, name, body)
 	if err != nil {
 		return err
@@ -172,13 +167,13 @@ func (c *Client) putDef(ctx context.Context, kind, name string, body []byte) err
 	return nil
 }
 
-func (c *Client) deleteDef(ctx context.Context, kind, name string) error {
-	if err := checkName(kind+" name", name); err != nil {
+func (c *Client) deleteDef(ctx context.Context, kind config.DefKind, name string) error {
+	if err := checkName(string(kind)+" name", name); err != nil {
 		return err
 	}
 	key := c.defDir(kind) + name
 	ops := []clientv3.Op{clientv3.OpDelete(key)}
-	if kind == KindConnector {
+	if kind == config.DefConnector {
 		// A connector's target state and pending restarts go with it.
 		ops = append(ops, clientv3.OpDelete(c.targetKey(name)), clientv3.OpDelete(c.restartsDir(name), clientv3.WithPrefix()))
 	}
@@ -192,7 +187,7 @@ func (c *Client) deleteDef(ctx context.Context, kind, name string) error {
 	return nil
 }
 
-func (c *Client) bodies(ctx context.Context, kind string) (map[string][]byte, error) {
+func (c *Client) bodies(ctx context.Context, kind config.DefKind) (map[string][]byte, error) {
 	dir := c.defDir(kind)
 	out := map[string][]byte{}
 	_, err := c.rangePrefix(ctx, dir, 0, func(kv *mvccpb.KeyValue) error {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/berthd/berth/config"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -39,14 +40,17 @@ func TestWorkloadStoreRoundTrip(t *testing.T) {
 func TestValidatorRefusalStoresNothing(t *testing.T) {
 	c := connect(t, shared.Endpoints(), uniqueName(t), nil)
 	ctx := ctxT(t)
-	for _, tc := range []struct{ kind, name, body string }{
-		{KindConnector, "orders", "tasks = \"many\""},   // wrong type
-		{KindConnector, "orders", "tasks = 1\ncpu = 2"}, // unknown key
-		{KindConnector, "a/b", "tasks = 1"},             // not one key segment
-		{KindGroup, "etl", "memory = "},                 // not TOML
+	for _, tc := range []struct {
+		kind       config.DefKind
+		name, body string
+	}{
+		{config.DefConnector, "orders", "tasks = \"many\""},   // wrong type
+		{config.DefConnector, "orders", "tasks = 1\ncpu = 2"}, // unknown key
+		{config.DefConnector, "a/b", "tasks = 1"},             // not one key segment
+		{config.DefGroup, "etl", "memory = "},                 // not TOML
 	} {
 		var err error
-		if tc.kind == KindConnector {
+		if tc.kind == config.DefConnector {
 			err = c.PutConnector(ctx, tc.name, []byte(tc.body))
 		} else {
 			err = c.PutGroup(ctx, tc.name, []byte(tc.body))

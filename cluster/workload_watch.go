@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 
+	"github.com/berthd/berth/config"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -33,8 +34,8 @@ func (c *Client) WatchWorkload(ctx context.Context) <-chan struct{} {
 			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 			// Every definition lives under <prefix>/connectors/ or
 			// <prefix>/groups/: one watch each.
-			wch := c.etcd.Watch(wctx, c.defDir(KindConnector), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-			gch := c.etcd.Watch(wctx, c.defDir(KindGroup), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+			wch := c.etcd.Watch(wctx, c.defDir(config.DefConnector), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+			gch := c.etcd.Watch(wctx, c.defDir(config.DefGroup), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 			signal() // (re)started: whatever happened before is read afresh
 			broken := false
 			for !broken {

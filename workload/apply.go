@@ -42,14 +42,14 @@ func Apply(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bool
 	for _, id := range plan.Adopted {
 		isAdopted[id] = true
 	}
-	put := func(kind string) error {
+	put := func(kind config.DefKind) error {
 		for _, id := range append(append(append([]string{}, plan.Created...), plan.Updated...), plan.Adopted...) {
 			k, name, _ := strings.Cut(id, "/")
-			if k != kind {
+			if config.DefKind(k) != kind {
 				continue
 			}
 			var err error
-			if kind == cluster.KindGroup {
+			if kind == config.DefGroup {
 				err = c.PutGroup(ctx, name, defs.Groups[name])
 			} else {
 				err = c.PutConnector(ctx, name, defs.Connectors[name])
@@ -67,14 +67,14 @@ func Apply(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bool
 		}
 		return nil
 	}
-	del := func(kind string) error {
+	del := func(kind config.DefKind) error {
 		for _, id := range plan.Deleted {
 			k, name, _ := strings.Cut(id, "/")
-			if k != kind {
+			if config.DefKind(k) != kind {
 				continue
 			}
 			var err error
-			if kind == cluster.KindGroup {
+			if kind == config.DefGroup {
 				err = c.DeleteGroup(ctx, name)
 			} else {
 				err = c.DeleteConnector(ctx, name)
@@ -87,10 +87,10 @@ func Apply(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bool
 		return nil
 	}
 	for _, step := range []func() error{
-		func() error { return del(cluster.KindConnector) },
-		func() error { return put(cluster.KindGroup) },
-		func() error { return put(cluster.KindConnector) },
-		func() error { return del(cluster.KindGroup) },
+		func() error { return del(config.DefConnector) },
+		func() error { return put(config.DefGroup) },
+		func() error { return put(config.DefConnector) },
+		func() error { return del(config.DefGroup) },
 	} {
 		if err := step(); err != nil {
 			return done, err

@@ -35,9 +35,9 @@ func ApplyFile(ctx context.Context, c *cluster.Client, defs *config.Defs, agent 
 	if err != nil {
 		return p, fmt.Errorf("apply %s's file: %w", agent, err)
 	}
-	owned := map[string][]string{}
-	owners := map[string]map[string][]string{}
-	for _, kind := range []string{cluster.KindConnector, cluster.KindGroup} {
+	owned := map[config.DefKind][]string{}
+	owners := map[config.DefKind]map[string][]string{}
+	for _, kind := range []config.DefKind{config.DefConnector, config.DefGroup} {
 		if owned[kind], err = c.FileDefs(ctx, kind, agent); err != nil {
 			return p, fmt.Errorf("apply %s's file: %w", agent, err)
 		}
@@ -45,23 +45,23 @@ func ApplyFile(ctx context.Context, c *cluster.Client, defs *config.Defs, agent 
 			return p, fmt.Errorf("apply %s's file: %w", agent, err)
 		}
 	}
-	want := map[string]map[string][]byte{cluster.KindConnector: defs.Connectors, cluster.KindGroup: defs.Groups}
-	have := map[string]map[string][]byte{cluster.KindConnector: conns, cluster.KindGroup: groups}
+	want := map[config.DefKind]map[string][]byte{config.DefConnector: defs.Connectors, config.DefGroup: defs.Groups}
+	have := map[config.DefKind]map[string][]byte{config.DefConnector: conns, config.DefGroup: groups}
 
 	// The stored workload after the writes: the file's definitions put,
 	// the ones only this file held deleted.
-	after := map[string]map[string][]byte{}
+	after := map[config.DefKind]map[string][]byte{}
 	for kind := range want {
 		after[kind] = merged(have[kind], want[kind], false)
 	}
-	release := map[string][]string{}
-	for _, kind := range []string{cluster.KindConnector, cluster.KindGroup} {
+	release := map[config.DefKind][]string{}
+	for _, kind := range []config.DefKind{config.DefConnector, config.DefGroup} {
 		for _, name := range owned[kind] {
 			if _, still := want[kind][name]; still {
 				continue
 			}
-			if kind == cluster.KindGroup && groupInUse(after[cluster.KindConnector], name, host) {
-				p.Kept = append(p.Kept, kind+"/"+name)
+			if kind == config.DefGroup && groupInUse(after[config.DefConnector], name, host) {
+				p.Kept = append(p.Kept, string(kind)+"/"+name)
 				continue
 			}
 			release[kind] = append(release[kind], name)
@@ -70,28 +70,28 @@ func ApplyFile(ctx context.Context, c *cluster.Client, defs *config.Defs, agent 
 			}
 		}
 	}
-	if err := checkAfter(conns, groups, after[cluster.KindConnector], after[cluster.KindGroup], host); err != nil {
+	if err := checkAfter(conns, groups, after[config.DefConnector], after[config.DefGroup], host); err != nil {
 		return p, err
 	}
 
 	done := Plan{Kept: p.Kept}
-	give := func(kind string) error {
+	give := func(kind config.DefKind) error {
 		for _, name := range release[kind] {
 			deleted, err := c.ReleaseFileDef(ctx, kind, name, agent)
 			if err != nil {
 				return fmt.Errorf("apply %s's file: give up %s/%s: %w", agent, kind, name, err)
 			}
 			if deleted {
-				done.Deleted = append(done.Deleted, kind+"/"+name)
+				done.Deleted = append(done.Deleted, string(kind)+"/"+name)
 			} else {
-				done.Released = append(done.Released, kind+"/"+name)
+				done.Released = append(done.Released, string(kind)+"/"+name)
 			}
 		}
 		return nil
 	}
-	put := func(kind string) error {
+	put := func(kind config.DefKind) error {
 		for _, name := range sortedKeys(want[kind]) {
-			id := kind + "/" + name
+			id := string(kind) + "/" + name
 			old, existed := have[kind][name]
 			if _, err := c.PutFileDef(ctx, kind, name, want[kind][name], agent); err != nil {
 				return fmt.Errorf("apply %s's file: %s: %w", agent, id, err)
@@ -108,10 +108,10 @@ func ApplyFile(ctx context.Context, c *cluster.Client, defs *config.Defs, agent 
 		return nil
 	}
 	for _, step := range []func() error{
-		func() error { return give(cluster.KindConnector) },
-		func() error { return put(cluster.KindGroup) },
-		func() error { return put(cluster.KindConnector) },
-		func() error { return give(cluster.KindGroup) },
+		func() error { return give(config.DefConnector) },
+		func() error { return put(config.DefGroup) },
+		func() error { return put(config.DefConnector) },
+		func() error { return give(config.DefGroup) },
 	} {
 		if err := step(); err != nil {
 			return done, err
@@ -124,7 +124,7 @@ func ApplyFile(ctx context.Context, c *cluster.Client, defs *config.Defs, agent 
 // group.
 func groupInUse(conns map[string][]byte, group string, host *config.Host) bool {
 	for name, body := range conns {
-		k, err := config.ParseConnector(defFile(cluster.KindConnector, name), body, host.LimitsOnly())
+		k, err := config.ParseConnector(defFile(config.DefConnector, name), body, host.LimitsOnly())
 		if err == nil && k.Group == group {
 			return true
 		}

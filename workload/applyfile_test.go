@@ -74,7 +74,7 @@ func TestApplyFileOwnership(t *testing.T) {
 	// Agent A's file creates a and b.
 	applyFile("A creates", file("A", connBlock("a", ""), connBlock("b", "")), "A",
 		Plan{Created: []string{"connector/a", "connector/b"}})
-	if got, _ := c.FileDefs(ctx, cluster.KindConnector, "A"); strings.Join(got, ",") != "a,b" {
+	if got, _ := c.FileDefs(ctx, config.DefConnector, "A"); strings.Join(got, ",") != "a,b" {
 		t.Fatalf("FileDefs(A) = %v", got)
 	}
 	// b leaves A's file: deleted.
@@ -134,7 +134,7 @@ func TestApplyFileOwnership(t *testing.T) {
 	if conns, _ := stored(); conns["a"] == nil {
 		t.Fatal("an agent deleted a connector that berth apply adopted")
 	}
-	if owners, _ := c.FileOwners(ctx, cluster.KindConnector); len(owners) != 0 {
+	if owners, _ := c.FileOwners(ctx, config.DefConnector); len(owners) != 0 {
 		t.Errorf("file owners of connectors left: %v", owners)
 	}
 	// Once e is gone, A gives g up for good.

@@ -33,7 +33,7 @@ func FuzzParse(f *testing.F) {
 				if !errors.As(e, &d) {
 					t.Fatalf("%T %v is not a *DefinitionError", e, e)
 				}
-				left[d.Kind+"/"+d.Name] = true
+				left[string(d.Kind)+"/"+d.Name] = true
 			}
 		}
 		kept := map[string]bool{}

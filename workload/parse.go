@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
 )
 
 // DefinitionError is one stored definition that Parse left out of
 // the workload, and why.
 type DefinitionError struct {
-	// Kind is cluster.KindConnector or cluster.KindGroup.
-	Kind string
+	// Kind is config.DefConnector or config.DefGroup.
+	Kind config.DefKind
 	// Name is the definition's key in the store.
 	Name string
 	// Err is the parser's *config.Problems (the body itself is invalid), a
@@ -55,24 +54,24 @@ func Parse(connectors, groups map[string][]byte, host *config.Host) (*config.Wor
 	var bad []error
 	w := &config.Workload{}
 	for _, name := range sortedKeys(groups) {
-		g, err := config.ParseGroup(defFile(cluster.KindGroup, name), groups[name], host)
+		g, err := config.ParseGroup(defFile(config.DefGroup, name), groups[name], host)
 		switch {
 		case err != nil:
-			bad = append(bad, &DefinitionError{Kind: cluster.KindGroup, Name: name, Err: err})
+			bad = append(bad, &DefinitionError{Kind: config.DefGroup, Name: name, Err: err})
 		case g.Name != name:
-			bad = append(bad, &DefinitionError{Kind: cluster.KindGroup, Name: name, Err: fmt.Errorf("name %q differs from the key", g.Name)})
+			bad = append(bad, &DefinitionError{Kind: config.DefGroup, Name: name, Err: fmt.Errorf("name %q differs from the key", g.Name)})
 		default:
 			w.Groups = append(w.Groups, *g)
 		}
 	}
 	var connBad []error
 	for _, name := range sortedKeys(connectors) {
-		c, err := config.ParseConnector(defFile(cluster.KindConnector, name), connectors[name], host)
+		c, err := config.ParseConnector(defFile(config.DefConnector, name), connectors[name], host)
 		switch {
 		case err != nil:
-			connBad = append(connBad, &DefinitionError{Kind: cluster.KindConnector, Name: name, Err: err})
+			connBad = append(connBad, &DefinitionError{Kind: config.DefConnector, Name: name, Err: err})
 		case c.Name != name:
-			connBad = append(connBad, &DefinitionError{Kind: cluster.KindConnector, Name: name, Err: fmt.Errorf("name %q differs from the key", c.Name)})
+			connBad = append(connBad, &DefinitionError{Kind: config.DefConnector, Name: name, Err: fmt.Errorf("name %q differs from the key", c.Name)})
 		default:
 			w.Connectors = append(w.Connectors, *c)
 		}
@@ -95,13 +94,13 @@ func Parse(connectors, groups map[string][]byte, host *config.Host) (*config.Wor
 				return w, fmt.Errorf("validate stored workload: %w", err)
 			}
 			if _, seen := drop[p.Def.Name]; !seen {
-				drop[p.Def.Name] = &config.Problem{File: defFile(cluster.KindConnector, p.Def.Name), Key: p.Def.Key, Msg: p.Msg, Def: p.Def}
+				drop[p.Def.Name] = &config.Problem{File: defFile(config.DefConnector, p.Def.Name), Key: p.Def.Key, Msg: p.Msg, Def: p.Def}
 			}
 		}
 		kept := w.Connectors[:0:0]
 		for _, c := range w.Connectors {
 			if p, ok := drop[c.Name]; ok {
-				connBad = append(connBad, &DefinitionError{Kind: cluster.KindConnector, Name: c.Name, Err: p})
+				connBad = append(connBad, &DefinitionError{Kind: config.DefConnector, Name: c.Name, Err: p})
 				continue
 			}
 			kept = append(kept, c)
@@ -123,7 +122,7 @@ func skipped(err error) map[string]bool {
 	for _, e := range unjoin(err) {
 		var d *DefinitionError
 		if errors.As(e, &d) {
-			out[d.Kind+"/"+d.Name] = true
+			out[string(d.Kind)+"/"+d.Name] = true
 		}
 	}
 	return out

@@ -56,9 +56,9 @@ func NewPlan(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bo
 	if err != nil {
 		return p, fmt.Errorf("plan workload: %w", err)
 	}
-	diff := func(kind string, want, have map[string][]byte) (created, updated []string) {
+	diff := func(kind config.DefKind, want, have map[string][]byte) (created, updated []string) {
 		for _, name := range sortedKeys(want) {
-			id := kind + "/" + name
+			id := string(kind) + "/" + name
 			old, ok := have[name]
 			switch {
 			case !ok:
@@ -71,14 +71,14 @@ func NewPlan(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bo
 		}
 		return created, updated
 	}
-	gc, gu := diff(cluster.KindGroup, defs.Groups, groups)
-	cc, cu := diff(cluster.KindConnector, defs.Connectors, conns)
+	gc, gu := diff(config.DefGroup, defs.Groups, groups)
+	cc, cu := diff(config.DefConnector, defs.Connectors, conns)
 	p.Created = append(gc, cc...)
 	p.Updated = append(gu, cu...)
 	// An unchanged definition that an agent's file stored is adopted:
 	// written again, as the operator's.
-	owners := map[string]map[string][]string{}
-	for _, kind := range []string{cluster.KindGroup, cluster.KindConnector} {
+	owners := map[config.DefKind]map[string][]string{}
+	for _, kind := range []config.DefKind{config.DefGroup, config.DefConnector} {
 		if owners[kind], err = c.FileOwners(ctx, kind); err != nil {
 			return p, fmt.Errorf("plan workload: %w", err)
 		}
@@ -86,7 +86,7 @@ func NewPlan(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bo
 	kept := p.Unchanged[:0:0]
 	for _, id := range p.Unchanged {
 		kind, name, _ := strings.Cut(id, "/")
-		if len(owners[kind][name]) > 0 {
+		if len(owners[config.DefKind(kind)][name]) > 0 {
 			p.Adopted = append(p.Adopted, id)
 			continue
 		}
@@ -96,14 +96,14 @@ func NewPlan(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bo
 
 	afterConns, afterGroups := merged(conns, defs.Connectors, prune), merged(groups, defs.Groups, prune)
 	if prune {
-		for _, kind := range []string{cluster.KindConnector, cluster.KindGroup} {
+		for _, kind := range []config.DefKind{config.DefConnector, config.DefGroup} {
 			have, want := conns, defs.Connectors
-			if kind == cluster.KindGroup {
+			if kind == config.DefGroup {
 				have, want = groups, defs.Groups
 			}
 			for _, name := range sortedKeys(have) {
 				if _, keep := want[name]; !keep {
-					p.Deleted = append(p.Deleted, kind+"/"+name)
+					p.Deleted = append(p.Deleted, string(kind)+"/"+name)
 				}
 			}
 		}
@@ -128,7 +128,7 @@ func checkAfter(conns, groups, afterConns, afterGroups map[string][]byte, host *
 	var news []error
 	for _, e := range unjoin(after) {
 		var d *DefinitionError
-		if errors.As(e, &d) && was[d.Kind+"/"+d.Name] {
+		if errors.As(e, &d) && was[string(d.Kind)+"/"+d.Name] {
 			continue
 		}
 		news = append(news, e)

@@ -11,7 +11,7 @@ import (
 // defFile is the name under which a stored definition is parsed, so that
 // its errors read "connectors/orders:3:1: task.limits.memory: ...": the
 // store directory and key of the definition.
-func defFile(kind, name string) string { return kind + "s/" + name }
+func defFile(kind config.DefKind, name string) string { return string(kind) + "s/" + name }
 
 // Validator returns the cluster.Validator that checks every connector and
 // group definition before the cluster store keeps it (a value that fails
@@ -20,9 +20,9 @@ func defFile(kind, name string) string { return kind + "s/" + name }
 // and devices; a definition's user and program need exist only where it
 // runs; nil: no host checks).
 //
-// For kind cluster.KindConnector it parses body with config.ParseConnector
+// For kind config.DefConnector it parses body with config.ParseConnector
 // and returns assign.Connector{Name, Run: has [run], Tasks, Group}; for
-// cluster.KindGroup it parses body with config.ParseGroup and returns the
+// config.DefGroup it parses body with config.ParseGroup and returns the
 // zero assign.Connector. It refuses (returns an error) with the *limits.Errors
 // of the parser, each entry "connectors/NAME:LINE:COL: key: message" (or
 // "groups/NAME:..."), when the body does not validate; when the body's name
@@ -32,9 +32,9 @@ func defFile(kind, name string) string { return kind + "s/" + name }
 // that.
 func Validator(host *config.Host) cluster.Validator {
 	host = host.LimitsOnly()
-	return func(kind, name string, body []byte) (assign.Connector, error) {
+	return func(kind config.DefKind, name string, body []byte) (assign.Connector, error) {
 		switch kind {
-		case cluster.KindConnector:
+		case config.DefConnector:
 			c, err := config.ParseConnector(defFile(kind, name), body, host)
 			if err != nil {
 				return assign.Connector{}, err
@@ -43,7 +43,7 @@ func Validator(host *config.Host) cluster.Validator {
 				return assign.Connector{}, fmt.Errorf("%s: name: %q differs from the connector's key %q", defFile(kind, name), c.Name, name)
 			}
 			return assign.Connector{Name: c.Name, Run: c.Run != nil, Tasks: c.Tasks, Group: c.Group}, nil
-		case cluster.KindGroup:
+		case config.DefGroup:
 			g, err := config.ParseGroup(defFile(kind, name), body, host)
 			if err != nil {
 				return assign.Connector{}, err
@@ -53,7 +53,7 @@ func Validator(host *config.Host) cluster.Validator {
 			}
 			return assign.Connector{}, nil
 		default:
-			return assign.Connector{}, fmt.Errorf("validate %s %s: unknown kind of definition (want %q or %q)", kind, name, cluster.KindConnector, cluster.KindGroup)
+			return assign.Connector{}, fmt.Errorf("validate %s %s: unknown kind of definition (want %q or %q)", kind, name, config.DefConnector, config.DefGroup)
 		}
 	}
 }

@@ -114,19 +114,22 @@ func TestWorkloadStore(t *testing.T) {
 
 	t.Run("validator refusals store nothing", func(t *testing.T) {
 		s, ctx := open(t)
-		for _, tc := range []struct{ kind, name, body, want string }{
-			{cluster.KindConnector, "x", "name = \"x\"\ntasks = 1\n[task]\ncommand = [\"/bin/true\"]\nlimits = { memory = \"5 parsecs\" }\n",
+		for _, tc := range []struct {
+			kind             config.DefKind
+			name, body, want string
+		}{
+			{config.DefConnector, "x", "name = \"x\"\ntasks = 1\n[task]\ncommand = [\"/bin/true\"]\nlimits = { memory = \"5 parsecs\" }\n",
 				"connectors/x:5:12: task.limits.memory: "},
-			{cluster.KindConnector, "x", "name = \"x\"\ncolour = \"red\"\n", "connectors/x:2:1: colour: unknown key \"colour\"; allowed at the top level: "},
-			{cluster.KindConnector, "x", "name = \"y\"\n", `"y" differs from the connector's key "x"`},
-			{cluster.KindConnector, "x", "tasks = 0\n", "name is required"},
-			{cluster.KindConnector, "x", "name = \"x\"\ntasks = 2\n", "[connector.task] is required"},
-			{cluster.KindGroup, "g", "name = \"g\"\nlimits = { pids = \"many\" }\n", "groups/g:2:12: limits.pids: "},
-			{cluster.KindGroup, "g", "name = \"h\"\n", `"h" differs from the group's key "g"`},
-			{cluster.KindGroup, "g", "name = ", "groups/g:1:"},
+			{config.DefConnector, "x", "name = \"x\"\ncolour = \"red\"\n", "connectors/x:2:1: colour: unknown key \"colour\"; allowed at the top level: "},
+			{config.DefConnector, "x", "name = \"y\"\n", `"y" differs from the connector's key "x"`},
+			{config.DefConnector, "x", "tasks = 0\n", "name is required"},
+			{config.DefConnector, "x", "name = \"x\"\ntasks = 2\n", "[connector.task] is required"},
+			{config.DefGroup, "g", "name = \"g\"\nlimits = { pids = \"many\" }\n", "groups/g:2:12: limits.pids: "},
+			{config.DefGroup, "g", "name = \"h\"\n", `"h" differs from the group's key "g"`},
+			{config.DefGroup, "g", "name = ", "groups/g:1:"},
 		} {
 			var err error
-			if tc.kind == cluster.KindConnector {
+			if tc.kind == config.DefConnector {
 				err = s.c.PutConnector(ctx, tc.name, []byte(tc.body))
 			} else {
 				err = s.c.PutGroup(ctx, tc.name, []byte(tc.body))
@@ -139,11 +142,11 @@ func TestWorkloadStore(t *testing.T) {
 			t.Fatalf("refused definitions were stored: %v", revs)
 		}
 		// The validator's connector summary is what assignment needs.
-		got, err := Validator(config.LocalHost())(cluster.KindConnector, "orders", wlDefs(t, wlFile).Connectors["orders"])
+		got, err := Validator(config.LocalHost())(config.DefConnector, "orders", wlDefs(t, wlFile).Connectors["orders"])
 		if want := (assign.Connector{Name: "orders", Tasks: 2, Group: "etl"}); err != nil || got != want {
 			t.Errorf("Validator(orders) = %+v, %v; want %+v", got, err, want)
 		}
-		got, err = Validator(config.LocalHost())(cluster.KindConnector, "clicks", wlDefs(t, wlFile).Connectors["clicks"])
+		got, err = Validator(config.LocalHost())(config.DefConnector, "clicks", wlDefs(t, wlFile).Connectors["clicks"])
 		if want := (assign.Connector{Name: "clicks", Run: true}); err != nil || got != want {
 			t.Errorf("Validator(clicks) = %+v, %v; want %+v", got, err, want)
 		}
@@ -312,7 +315,7 @@ func TestParseSkipsBadDefinitions(t *testing.T) {
 		if !errors.As(e, &d) {
 			t.Fatalf("%T %v is not a *DefinitionError", e, e)
 		}
-		left = append(left, d.Kind+"/"+d.Name)
+		left = append(left, string(d.Kind)+"/"+d.Name)
 	}
 	want := "group/badgroup connector/broken connector/ingroup connector/lost connector/orders connector/renamed"
 	if got := strings.Join(left, " "); got != want {
