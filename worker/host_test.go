@@ -97,7 +97,7 @@ func TestCheckJob(t *testing.T) {
 	if err == nil {
 		t.Fatal("CheckJob of a job that cannot start = nil")
 	}
-	for _, want := range []string{"command[0]: program not found", `dir: working directory on this host`, `user: "nobdy" does not resolve`} {
+	for _, want := range []string{"command[0]: program not found", `working_directory: working directory on this host`, `user: "nobdy" does not resolve`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("CheckJob = %v\nwant it to contain %q", err, want)
 		}
