@@ -88,7 +88,9 @@ func TestRestartAndStopTimeoutApplyInPlace(t *testing.T) {
 // memory.limit_in_bytes, no swap to reclaim into); the job's other limit
 // changes (pids) are still applied, the refusal is reported in the job's
 // update_blocked (key, value, error) and in the metrics snapshot, logged
-// once, and cleared by a later definition the kernel accepts.
+// once however many reconciles, and cleared once the kernel accepts it
+// (the job freed its memory: the retry with backoff writes it); a later
+// definition is then applied in place as any other.
 func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
 		t.Skip("needs the cgroup v1 memory controller (EBUSY on a limit below usage)")
@@ -100,7 +102,7 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 	fa := runFakeAgentWith(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	hog := func(l limits.Limits) *config.Workload {
 		return workloadOf(config.Connector{Name: "m", Run: &config.Process{
-			Command: []string{"/usr/bin/python3", "-c", "import time\nb = b'x' * (48 << 20)\nprint('ready', flush=True)\ntime.sleep(1000)"},
+			Command: []string{"/usr/bin/python3", "-c", "import signal, time\nb = [b'x' * (48 << 20)]\nsignal.signal(signal.SIGUSR1, lambda *_: b.clear())\nwhile True: time.sleep(1000)"},
 			Restart: config.RestartNever, Limits: l}})
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
@@ -118,6 +120,12 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 	pidsMax := filepath.Join("/sys/fs/cgroup/pids", fa.hier.Root(), "jobs", "m", "pids.max")
 	pidsIs := func(want int) bool {
 		b, err := os.ReadFile(pidsMax)
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && n == want
+	}
+	memLimit := filepath.Join("/sys/fs/cgroup/memory", fa.hier.Root(), "jobs", "m", "memory.limit_in_bytes")
+	memIs := func(want int) bool {
+		b, err := os.ReadFile(memLimit)
 		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil && n == want
 	}
@@ -158,16 +166,24 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 		t.Errorf("%d refusal log lines, want 1:\n%s", n, logs.String())
 	}
 
-	// A definition the kernel accepts clears the mark.
-	fa.src.assign(hog(limits.Limits{Memory: 200 << 20, Pids: 50}))
-	testutil.Eventually(t, 30*time.Second, "mark cleared", func() bool {
+	// The job frees its memory: the next retry (with backoff) writes the
+	// refused limit, which the kernel now accepts, and clears the mark.
+	if err := syscall.Kill(first.PID, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "16MiB accepted once usage fell", func() bool {
+		fa.clock.Advance(time.Minute)
 		j, _ := fa.Job("m")
-		return j.UpdateBlocked == "" && !flagged()
+		return j.UpdateBlocked == "" && !flagged() && memIs(16<<20)
 	})
-	fa.mu.RLock()
-	j := fa.jobs["m"]
-	fa.mu.RUnlock()
-	if st, err := j.group.Stats(); err != nil || st.MemoryLimitBytes != 200<<20 {
-		t.Errorf("memory limit %+v %v, want 200MiB", st, err)
+	if !strings.Contains(logs.String(), "job limits accepted by the kernel now") {
+		t.Errorf("no line for the refused limit accepted later:\n%s", logs.String())
+	}
+
+	// A later definition is applied in place as any other.
+	fa.src.assign(hog(limits.Limits{Memory: 200 << 20, Pids: 50}))
+	testutil.Eventually(t, 30*time.Second, "200MiB in force", func() bool { return memIs(200 << 20) })
+	if j, _ := fa.Job("m"); j.UpdateBlocked != "" || flagged() || j.PID != first.PID {
+		t.Errorf("after an accepted definition: update_blocked %q, flagged %v, pid %d (want %d)", j.UpdateBlocked, flagged(), j.PID, first.PID)
 	}
 }

@@ -664,8 +664,8 @@ func (a *Agent) logTransitions(id string) func(worker.Status) {
 // then written on its own (applyLimits), the refused ones are reported
 // (job.refused: the API's update_blocked, berth status,
 // berth_job_update_blocked, one log line per new reason) and tried again
-// at the next reconcile, until the kernel accepts them or a reload changes
-// them.
+// at each reconcile, and with backoff meanwhile, until the kernel accepts
+// them (the job's usage fell) or a later definition changes them.
 func (a *Agent) updateJob(cur *job, nj config.Job) {
 	if cur.w != nil && (cur.spec.Process.Restart != nj.Process.Restart || cur.spec.Process.StopTimeout != nj.Process.StopTimeout) {
 		cur.w.Retune(nj.Process.Restart, nj.Process.StopTimeout)
@@ -699,17 +699,32 @@ func (a *Agent) updateJob(cur *job, nj config.Job) {
 		if refused == "" {
 			applied = res
 			if wasRefused != "" {
-				a.log.Info("job limits accepted by the kernel now; all are in force", "job_id", nj.ID)
+				a.log.Info("job limits accepted by the kernel now; all are in force", "job_id", nj.ID, "changes", changeList(config.DiffJobs(cur.spec, nj)))
 			} else {
 				a.log.Info("job limits updated in place", "job_id", nj.ID, "changes", changeList(config.DiffJobs(cur.spec, nj)))
 			}
-		} else if refused != wasRefused {
+		} else {
+			// Some resources hold the new values, some the old: nothing
+			// to compare the next definition against, so it is written
+			// whatever it is (a definition going back to the old values
+			// must undo the accepted part).
+			applied = nil
+		}
+		if refused != "" && refused != wasRefused {
 			a.log.Error("the kernel refused some job limits; the others are in force, the refused ones are tried again at every reconcile",
 				"job_id", nj.ID, "refused", refused, "changes", changeList(config.DiffJobs(cur.spec, nj)))
 		}
 	}
 	a.mu.Lock()
 	cur.res, cur.spec, cur.refused = applied, nj, refused
+	switch {
+	case refused != "":
+		// Try again when the job's usage may have changed, not only when
+		// the source next changes.
+		a.failedTransiently(nj.ID, retry.Store())
+	case cur.blocked == "" && cur.err == "" && cur.holder == "":
+		delete(a.retries, nj.ID)
+	}
 	a.mu.Unlock()
 }
 
