@@ -8,7 +8,7 @@ PKGS      := ./...
 TESTFLAGS ?=
 TESTFORMAT ?= pkgname
 
-.PHONY: build run test test-race lint bench bench-scale soak soak-short fuzz test-v2 test-systemd deb docs man completion clean
+.PHONY: build run test test-race lint bench bench-scale bench-cluster bench-cluster-ci soak soak-short fuzz test-v2 test-systemd deb docs man completion clean
 
 build: ## bin/berth
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
@@ -31,6 +31,30 @@ lint: ## gofmt, go vet, staticcheck (pinned in go.mod)
 bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
 	$(GO) test -run '^$$' -bench Failover -benchtime 5x ./test | tee -a bench.out
+
+# The cluster simulation (cluster/sim): members of the real cluster package
+# with stand-in workers against a three-member etcd on loopback. Results
+# are appended to $(SIMOUT); the plot is drawn from them. SIMFLAGS go to
+# the 1,000-member run (e.g. -cpuprofile FILE -etcdprofile DIR).
+SIM       := bin/berth-sim
+SIMOUT    ?= bin/bench-cluster.jsonl
+SIMFLAGS  ?=
+
+$(SIM): FORCE
+	$(GO) build -o $(SIM) ./cluster/sim
+
+bench-cluster: $(SIM) ## cluster simulation: 100 × 10,000 and 1,000 × 100,000 (+ cold starts at 250, 500 members for the plot); tables in BENCHMARKS.md
+	test -x /usr/bin/etcd || test/deps.sh
+	rm -f $(SIMOUT)
+	$(SIM) -members 100 -jobs 10000 -json $(SIMOUT)
+	$(SIM) -members 250 -jobs 25000 -cold-only -json $(SIMOUT)
+	$(SIM) -members 500 -jobs 50000 -cold-only -json $(SIMOUT)
+	$(SIM) -members 1000 -jobs 100000 -timeout 5m -json $(SIMOUT) $(SIMFLAGS)
+	$(GO) run ./cluster/sim/plot -in $(SIMOUT) -out cluster/sim/coldstart.png
+
+bench-cluster-ci: $(SIM) ## the CI size of the cluster simulation: 100 × 10,000, at most 3 minutes; fails on a double run or a phase that does not end with every job running
+	test -x /usr/bin/etcd || test/deps.sh
+	$(SIM) -members 100 -jobs 10000 -timeout 2m -total 3m
 
 SCALE_N ?= 100,1000,5000
 bench-scale: build ## the real agent with N jobs beside process-exporter (as root); table to stdout, docs/scale.png
@@ -83,3 +107,5 @@ completion: build ## bin/completion: bash (berth), zsh (_berth) and fish (berth.
 
 clean:
 	rm -rf bin dist bench.out bench-scale.out scale.csv test.json soak.md
+
+FORCE:

@@ -18,7 +18,7 @@ import (
 // address, who the listener authenticated it as (Identity), its user agent,
 // and the agent that took the request.
 func (s *server) requester(r *http.Request) string {
-	self, _ := s.b.Owners()
+	self := s.b.AgentInfo().ID
 	by := "api " + r.RemoteAddr
 	if id := Identity(r, s.opts.WebConfigFile); id != "" {
 		by += " as " + id
@@ -80,8 +80,13 @@ func (s *server) restartConnector(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
-		_, owners := s.b.Owners()
-		st := connectorStatus(r.Context(), s.b, c)
+		v, err := readView(r.Context(), s.b)
+		if err != nil {
+			WriteError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		owners := v.owners
+		st := connectorStatus(r.Context(), s.b, c, v)
 		running := s.b.Target(c.Name) == config.TargetRunning
 		var jobs []string
 		pick := func(id string, js *JobStatus) {
@@ -127,7 +132,12 @@ func (s *server) restartTask(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		id := config.TaskID(c.Name, n)
-		if _, owners := s.b.Owners(); owners[id] == "" {
+		v, err := readView(r.Context(), s.b)
+		if err != nil {
+			WriteError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		if v.owners[id] == "" {
 			WriteError(w, http.StatusConflict, "Task "+id+" is not assigned to any agent")
 			return
 		}

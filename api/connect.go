@@ -169,12 +169,35 @@ func flattenProcess(cfg map[string]string, prefix string, p *config.Process) {
 	}
 }
 
+// clusterView is what a Connect status needs of the published assignment:
+// this agent's ID, the leader's, and the member that runs each job.
+type clusterView struct {
+	self, leader string
+	owners       map[string]string // job ID -> member ID
+}
+
+// readView reads the published assignment (Backend.Assignment, page by
+// page) into a clusterView, once per request. It returns the read's error.
+func readView(ctx context.Context, b Backend) (clusterView, error) {
+	a, err := b.Assignment(ctx)
+	if err != nil {
+		return clusterView{}, fmt.Errorf("read assignment: %w", err)
+	}
+	v := clusterView{self: b.AgentInfo().ID, leader: a.Leader, owners: map[string]string{}}
+	for m, jobs := range a.Members {
+		for _, j := range jobs {
+			v.owners[j] = m
+		}
+	}
+	return v, nil
+}
+
 // connectorStatus is GET /connectors/{name}/status: each job's state as
 // the agent that runs it reports it (its /v1/jobs), as a Connect worker
 // reads its peers' statuses. A connector without its own job reports its
 // target state; a stopped connector has no tasks (KIP-875).
-func connectorStatus(ctx context.Context, b Backend, c config.Connector) ConnectorStatus {
-	self, owners := b.Owners()
+func connectorStatus(ctx context.Context, b Backend, c config.Connector, v clusterView) ConnectorStatus {
+	self, owners := v.self, v.owners
 	target := b.Target(c.Name)
 	remote, answered := remoteStates(ctx, b, owners, self)
 	local := map[string]Job{}
@@ -206,8 +229,8 @@ func connectorStatus(ctx context.Context, b Backend, c config.Connector) Connect
 		out.Connector = state(c.Name)
 	} else {
 		out.Connector = JobStatus{State: targetState(target), WorkerID: self}
-		if a, ok := b.Assignment(); ok && a.Leader != "" {
-			out.Connector.WorkerID = a.Leader
+		if v.leader != "" {
+			out.Connector.WorkerID = v.leader
 		}
 	}
 	if target == config.TargetStopped {

@@ -61,24 +61,20 @@ func (b fakeBackend) Members(context.Context) ([]Member, error) {
 	return []Member{{ID: "a", Protocol: "static", Connectors: []string{"sink"}, Tasks: []string{"sink-0", "sink-1"}}}, nil
 }
 
-func (b fakeBackend) Assignment() (Assignment, bool) {
+func (b fakeBackend) Assignment(context.Context) (Assignment, error) {
 	if b.mode&2 == 0 {
-		return Assignment{}, false
+		return Assignment{}, ErrNotMember
 	}
-	return Assignment{Generation: 7, Leader: "a", Members: map[string][]string{"a": {"sink", "sink-0"}},
-		Unassigned: map[string]string{"sink-1": "declared by absent member b; no standby"}, Conflicts: []Conflict{}}, true
+	return Assignment{Generation: 7, Leader: "a", Members: map[string][]string{"a": {"sink", "sink-0"}, "b": {"sink-1"}},
+		Unassigned: map[string]string{}, Conflicts: []Conflict{}}, nil
 }
 
-func (b fakeBackend) Workload() *config.Workload {
+func (b fakeBackend) Workload(context.Context) (*config.Workload, error) {
 	return &config.Workload{Connectors: []config.Connector{
 		{Name: "sink", Tasks: 2, Run: &config.Process{Command: []string{"/bin/sleep", "1"}, Restart: config.RestartAlways,
 			Env: map[string]string{"URL": "http://x"}}, Task: &config.Process{Command: []string{"x"}, Restart: config.RestartOnFailure}},
 		{Name: "idle", Tasks: 0},
-	}}
-}
-
-func (b fakeBackend) Owners() (string, map[string]string) {
-	return "a", map[string]string{"sink": "a", "sink-0": "a", "sink-1": "b"}
+	}}, nil
 }
 
 func (b fakeBackend) Groups() []Group {

@@ -47,11 +47,16 @@ func (b *secBackend) Job(id string) (Job, bool) {
 func (b *secBackend) AgentInfo() Agent                          { return Agent{ID: b.self, State: "member"} }
 func (b *secBackend) Reconciled() bool                          { return true }
 func (b *secBackend) Members(context.Context) ([]Member, error) { return b.members, nil }
-func (b *secBackend) Assignment() (Assignment, bool)            { return Assignment{}, false }
-func (b *secBackend) Workload() *config.Workload                { return b.wl }
-func (b *secBackend) Owners() (string, map[string]string)       { return b.self, b.owners }
-func (b *secBackend) Groups() []Group                           { return nil }
-func (b *secBackend) Target(string) config.TargetState          { return config.TargetRunning }
+func (b *secBackend) Assignment(context.Context) (Assignment, error) {
+	a := Assignment{Members: map[string][]string{}}
+	for job, m := range b.owners {
+		a.Members[m] = append(a.Members[m], job)
+	}
+	return a, nil
+}
+func (b *secBackend) Workload(context.Context) (*config.Workload, error) { return b.wl, nil }
+func (b *secBackend) Groups() []Group                                    { return nil }
+func (b *secBackend) Target(string) config.TargetState                   { return config.TargetRunning }
 func (b *secBackend) SetTarget(_ context.Context, c string, st config.TargetState, by string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -326,14 +331,18 @@ func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 		member("b", "https://"+peer.addr).owns("orders", "a").owns("orders-0", "b")
 	self.auth = config.APIClient{TLS: config.TLS{CA: peer.ca.File, Cert: peer.cert, Key: peer.key},
 		Username: "prometheus", Password: peer.password}
-	st := connectorStatus(context.Background(), self, wl.Connectors[0])
+	v, err := readView(context.Background(), self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := connectorStatus(context.Background(), self, wl.Connectors[0], v)
 	if len(st.Tasks) != 1 || st.Tasks[0].State != "RUNNING" || st.Tasks[0].WorkerID != "b" {
 		b, _ := json.Marshal(st)
 		t.Errorf("status %s: want task 0 RUNNING on b", b)
 	}
 	// Without the credentials the peer's state is unknown, and says so.
 	self.auth = config.APIClient{TLS: config.TLS{CA: peer.ca.File}}
-	st = connectorStatus(context.Background(), self, wl.Connectors[0])
+	st = connectorStatus(context.Background(), self, wl.Connectors[0], v)
 	if len(st.Tasks) != 1 || st.Tasks[0].State != "UNASSIGNED" || !strings.Contains(st.Tasks[0].Trace, "did not answer") {
 		b, _ := json.Marshal(st)
 		t.Errorf("status %s: want task 0 UNASSIGNED, b did not answer", b)

@@ -17,6 +17,10 @@ import (
 // the connector does not exist (anymore).
 var ErrNotFound = errors.New("not found")
 
+// ErrNotMember is wrapped by a Backend's Assignment before the agent has
+// joined its cluster.
+var ErrNotMember = errors.New("not a member of the cluster yet")
+
 // Backend is what the handler needs of the agent.
 type Backend interface {
 	// Jobs returns every job this agent runs, sorted by ID.
@@ -31,14 +35,14 @@ type Backend interface {
 	// Members lists the live members; an error when the store cannot be
 	// read or the agent has not joined yet.
 	Members(ctx context.Context) ([]Member, error)
-	// Assignment is the published assignment; false before the agent has
-	// joined.
-	Assignment() (Assignment, bool)
-	// Workload is every connector and group the agent knows.
-	Workload() *config.Workload
-	// Owners returns this agent's ID and the member that runs each
-	// assigned job.
-	Owners() (self string, owners map[string]string)
+	// Assignment reads the whole published assignment from the cluster's
+	// store (page by page: data proportional to the cluster). It returns
+	// an error wrapping ErrNotMember before the agent has joined, or a
+	// store error.
+	Assignment(ctx context.Context) (Assignment, error)
+	// Workload reads every connector and group stored in the cluster
+	// (page by page). It returns a store error.
+	Workload(ctx context.Context) (*config.Workload, error)
 	// Groups returns the sharing groups that have jobs on this agent,
 	// sorted by name.
 	Groups() []Group
@@ -150,9 +154,9 @@ func Handler(b Backend, opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, ms)
 	})
 	mux.HandleFunc("GET /v1/assignment", func(w http.ResponseWriter, r *http.Request) {
-		a, ok := b.Assignment()
-		if !ok {
-			WriteError(w, http.StatusServiceUnavailable, "not a member of the cluster yet")
+		a, err := b.Assignment(r.Context())
+		if err != nil {
+			WriteError(w, http.StatusServiceUnavailable, "read assignment: "+err.Error())
 			return
 		}
 		writeJSON(w, http.StatusOK, a)
@@ -165,7 +169,12 @@ func Handler(b Backend, opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, connectorConfig(c))
 	}))
 	mux.HandleFunc("GET /connectors/{name}/status", s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
-		writeJSON(w, http.StatusOK, connectorStatus(r.Context(), b, c))
+		v, err := readView(r.Context(), b)
+		if err != nil {
+			WriteError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, connectorStatus(r.Context(), b, c, v))
 	}))
 	mux.HandleFunc("GET /connectors/{name}/tasks", s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
 		writeJSON(w, http.StatusOK, taskInfos(c, b.Target(c.Name)))
@@ -239,7 +248,11 @@ func routed(mux *http.ServeMux) http.Handler {
 // listConnectors is GET /connectors: the sorted names, or with expand=status
 // and/or expand=info a map of each connector's ConnectorExpanded.
 func (s *server) listConnectors(w http.ResponseWriter, r *http.Request) {
-	wl := s.b.Workload()
+	wl, err := s.b.Workload(r.Context())
+	if err != nil {
+		WriteError(w, http.StatusServiceUnavailable, "read connectors: "+err.Error())
+		return
+	}
 	var info, status bool
 	for _, e := range r.URL.Query()["expand"] {
 		switch strings.ToLower(e) {
@@ -258,6 +271,13 @@ func (s *server) listConnectors(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, names)
 		return
 	}
+	var v clusterView
+	if status {
+		if v, err = readView(r.Context(), s.b); err != nil {
+			WriteError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+	}
 	out := map[string]ConnectorExpanded{}
 	for _, c := range wl.Connectors {
 		var e ConnectorExpanded
@@ -266,7 +286,7 @@ func (s *server) listConnectors(w http.ResponseWriter, r *http.Request) {
 			e.Info = &ci
 		}
 		if status {
-			cs := connectorStatus(r.Context(), s.b, c)
+			cs := connectorStatus(r.Context(), s.b, c, v)
 			e.Status = &cs
 		}
 		out[c.Name] = e
@@ -278,7 +298,11 @@ func (s *server) listConnectors(w http.ResponseWriter, r *http.Request) {
 // 404.
 func (s *server) withConnector(f func(http.ResponseWriter, *http.Request, config.Connector)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, ok := connector(s.b, r.PathValue("name"))
+		c, ok, err := connector(r.Context(), s.b, r.PathValue("name"))
+		if err != nil {
+			WriteError(w, http.StatusServiceUnavailable, "read connectors: "+err.Error())
+			return
+		}
 		if !ok {
 			WriteError(w, http.StatusNotFound, "Connector "+r.PathValue("name")+" not found")
 			return
@@ -303,7 +327,12 @@ func (s *server) taskStatus(w http.ResponseWriter, r *http.Request, c config.Con
 	if !ok {
 		return
 	}
-	for _, t := range connectorStatus(r.Context(), s.b, c).Tasks {
+	v, err := readView(r.Context(), s.b)
+	if err != nil {
+		WriteError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	for _, t := range connectorStatus(r.Context(), s.b, c, v).Tasks {
 		if t.ID == n {
 			writeJSON(w, http.StatusOK, t)
 			return
@@ -312,13 +341,18 @@ func (s *server) taskStatus(w http.ResponseWriter, r *http.Request, c config.Con
 	WriteError(w, http.StatusNotFound, "No status found for task "+config.TaskID(c.Name, n))
 }
 
-func connector(b Backend, name string) (config.Connector, bool) {
-	for _, c := range b.Workload().Connectors {
+// connector reads the stored connector name; false when there is none.
+func connector(ctx context.Context, b Backend, name string) (config.Connector, bool, error) {
+	wl, err := b.Workload(ctx)
+	if err != nil {
+		return config.Connector{}, false, err
+	}
+	for _, c := range wl.Connectors {
 		if c.Name == name {
-			return c, true
+			return c, true, nil
 		}
 	}
-	return config.Connector{}, false
+	return config.Connector{}, false, nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -103,9 +103,9 @@ func newStatusView(r *http.Request, b Backend, now time.Time) statusView {
 	}
 	v.Summary = strings.Join(parts, ", ")
 
-	a, ok := b.Assignment()
-	v.Assigned = ok
-	if ok {
+	a, err := b.Assignment(r.Context())
+	v.Assigned = err == nil
+	if err == nil {
 		for j, why := range a.Unassigned {
 			v.Unassigned = append(v.Unassigned, keyValue{j, why})
 		}
@@ -124,7 +124,7 @@ func newStatusView(r *http.Request, b Backend, now time.Time) statusView {
 		}
 		v.Members = append(v.Members, memberView{ID: m.ID, Protocol: m.Protocol, Addr: m.Addr,
 			Started: ago(now, m.Started), Declared: d, Jobs: len(a.Members[m.ID]),
-			Leader: ok && a.Leader == m.ID, Self: m.ID == v.Agent.ID})
+			Leader: v.Assigned && a.Leader == m.ID, Self: m.ID == v.Agent.ID})
 	}
 	return v
 }

@@ -38,12 +38,12 @@ func (b *backend) Members(context.Context) ([]Member, error) {
 	}
 	return b.members, nil
 }
-func (b *backend) Assignment() (Assignment, bool) {
+func (b *backend) Assignment(context.Context) (Assignment, error) {
 	if !b.joined {
-		return Assignment{}, false
+		return Assignment{}, ErrNotMember
 	}
 	return Assignment{Generation: 7, Leader: "host-a", Members: map[string][]string{"host-a": {"a"}},
-		Unassigned: map[string]string{"b-0": "declared by host-b, which is absent"}}, true
+		Unassigned: map[string]string{"b-0": "declared by host-b, which is absent"}}, nil
 }
 
 func get(t *testing.T, h http.Handler, accept string) (*http.Response, string) {

@@ -7,10 +7,18 @@ import (
 	"path"
 )
 
+// maxLoggedPids is the most pids Cleanup names in a log line; beyond it
+// only their count is logged.
+const maxLoggedPids = 16
+
 // Cleanup kills every process in the cgroups below rel and deletes those
 // cgroups from every hierarchy; rel itself stays. The agent calls it on
 // start-up for each of Subtrees: whatever a previous run left there must
-// not run (docs/design.md, "A job's life"; docs/cases.md C1).
+// not run (docs/design.md, "A job's life"; docs/cases.md C1). Each cgroup
+// it finds is logged at WARN on the hierarchy's logger (SetLogger), one
+// line per cgroup: its path, how many processes it killed there and, when
+// at most maxLoggedPids, their pids. An agent killed with SIGKILL outside
+// systemd leaves its jobs' processes running until then.
 //
 // Errors: rel is invalid; a child could not be killed or deleted before ctx
 // ended (all children are tried; the errors are joined).
@@ -30,10 +38,21 @@ func (h *Hierarchy) Cleanup(ctx context.Context, rel string) error {
 			errs = append(errs, err)
 			continue
 		}
+		pids, err := g.Pids()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		pids = livePids(pids)
 		if err := g.Kill(ctx); err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		attrs := []any{"cgroup", path.Join(h.Root(), g.rel), "killed", len(pids)}
+		if len(pids) > 0 && len(pids) <= maxLoggedPids {
+			attrs = append(attrs, "pids", pids)
+		}
+		h.log.Warn("removed a cgroup an earlier run left behind", attrs...)
 		if err := g.Delete(ctx); err != nil {
 			errs = append(errs, err)
 			continue

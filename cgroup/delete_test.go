@@ -2,10 +2,15 @@ package cgroup
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
+	"path"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,6 +149,10 @@ func TestCleanupKillsLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var logged testutil.SyncBuffer
+	h2.SetLogger(slog.New(slog.NewJSONHandler(&logged, nil)))
+	pidsA, _ := a.Pids()
+	pidsB, _ := b.Pids()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, sub := range Subtrees() {
@@ -153,6 +162,31 @@ func TestCleanupKillsLeftovers(t *testing.T) {
 	}
 	ja.wait(t, 5*time.Second)
 	jb.wait(t, 5*time.Second)
+	// One WARN line per leftover cgroup, with what was killed there.
+	type line struct {
+		Level  string
+		Msg    string
+		Cgroup string
+		Killed int
+		Pids   []int
+	}
+	got := map[string]line{}
+	for _, raw := range strings.Split(strings.TrimSpace(logged.String()), "\n") {
+		var l line
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("log line %q: %v", raw, err)
+		}
+		got[l.Cgroup] = l
+	}
+	for rel, pids := range map[string][]int{"jobs/a": pidsA, "groups/x": pidsB} {
+		l, ok := got[path.Join(h.Root(), rel)]
+		if !ok || l.Level != "WARN" || l.Killed != len(pids) || !slices.Equal(l.Pids, pids) {
+			t.Errorf("log for %s = %+v, want WARN killed=%d pids=%v; log:\n%s", rel, l, len(pids), pids, logged.String())
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("Cleanup logged %d cgroups, want 2:\n%s", len(got), logged.String())
+	}
 	for _, sub := range Subtrees() {
 		if names, err := h2.Children(sub); err != nil || len(names) != 0 {
 			t.Errorf("Children of %s after Cleanup = %v, %v", sub, names, err)

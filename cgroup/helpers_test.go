@@ -27,7 +27,8 @@ func TestMain(m *testing.M) {
 	if os.Geteuid() == 0 {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
-	os.Exit(m.Run())
+	// No test leaves a cgroup directory of its own behind.
+	os.Exit(testutil.CheckLeftBehind(m.Run()))
 }
 
 // needCgroups skips unless running as root on a host with cgroups.
@@ -72,7 +73,7 @@ func testHierarchy(t testing.TB) *Hierarchy {
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	root := fmt.Sprintf("berth-test-%s-%s", name, hex.EncodeToString(b))
+	root := testutil.TrackCgroupRoot(t, fmt.Sprintf("berth-test-%s-%s", name, hex.EncodeToString(b)))
 	h, err := Open(root)
 	if err != nil {
 		t.Fatalf("Open(%q): %v", root, err)

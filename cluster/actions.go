@@ -193,6 +193,7 @@ func (c *Client) watchDirs(ctx context.Context, dirs ...string) <-chan struct{} 
 	}
 	go func() {
 		defer close(out)
+		b := newBackoff()
 		for ctx.Err() == nil {
 			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 			events := make(chan bool, len(dirs))
@@ -225,6 +226,7 @@ func (c *Client) watchDirs(ctx context.Context, dirs ...string) <-chan struct{} 
 				select {
 				case ok = <-events:
 					if ok {
+						b.Reset()
 						signal()
 					}
 				case <-wctx.Done():
@@ -233,7 +235,7 @@ func (c *Client) watchDirs(ctx context.Context, dirs ...string) <-chan struct{} 
 			}
 			cancel()
 			wg.Wait()
-			if !sleepCtx(ctx, watchRetry) {
+			if !pause(ctx, b) {
 				return
 			}
 		}

@@ -1,29 +1,34 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
-	"time"
+	"slices"
+	"strings"
 
 	"github.com/berthd/berth/assign"
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
-// Published is an assignment as the leader published it at
-// <prefix>/assignment.
+// Published is a whole published assignment: every member's share and the
+// per-job status, as one value. Assembling it reads data proportional to
+// the cluster (Client.Assignment); an agent reads its own Share instead.
 type Published struct {
 	Generation int64             // 1 for the first assignment; +1 on every change
 	Leader     string            // member ID of the leader that published it
 	Assignment assign.Assignment // who runs what, what is unassigned and why, conflicts
 }
 
-// publishedJSON is the stored form: {generation, leader, members:{id:[jobs]},
-// unassigned:{job:reason}, conflicts:[{job, members, winner}],
-// held:{job:member}, declared:{job:member}}. Held and Declared carry rule 5
-// holds and absent members' declarations into the next Input.Previous.
+// publishedJSON is the single-key layout's stored form, <prefix>/assignment:
+// {generation, leader, members:{id:[jobs]}, unassigned:{job:reason},
+// conflicts:[{job, members, winner}], held:{job:member},
+// declared:{job:member}}. A leader of this layout writes it, with layout 2,
+// while agents of the single-key layout are members (doc.go, "Upgrade");
+// a leader of the single-key layout writes it without.
 type publishedJSON struct {
 	Generation int64               `json:"generation"`
 	Leader     string              `json:"leader"`
@@ -32,6 +37,7 @@ type publishedJSON struct {
 	Conflicts  []conflictJSON      `json:"conflicts"`
 	Held       map[string]string   `json:"held"`
 	Declared   map[string]string   `json:"declared"`
+	Layout     int                 `json:"layout,omitempty"`
 }
 
 type conflictJSON struct {
@@ -40,8 +46,13 @@ type conflictJSON struct {
 	Winner  string   `json:"winner"`
 }
 
-func encodePublished(p Published) ([]byte, error) {
-	j := publishedJSON{Generation: p.Generation, Leader: p.Leader,
+// legacyKey is the single-key layout's assignment key.
+func (c *Client) legacyKey() string { return c.key("assignment") }
+
+// encodeLegacy returns p in the single-key layout's form, marked with
+// layout (0: unmarked, as a leader of that layout wrote it).
+func encodeLegacy(p Published, layout int) ([]byte, error) {
+	j := publishedJSON{Generation: p.Generation, Leader: p.Leader, Layout: layout,
 		Members: map[string][]string{}, Unassigned: map[string]string{}, Conflicts: []conflictJSON{},
 		Held: map[string]string{}, Declared: map[string]string{}}
 	for m, jobs := range p.Assignment.Members {
@@ -59,127 +70,244 @@ func encodePublished(p Published) ([]byte, error) {
 	return json.Marshal(j)
 }
 
-func decodePublished(b []byte) (Published, error) {
+// decodeLegacy decodes the single-key layout's value and its layout mark.
+func decodeLegacy(b []byte) (Published, int, error) {
 	var j publishedJSON
 	if err := json.Unmarshal(b, &j); err != nil {
-		return Published{}, fmt.Errorf("decode published assignment: %w", err)
+		return Published{}, 0, fmt.Errorf("decode published assignment: %w", err)
 	}
 	p := Published{Generation: j.Generation, Leader: j.Leader, Assignment: assign.Assignment{
 		Members: j.Members, Unassigned: j.Unassigned, Held: j.Held, Declared: j.Declared}}
 	for _, cf := range j.Conflicts {
 		p.Assignment.Conflicts = append(p.Assignment.Conflicts, assign.Conflict{Job: cf.Job, Members: cf.Members, Winner: cf.Winner})
 	}
-	return p, nil
+	normalise(&p.Assignment)
+	return p, j.Layout, nil
 }
 
-// sameAssignment reports whether a and b are equal in every published field
-// (nil and empty alike).
-func sameAssignment(a, b assign.Assignment) bool {
-	ea, err1 := encodePublished(Published{Assignment: a})
-	eb, err2 := encodePublished(Published{Assignment: b})
-	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
+// normalise makes a's maps non-nil.
+func normalise(a *assign.Assignment) {
+	if a.Members == nil {
+		a.Members = map[string][]string{}
+	}
+	if a.Unassigned == nil {
+		a.Unassigned = map[string]string{}
+	}
+	if a.Held == nil {
+		a.Held = map[string]string{}
+	}
+	if a.Declared == nil {
+		a.Declared = map[string]string{}
+	}
 }
 
-// Assignment returns the published assignment; the zero Published
-// (Generation 0) when none has been published yet. It returns an error when
-// the store cannot be read or the value is not valid JSON.
+// snapshot is the publication as stored, read at one revision: what a new
+// leader starts from and what Client.Assignment assembles.
+type snapshot struct {
+	head    Head
+	shares  map[string]chunkSet      // member -> its stored chunks
+	buckets map[string]*statusBucket // bucket name -> content
+	legacy  *Published               // <prefix>/assignment, if stored
+	marked  bool                     // legacy was written by a leader of this layout
+	maxGen  int64                    // highest generation of head, chunks and buckets
+}
+
+func newSnapshot() *snapshot {
+	return &snapshot{shares: map[string]chunkSet{}, buckets: map[string]*statusBucket{}}
+}
+
+// add takes one key of <prefix>/pub/ or the legacy key; keys it does not
+// know are ignored.
+func (sn *snapshot) add(c *Client, kv *mvccpb.KeyValue) error {
+	key := string(kv.Key)
+	switch {
+	case key == c.headKey():
+		h, err := decodeHead(kv.Value)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		sn.head = h
+		sn.maxGen = max(sn.maxGen, h.Generation)
+	case key == c.legacyKey():
+		p, layout, err := decodeLegacy(kv.Value)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		sn.legacy, sn.marked = &p, layout >= Layout
+	case strings.HasPrefix(key, c.statusDir()):
+		b, err := decodeBucket(kv.Value)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		sn.buckets[strings.TrimPrefix(key, c.statusDir())] = &b
+		sn.maxGen = max(sn.maxGen, b.Generation)
+	default:
+		member, i, ok := c.parseShareKey(key)
+		if !ok {
+			return nil
+		}
+		ch, err := decodeShareChunk(kv.Value)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		if sn.shares[member] == nil {
+			sn.shares[member] = chunkSet{}
+		}
+		sn.shares[member][i] = ch
+		sn.maxGen = max(sn.maxGen, ch.Generation)
+	}
+	return nil
+}
+
+// legacyAhead reports whether the legacy value is newer than the
+// per-member publication: a leader of the single-key layout has published
+// since (a mixed cluster during an upgrade).
+func (sn *snapshot) legacyAhead() bool {
+	return sn.legacy != nil && !sn.marked && sn.legacy.Generation > sn.maxGen
+}
+
+// published assembles the whole assignment. Members are those with a
+// share that is not departed; a share cut short by a failed leader counts
+// with the jobs of all its chunks.
+func (sn *snapshot) published() Published {
+	if sn.legacyAhead() {
+		return *sn.legacy
+	}
+	p := Published{Generation: sn.maxGen, Leader: sn.head.Leader}
+	a := &p.Assignment
+	normalise(a)
+	for member, cs := range sn.shares {
+		if s, ok := cs.assemble(member); ok {
+			if !s.Departed {
+				a.Members[member] = s.Jobs
+			}
+			continue
+		}
+		a.Members[member] = cs.allJobs()
+	}
+	st := newStatus()
+	for _, b := range sn.buckets {
+		b.mergeInto(&st)
+	}
+	sortConflicts(st.Conflicts)
+	a.Unassigned, a.Held, a.Declared, a.Conflicts = st.Unassigned, st.Held, st.Declared, st.Conflicts
+	if p.Leader == "" {
+		for _, cs := range sn.shares {
+			if c0, ok := cs[0]; ok && c0.Generation == sn.maxGen {
+				p.Leader = c0.Leader
+			}
+		}
+	}
+	return p
+}
+
+// readSnapshot reads <prefix>/pub/ and the legacy key page by page at one
+// revision, and returns the snapshot and that revision. A compaction in the
+// middle makes it start again.
+func (c *Client) readSnapshot(ctx context.Context) (*snapshot, int64, error) {
+	for {
+		sn := newSnapshot()
+		add := func(kv *mvccpb.KeyValue) error { return sn.add(c, kv) }
+		rev, err := c.rangePrefix(ctx, c.key("pub")+"/", 0, add)
+		if err == nil {
+			_, err = c.rangePrefix(ctx, c.legacyKey(), rev, func(kv *mvccpb.KeyValue) error {
+				if string(kv.Key) != c.legacyKey() {
+					return nil // a longer key that shares the prefix
+				}
+				return add(kv)
+			})
+		}
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		return sn, rev, nil
+	}
+}
+
+// complete reports whether the snapshot holds a finished publication: its
+// head is at the highest generation stored.
+func (sn *snapshot) complete() bool { return sn.legacyAhead() || sn.head.Generation == sn.maxGen }
+
+// assignmentReads is how often Assignment reads again while a publication
+// is under way before it returns the mixed state.
+const assignmentReads = 5
+
+// Assignment returns the whole published assignment, read page by page at
+// one revision; the zero Published (Generation 0) when none has been
+// published yet. When it finds a publication under way (shares of a newer
+// generation than the head) it reads again, with backoff, a few times;
+// then it returns what is stored, the newest share of every member. It
+// reads data proportional to the cluster (about 60 bytes per job): for
+// tools and views, not for an agent's own work (WatchShare). It returns an
+// error when the store cannot be read or a stored value is not valid JSON.
 func (c *Client) Assignment(ctx context.Context) (Published, error) {
-	p, _, err := c.readAssignment(ctx)
-	return p, err
+	b := newBackoff()
+	for i := 0; ; i++ {
+		sn, _, err := c.readSnapshot(ctx)
+		if err != nil {
+			return Published{}, fmt.Errorf("read assignment: %w", err)
+		}
+		if sn.maxGen == 0 && sn.legacy == nil {
+			return Published{}, nil
+		}
+		if sn.complete() || i+1 == assignmentReads || !pause(ctx, b) {
+			return sn.published(), nil
+		}
+	}
 }
 
-// readAssignment returns the published assignment and the store revision it
-// was read at.
-func (c *Client) readAssignment(ctx context.Context) (Published, int64, error) {
-	key := c.key("assignment")
-	resp, err := c.etcd.Get(ctx, key)
-	if err != nil {
-		return Published{}, 0, fmt.Errorf("read assignment %s: %w", key, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return Published{}, resp.Header.Revision, nil
-	}
-	p, err := decodePublished(resp.Kvs[0].Value)
-	if err != nil {
-		return Published{}, 0, fmt.Errorf("read assignment %s: %w", key, err)
-	}
-	return p, resp.Header.Revision, nil
-}
-
-// watchRetry is the pause before re-reading after a failed watch or read.
-const watchRetry = 500 * time.Millisecond
-
-// WatchAssignment returns a channel that delivers the published assignment:
-// first the current one (if any has been published), then every new
-// generation in increasing order, never one twice. If the watch breaks (etcd
-// compacted the history, or lost its leader) it re-reads and continues, so
-// generations published meanwhile may be skipped but order is kept. The
-// channel is closed when ctx ends. A slow reader holds up delivery; it never
-// loses the newest generation.
+// WatchAssignment returns a channel that delivers the whole published
+// assignment: first the current one (if any has been published), then
+// every new generation in increasing order, never one twice. It watches
+// the publication head (and the single-key layout's value, for a leader of
+// that layout) and reads the whole assignment on each new generation, so
+// every delivery reads data proportional to the cluster: it suits tools
+// and small clusters; an agent watches its own share (WatchShare) and the
+// head (WatchHead). Generations published while a read is under way may be
+// skipped; order is kept. The channel is closed when ctx ends.
 func (c *Client) WatchAssignment(ctx context.Context) <-chan Published {
 	out := make(chan Published)
 	go func() {
 		defer close(out)
 		var last int64
-		send := func(p Published) bool {
-			if p.Generation <= last {
-				return true
-			}
-			select {
-			case out <- p:
-				last = p.Generation
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		for ctx.Err() == nil {
-			p, rev, err := c.readAssignment(ctx)
-			if err != nil {
-				if !sleepCtx(ctx, watchRetry) {
-					return
-				}
-				continue
-			}
-			if !send(p) {
-				return
-			}
-			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			for wr := range c.etcd.Watch(wctx, c.key("assignment"), clientv3.WithRev(rev+1)) {
-				if wr.Err() != nil {
-					break
-				}
-				for _, ev := range wr.Events {
-					if ev.Type != clientv3.EventTypePut {
-						continue
+		c.follow(ctx, []watchSpec{{key: c.headKey()}, {key: c.legacyKey()}}, followFuncs{
+			event: func(int, string, []byte, bool) {},
+			settled: func() bool {
+				b := newBackoff()
+				for {
+					p, err := c.Assignment(ctx)
+					if err == nil {
+						if p.Generation <= last {
+							return true
+						}
+						select {
+						case out <- p:
+							last = p.Generation
+							return true
+						case <-ctx.Done():
+							return false
+						}
 					}
-					p, err := decodePublished(ev.Kv.Value)
-					if err != nil {
-						continue // a foreign write; the next generation replaces it
-					}
-					if !send(p) {
-						cancel()
-						return
+					if !pause(ctx, b) {
+						return false
 					}
 				}
-			}
-			cancel()
-			if !sleepCtx(ctx, watchRetry) {
-				return
-			}
-		}
+			},
+		})
 	}()
 	return out
 }
 
-// sleepCtx waits d or until ctx ends; it reports whether ctx is still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
+// owners returns the sorted IDs of members that own jobs in a: members with
+// an entry in a.Members and departed members that a.Held keeps jobs for.
+func owners(a assign.Assignment) []string {
+	ids := slices.Collect(maps.Keys(a.Members))
+	for _, id := range a.Held {
+		ids = append(ids, id)
 	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }

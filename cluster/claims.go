@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Claim takes job's claim for this member: <prefix>/claims/<job> = member
 // ID, created only if absent and bound to the session's lease, so it
-// vanishes with the lease (DESIGN.md: an agent claims a job before it starts
+// vanishes with the lease (docs/design.md: an agent claims a job before it starts
 // it). ok is true when the claim is now ours (also when it already was);
 // otherwise holder names the member that holds it. It returns an error when
 // job is not a valid key segment, the session has ended, or the store fails.
@@ -41,76 +42,6 @@ func (s *Session) Claim(ctx context.Context, job string) (ok bool, holder string
 	return holder == s.record.ID && clientv3.LeaseID(kvs[0].Lease) == s.lease, holder, nil
 }
 
-// claimsPerTxn is how many claims ClaimMany puts in one transaction:
-// etcd refuses a transaction of more than --max-txn-ops operations (128 by
-// default; etcd's embed.Config MaxTxnOps), and each claim is one nested
-// transaction.
-const claimsPerTxn = 127
-
-// ClaimMany takes the claims of jobs for this member, each exactly as Claim
-// does (create-if-absent, bound to the session's lease), claimsPerTxn per
-// transaction: every claim is a nested transaction, so one claim held by
-// another member does not fail the others. won lists the jobs whose claims
-// are now ours (also those that already were), in the order given; held
-// maps every other job to the member that holds it (another member, or an
-// earlier session of ours whose lease has not yet expired). Duplicate
-// jobs count once.
-//
-// It returns an error, with the results of the transactions that did
-// commit, when a job is not a valid key segment (before any write), the
-// session has ended, or the store fails; a job in neither result may then
-// be claimed or not: claim it again.
-func (s *Session) ClaimMany(ctx context.Context, jobs []string) (won []string, held map[string]string, err error) {
-	seen := make(map[string]bool, len(jobs))
-	uniq := make([]string, 0, len(jobs))
-	for _, j := range jobs {
-		if err := checkName("job", j); err != nil {
-			return nil, nil, err
-		}
-		if !seen[j] {
-			seen[j] = true
-			uniq = append(uniq, j)
-		}
-	}
-	held = map[string]string{}
-	for start := 0; start < len(uniq); start += claimsPerTxn {
-		if err := s.Err(); err != nil {
-			return won, held, fmt.Errorf("claim %d jobs: %w", len(uniq)-start, err)
-		}
-		part := uniq[start:min(start+claimsPerTxn, len(uniq))]
-		ops := make([]clientv3.Op, len(part))
-		for i, j := range part {
-			key := s.c.key("claims", j)
-			ops[i] = clientv3.OpTxn(
-				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-				[]clientv3.Op{clientv3.OpPut(key, s.record.ID, clientv3.WithLease(s.lease))},
-				[]clientv3.Op{clientv3.OpGet(key)})
-		}
-		resp, err := s.c.etcd.Txn(ctx).Then(ops...).Commit()
-		if err != nil {
-			return won, held, fmt.Errorf("claim %d jobs (%s …): %w", len(part), part[0], err)
-		}
-		for i, r := range resp.Responses {
-			job := part[i]
-			tr := r.GetResponseTxn()
-			if tr.Succeeded {
-				won = append(won, job)
-				continue
-			}
-			kvs := tr.Responses[0].GetResponseRange().Kvs
-			if len(kvs) == 0 {
-				return won, held, fmt.Errorf("claim %s: claim vanished inside a transaction", job)
-			}
-			if string(kvs[0].Value) == s.record.ID && clientv3.LeaseID(kvs[0].Lease) == s.lease {
-				won = append(won, job)
-			} else {
-				held[job] = string(kvs[0].Value)
-			}
-		}
-	}
-	return won, held, nil
-}
-
 // Release gives up job's claim if this session holds it: the key is deleted
 // only when its value is our member ID and it is bound to our lease, so a
 // late Release never removes a claim another member (or a later session of
@@ -132,60 +63,181 @@ func (s *Session) Release(ctx context.Context, job string) error {
 	return nil
 }
 
-// Claims returns every current claim: job ID -> holder member ID.
+// ClaimMany takes the claims of jobs for this member, each exactly as Claim
+// does (create-if-absent, bound to the session's lease), in as few
+// transactions as etcd's limits allow: every claim is a nested transaction,
+// so one claim held by another member does not fail the others, and one
+// request carries up to MaxTxnOps−1 claims (127 by default). won lists the
+// jobs whose claims are now ours (also those that already were), in the
+// order given; held maps every other job to the member that holds it
+// (another member, or an earlier session of ours whose lease has not yet
+// expired). Duplicate jobs count once.
+//
+// It returns an error, with the results of the transactions that did
+// commit, when a job is not a valid key segment (before any write), the
+// session has ended, or the store fails; a job in neither result may then
+// be claimed or not: claim it again.
+func (s *Session) ClaimMany(ctx context.Context, jobs []string) (won []string, held map[string]string, err error) {
+	jobs, err = uniqueNames("job", jobs)
+	if err != nil {
+		return nil, nil, err
+	}
+	held = map[string]string{}
+	per := s.c.cfg.MaxTxnOps - 1
+	for start := 0; start < len(jobs); start += per {
+		if err := s.Err(); err != nil {
+			return won, held, fmt.Errorf("claim %d jobs: %w", len(jobs)-start, err)
+		}
+		part := jobs[start:min(start+per, len(jobs))]
+		ops := make([]sizedOp, len(part))
+		for i, j := range part {
+			key := s.c.key("claims", j)
+			ops[i] = sizedOp{size: 3*len(key) + len(s.record.ID) + opOverhead,
+				op: clientv3.OpTxn(
+					[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+					[]clientv3.Op{clientv3.OpPut(key, s.record.ID, clientv3.WithLease(s.lease))},
+					[]clientv3.Op{clientv3.OpGet(key)})}
+		}
+		done := 0
+		for _, txn := range s.c.pack(ops, per) {
+			resp, err := s.c.etcd.Txn(ctx).Then(txn...).Commit()
+			if err != nil {
+				return won, held, fmt.Errorf("claim %d jobs (%s …): %w", len(txn), part[done], err)
+			}
+			for i, r := range resp.Responses {
+				job := part[done+i]
+				tr := r.GetResponseTxn()
+				if tr.Succeeded {
+					won = append(won, job)
+					continue
+				}
+				kvs := tr.Responses[0].GetResponseRange().Kvs
+				if len(kvs) == 0 {
+					return won, held, fmt.Errorf("claim %s: claim vanished inside a transaction", job)
+				}
+				if string(kvs[0].Value) == s.record.ID && clientv3.LeaseID(kvs[0].Lease) == s.lease {
+					won = append(won, job)
+				} else {
+					held[job] = string(kvs[0].Value)
+				}
+			}
+			done += len(txn)
+		}
+	}
+	return won, held, nil
+}
+
+// ReleaseMany gives up the claims of jobs that this session holds, each
+// exactly as Release does (deleted only when its value is our member ID and
+// it is bound to our lease), in as few transactions as etcd's limits allow
+// (up to MaxTxnOps−2 releases each). Jobs whose claims we do not hold are
+// left alone. It returns an error when a job is not a valid key segment
+// (before any write) or the store fails; releases of the transactions that
+// committed stand.
+func (s *Session) ReleaseMany(ctx context.Context, jobs []string) error {
+	jobs, err := uniqueNames("job", jobs)
+	if err != nil {
+		return err
+	}
+	per := s.c.cfg.MaxTxnOps - 2
+	ops := make([]sizedOp, len(jobs))
+	for i, j := range jobs {
+		key := s.c.key("claims", j)
+		ops[i] = sizedOp{size: 3*len(key) + len(s.record.ID) + opOverhead,
+			op: clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", s.record.ID),
+					clientv3.Compare(clientv3.LeaseValue(key), "=", int64(s.lease))},
+				[]clientv3.Op{clientv3.OpDelete(key)}, nil)}
+	}
+	done := 0
+	for _, txn := range s.c.pack(ops, per) {
+		if _, err := s.c.etcd.Txn(ctx).Then(txn...).Commit(); err != nil {
+			return fmt.Errorf("release %d jobs (%s …): %w", len(txn), jobs[done], err)
+		}
+		done += len(txn)
+	}
+	return nil
+}
+
+// uniqueNames checks every name is a valid key segment and drops repeats,
+// keeping the first occurrence's order.
+func uniqueNames(what string, names []string) ([]string, error) {
+	seen := make(map[string]bool, len(names))
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if err := checkName(what, n); err != nil {
+			return nil, err
+		}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// Holders returns the member ID that holds each claimed job among jobs (an
+// unclaimed job is absent), read by key, MaxTxnOps per transaction: who
+// runs a connector's tasks right now, without reading every claim. It
+// returns an error when a job is not a valid key segment or the store
+// fails.
+func (c *Client) Holders(ctx context.Context, jobs []string) (map[string]string, error) {
+	keys := make([]string, 0, len(jobs))
+	for _, j := range jobs {
+		if err := checkName("job", j); err != nil {
+			return nil, err
+		}
+		keys = append(keys, c.key("claims", j))
+	}
+	dir := c.key("claims/")
+	out := map[string]string{}
+	if err := c.getKeys(ctx, keys, func(kv *mvccpb.KeyValue) {
+		out[strings.TrimPrefix(string(kv.Key), dir)] = string(kv.Value)
+	}); err != nil {
+		return nil, fmt.Errorf("read claims: %w", err)
+	}
+	return out, nil
+}
+
+// Claims returns every current claim: job ID -> holder member ID, read
+// page by page at one revision (about 80 bytes per job: for tools and
+// checks; Holders reads a few).
 func (c *Client) Claims(ctx context.Context) (map[string]string, error) {
 	dir := c.key("claims/")
-	resp, err := c.etcd.Get(ctx, dir, clientv3.WithPrefix())
+	out := map[string]string{}
+	_, err := c.rangePrefix(ctx, dir, 0, func(kv *mvccpb.KeyValue) error {
+		out[strings.TrimPrefix(string(kv.Key), dir)] = string(kv.Value)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list claims under %s: %w", dir, err)
-	}
-	out := make(map[string]string, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		out[strings.TrimPrefix(string(kv.Key), dir)] = string(kv.Value)
 	}
 	return out, nil
 }
 
 // WaitClaimFree blocks until job has no claim (released, or its holder's
-// lease expired) and returns nil, or returns ctx's error when ctx ends first,
-// or a store error. A revoked job is claimed by its next member only after
-// this (DESIGN.md rule 7).
+// lease expired) and returns nil, or returns ctx's error when ctx ends first.
+// Failed reads and broken watches are retried with jittered backoff. A
+// revoked job is claimed by its next member only after this (docs/design.md
+// rule 7).
 func (c *Client) WaitClaimFree(ctx context.Context, job string) error {
 	if err := checkName("job", job); err != nil {
 		return err
 	}
 	key := c.key("claims", job)
+	b := newBackoff()
 	for {
 		resp, err := c.etcd.Get(ctx, key)
-		if err != nil {
-			return fmt.Errorf("wait for claim %s to be free: %w", job, err)
-		}
-		if len(resp.Kvs) == 0 {
-			return nil
-		}
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := c.etcd.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1))
-		freed := false
-		for wr := range wch {
-			if wr.Err() != nil {
-				break
+		if err == nil {
+			if len(resp.Kvs) == 0 {
+				return nil
 			}
-			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					freed = true
-				}
-			}
-			if freed {
-				break
+			if err = c.waitDelete(ctx, key, resp.Header.Revision+1); err == nil {
+				return nil
 			}
 		}
-		cancel()
-		if freed {
-			return nil
+		if ctx.Err() != nil || !pause(ctx, b) {
+			return fmt.Errorf("wait for claim %s to be free: %w (last error: %v)", job, ctx.Err(), err)
 		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("wait for claim %s to be free: %w", job, err)
-		}
-		// The watch failed (compaction, lost leader): read again.
 	}
 }

@@ -2,11 +2,11 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/config"
 )
 
 func TestClaimIsExclusiveAndReleasedOnlyByItsHolder(t *testing.T) {
@@ -100,43 +100,46 @@ func TestClaimFreedWhenHolderLeaseEnds(t *testing.T) {
 }
 
 // ClaimMany claims what is free and reports who holds the rest, over more
-// jobs than one transaction may carry.
-func TestClaimMany(t *testing.T) {
+// jobs than one transaction may carry; ReleaseMany releases only our own.
+func TestClaimManyAndReleaseMany(t *testing.T) {
 	name := uniqueName(t)
 	ca := connect(t, shared.Endpoints(), name, nil)
 	cb := connect(t, shared.Endpoints(), name, nil)
 	sa := join(t, ca, assign.Member{ID: "a"})
 	sb := join(t, cb, assign.Member{ID: "b"})
 	ctx := ctxT(t)
-	jobs := make([]string, 300)
-	for i := range jobs {
-		jobs[i] = fmt.Sprintf("j%03d", i)
+	var jobs []string
+	for i := range 300 { // > MaxTxnOps: three transactions
+		jobs = append(jobs, config.TaskID("orders", i))
 	}
 	if won, held, err := sa.ClaimMany(ctx, jobs[:10]); len(won) != 10 || len(held) != 0 || err != nil {
-		t.Fatalf("a claims 10: won %d, held %v, err %v", len(won), held, err)
+		t.Fatalf("a claims 10: won %v held %v err %v", won, held, err)
 	}
 	won, held, err := sb.ClaimMany(ctx, append(jobs, jobs[20])) // a duplicate counts once
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(won) != 290 || won[0] != "j010" || len(held) != 10 || held["j000"] != "a" {
-		t.Fatalf("b claims 300 with 10 held by a: won %d (first %s), held %v", len(won), won[0], held)
+	if len(won) != 290 || len(held) != 10 || held["orders-3"] != "a" || won[0] != "orders-10" {
+		t.Fatalf("b claims 300: won %d (first %q), held %v", len(won), won[0], held)
 	}
+	// Claiming again what we hold is no change.
 	if again, held, err := sb.ClaimMany(ctx, won[:5]); len(again) != 5 || len(held) != 0 || err != nil {
-		t.Fatalf("b claims its own again: won %v, held %v, err %v", again, held, err)
+		t.Fatalf("b claims its own again: %v %v %v", again, held, err)
+	}
+	// b's release of all 300 leaves a's 10.
+	if err := sb.ReleaseMany(ctx, jobs); err != nil {
+		t.Fatal(err)
 	}
 	claims, err := ca.Claims(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, j := range jobs {
-		want := "b"
-		if i < 10 {
-			want = "a"
-		}
-		if claims[j] != want {
-			t.Fatalf("claim of %s held by %q, want %q", j, claims[j], want)
-		}
+	if len(claims) != 10 || claims["orders-9"] != "a" {
+		t.Fatalf("claims after b's release: %v", claims)
+	}
+	holders, err := cb.Holders(ctx, []string{"orders-0", "orders-10"})
+	if err != nil || len(holders) != 1 || holders["orders-0"] != "a" {
+		t.Fatalf("Holders = %v, %v", holders, err)
 	}
 	if _, _, err := sa.ClaimMany(ctx, []string{"ok", "a/b"}); err == nil {
 		t.Fatal("ClaimMany accepted a job ID with '/'")

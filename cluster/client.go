@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // dialTimeout bounds the first connection to etcd.
@@ -21,6 +22,8 @@ type Client struct {
 	etcd    *clientv3.Client
 	prefix  string                               // "/berth/<name>/"
 	compute func(assign.Input) assign.Assignment // assign.Compute; replaced only in tests
+	// waveTimeout overrides defaultClaimWaveTimeout (tests only).
+	waveTimeout time.Duration
 }
 
 // Connect opens an etcd client for cfg (TLS when cfg.TLS is set, as the
@@ -41,6 +44,12 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		Context:     context.Background(),
 		Username:    cfg.Username,
 		Password:    cfg.Password,
+		// The client refuses to send more than etcd accepts; the packing
+		// of transactions keeps below it (see MaxRequestBytes).
+		MaxCallSendMsgSize: cfg.MaxRequestBytes,
+	}
+	if cfg.Traffic != nil {
+		ecfg.DialOptions = append(ecfg.DialOptions, grpc.WithStatsHandler(trafficHandler{cfg.Traffic}))
 	}
 	if cfg.TLS != nil {
 		info := transport.TLSInfo{CertFile: cfg.TLS.Cert, KeyFile: cfg.TLS.Key, TrustedCAFile: cfg.TLS.CA, ServerName: cfg.TLS.ServerName}
@@ -55,7 +64,8 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("connect etcd %v: %w", cfg.Endpoints, err)
 	}
 	c := &Client{cfg: cfg, etcd: cli, prefix: "/berth/" + cfg.Name + "/", compute: assign.Compute}
-	if _, err := cli.Get(ctx, c.prefix, clientv3.WithCountOnly()); err != nil {
+	// One key, not a count of the prefix: that would scan every claim.
+	if _, err := cli.Get(ctx, c.headKey()); err != nil {
 		cli.Close()
 		return nil, fmt.Errorf("connect etcd %v: read %s: %w", cfg.Endpoints, c.prefix, err)
 	}

@@ -8,11 +8,19 @@ import (
 )
 
 // DefaultSessionTTL is the session lease TTL when Config.SessionTTL is zero
-// (DESIGN.md `session_ttl`, default 10 s).
+// (docs/design.md `session_ttl`, default 10 s).
 const DefaultSessionTTL = 10 * time.Second
 
 // DefaultName is the cluster name used when Config.Name is empty.
 const DefaultName = "default"
+
+// Defaults of etcd's request limits (etcd server flags --max-txn-ops and
+// --max-request-bytes): every transaction this package sends stays within
+// Config.MaxTxnOps operations and Config.MaxRequestBytes bytes.
+const (
+	DefaultMaxTxnOps       = 128         // operations per transaction
+	DefaultMaxRequestBytes = 1536 * 1024 // bytes per request (1.5 MiB)
+)
 
 // Config says which etcd to use and how membership behaves.
 type Config struct {
@@ -45,6 +53,31 @@ type Config struct {
 	// with its round-trip time (the source of berth_lease_renew_seconds).
 	// It is called from the renewal goroutine and must not block.
 	OnRenew func(latency time.Duration)
+	// MaxTxnOps is the etcd servers' --max-txn-ops: the most operations
+	// (puts, deletes, reads) one transaction may hold. Publication, claims
+	// and releases are split into transactions of at most this many. Zero
+	// means DefaultMaxTxnOps (128); otherwise at least 4.
+	MaxTxnOps int
+	// MaxRequestBytes is the etcd servers' --max-request-bytes: the largest
+	// request, bytes. Every transaction is kept under 7/8 of it (the rest
+	// covers the encoding's framing). Zero means DefaultMaxRequestBytes
+	// (1.5 MiB); otherwise at least 16 KiB.
+	MaxRequestBytes int
+	// ClaimWindow is the most jobs the leader hands out in one go before
+	// it has seen their new members claim them: a publication that gives
+	// members more new jobs than this writes their shares in waves, each
+	// when the jobs of the previous ones have been claimed (or 2 s have
+	// passed), so that a cold start of many members does not queue so many
+	// lease-bound writes in etcd at once that lease renewals miss their
+	// deadline. Zero means DefaultClaimWindow (8,192); negative: no limit.
+	ClaimWindow int
+	// OnPublish, when set, is called by the leader after every
+	// publication it completed, with what it cost. It is called from the
+	// leader's goroutine and must not block.
+	OnPublish func(PublishStats)
+	// Traffic, when set, counts the bytes this client exchanges with etcd
+	// (see Traffic). Nil: nothing is counted.
+	Traffic *Traffic
 }
 
 // TLSConfig names the PEM files for a TLS connection to etcd.
@@ -93,6 +126,21 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.RebalanceDelay < 0 {
 		return cfg, fmt.Errorf("cluster config: rebalance delay %s is negative", cfg.RebalanceDelay)
+	}
+	if cfg.ClaimWindow == 0 {
+		cfg.ClaimWindow = DefaultClaimWindow
+	}
+	if cfg.MaxTxnOps == 0 {
+		cfg.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if cfg.MaxTxnOps < 4 {
+		return cfg, fmt.Errorf("cluster config: max txn ops %d: must be at least 4 (etcd's default is %d)", cfg.MaxTxnOps, DefaultMaxTxnOps)
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxRequestBytes < 16*1024 {
+		return cfg, fmt.Errorf("cluster config: max request bytes %d: must be at least 16384 (etcd's default is %d)", cfg.MaxRequestBytes, DefaultMaxRequestBytes)
 	}
 	return cfg, nil
 }

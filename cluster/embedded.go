@@ -20,7 +20,7 @@ const embeddedStartTimeout = 30 * time.Second
 
 // Embedded is a single-node etcd server running inside the agent process,
 // listening on loopback only. It is what an agent uses when no `endpoints`
-// are configured (DESIGN.md "Membership and assignment"): one host works out
+// are configured (docs/design.md "Membership, claims and fencing"): one host works out
 // of the box.
 type Embedded struct {
 	closing   *atomic.Bool

@@ -33,8 +33,8 @@ func freePort(t *testing.T) int {
 }
 
 // startExternalEtcd runs /usr/bin/etcd as a child on free loopback ports in
-// a temporary directory, killed by PID in Cleanup.
-func startExternalEtcd(t *testing.T) (*exec.Cmd, string) {
+// a temporary directory, with extra flags, killed by PID in Cleanup.
+func startExternalEtcd(t *testing.T, flags ...string) (*exec.Cmd, string) {
 	t.Helper()
 	if _, err := os.Stat(externalEtcd); err != nil {
 		t.Skipf("%s not installed (apt-get install -y etcd-server): %v", externalEtcd, err)
@@ -42,11 +42,12 @@ func startExternalEtcd(t *testing.T) (*exec.Cmd, string) {
 	dir := t.TempDir()
 	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	cmd := exec.Command(externalEtcd,
+	args := append([]string{
 		"--name", "berth-test", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "berth-test="+peer, "--log-level", "error")
+		"--initial-cluster", "berth-test=" + peer, "--log-level", "error"}, flags...)
+	cmd := exec.Command(externalEtcd, args...)
 	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -162,6 +162,7 @@ type proxy struct {
 	upstream string
 	mu       sync.Mutex
 	cut      bool
+	refuse   bool // close new connections at once (a refused connect)
 	conns    []net.Conn
 }
 
@@ -194,8 +195,12 @@ func (p *proxy) serve() {
 		}
 		p.mu.Lock()
 		p.conns = append(p.conns, c)
-		cut := p.cut
+		cut, refuse := p.cut, p.refuse
 		p.mu.Unlock()
+		if refuse {
+			c.Close()
+			continue
+		}
 		if cut {
 			continue // held open, never answered
 		}
@@ -221,4 +226,23 @@ func (p *proxy) Partition() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// Refuse cuts every forwarded connection and closes new ones at once, as a
+// host whose etcd port refuses connections; Heal forwards again.
+func (p *proxy) Refuse() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// Heal forwards new connections again after Refuse.
+func (p *proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse = false
 }

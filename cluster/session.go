@@ -24,7 +24,7 @@ const renewRetry = 200 * time.Millisecond
 // loop (not clientv3's KeepAlive stream) so that it knows when each renewal
 // was sent.
 //
-// Fencing rule (DESIGN.md): the server resets a lease's expiry to at least
+// Fencing rule (docs/design.md): the server resets a lease's expiry to at least
 // TTL after it receives a renewal, which is after the renewal was sent, so it
 // cannot expire the lease before LastRenewal()+TTL(). Deadline() is that
 // instant minus a margin of max(1 s, TTL/5), leaving time to kill workers.
@@ -62,7 +62,7 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 		return nil, err
 	}
 	rec := MemberRecord{ID: m.ID, Protocol: m.Protocol, Connectors: m.Connectors, Tasks: m.Tasks,
-		Addr: addr, Started: time.Now().UTC()}
+		Addr: addr, Started: time.Now().UTC(), Layout: Layout}
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return nil, fmt.Errorf("encode member record %s: %w", m.ID, err)
@@ -105,11 +105,18 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 		}
 		sent = again
 	}
+	return c.startSession(rec, g.ID, sent), nil
+}
+
+// startSession starts the renewal loop of a session whose lease was granted
+// (or last renewed) by a request sent at sent.
+func (c *Client) startSession(rec MemberRecord, lease clientv3.LeaseID, sent time.Time) *Session {
+	ttl := c.cfg.SessionTTL
 	sctx, cancel := context.WithCancel(context.Background())
-	s := &Session{c: c, record: rec, lease: g.ID, ttl: ttl, margin: fencingMargin(ttl),
+	s := &Session{c: c, record: rec, lease: lease, ttl: ttl, margin: fencingMargin(ttl),
 		ctx: sctx, cancel: cancel, done: make(chan struct{}), loop: make(chan struct{}), lastSent: sent}
 	go s.renewLoop()
-	return s, nil
+	return s
 }
 
 // fencingMargin is how long before the earliest server-side expiry the local

@@ -163,3 +163,51 @@ func TestSessionFencesBeforeServerExpiry(t *testing.T) {
 	t.Logf("fenced %s before the earliest server expiry; claim freed %s after it",
 		earliestExpiry.Sub(doneAt), freedAt.Sub(earliestExpiry))
 }
+
+// WaitMemberGone returns once the record of the ID is deleted (here by the
+// holder's Close), not before; then the ID joins at once.
+func TestWaitMemberGone(t *testing.T) {
+	c := connect(t, shared.Endpoints(), uniqueName(t), nil)
+	ctx := ctxT(t)
+	m := assign.Member{ID: "w1", Protocol: config.ProtocolStatic}
+	if err := c.WaitMemberGone(ctx, "w1"); err != nil {
+		t.Fatalf("no record yet: %v", err)
+	}
+	s := join(t, c, m)
+	gone := make(chan error, 1)
+	go func() { gone <- c.WaitMemberGone(ctx, "w1") }()
+	// Still held: the wait has not returned once the second join is refused.
+	if _, err := c.Join(ctx, m, "10.0.0.2:9750"); !errors.Is(err, ErrMemberExists) {
+		t.Fatalf("duplicate join: err = %v, want ErrMemberExists", err)
+	}
+	select {
+	case err := <-gone:
+		t.Fatalf("WaitMemberGone returned %v while the record is held", err)
+	default:
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-gone; err != nil {
+		t.Fatalf("WaitMemberGone after Close: %v", err)
+	}
+	s2 := join(t, c, m)
+	_ = s2.Close()
+}
+
+// A session whose grant was sent long ago (a join slowed by a busy store)
+// renews at once, not a whole renewal interval after its loop started:
+// that would leave too little of the TTL for the renewal's round trip.
+func TestSlowJoinRenewsAtOnce(t *testing.T) {
+	c := connect(t, shared.Endpoints(), uniqueName(t), func(cfg *Config) { cfg.SessionTTL = 10 * time.Second })
+	g, err := c.etcd.Grant(ctxT(t), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As if the grant had been sent 5 s ago: 3 s of the 8 s before the
+	// local deadline left, more than one renewal interval (2.67 s).
+	sent := time.Now().Add(-5 * time.Second)
+	s := c.startSession(MemberRecord{ID: "slow"}, g.ID, sent)
+	t.Cleanup(func() { s.Close() })
+	eventually(t, time.Second, "a renewal within 1 s of the start", func() bool { return s.LastRenewal().After(sent) })
+}

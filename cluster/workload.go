@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/berthd/berth/assign"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -64,7 +64,10 @@ func (c *Client) DeleteGroup(ctx context.Context, name string) error {
 	return c.deleteDef(ctx, KindGroup, name)
 }
 
-// Connectors returns every stored connector's TOML body by name.
+// Connectors returns every stored connector's TOML body by name, read page
+// by page at one revision: the whole workload, for tools (`berth
+// connectors`, `berth apply`); an agent reads the definitions of its own
+// jobs (Definitions).
 func (c *Client) Connectors(ctx context.Context) (map[string][]byte, error) {
 	return c.bodies(ctx, KindConnector)
 }
@@ -75,6 +78,57 @@ func (c *Client) Groups(ctx context.Context) (map[string][]byte, error) {
 }
 
 func (c *Client) defDir(kind string) string { return c.key(kind + "s/") }
+
+// Definitions returns the TOML bodies of the named connectors and of the
+// sharing groups those connectors name, read by key (MaxTxnOps keys per
+// transaction): what an agent needs for the jobs of its share
+// (Share.Connectors), without reading the whole workload. Names that do not
+// exist (deleted since the share was published, or a candidate name of a
+// share derived from the single-key layout) are left out. It returns an
+// error when a name is not a valid key segment, the store fails, or a
+// stored definition is not valid JSON.
+func (c *Client) Definitions(ctx context.Context, connectors []string) (conns, groups map[string][]byte, err error) {
+	keys := make([]string, 0, len(connectors))
+	for _, n := range connectors {
+		if err := checkName("connector name", n); err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, c.defDir(KindConnector)+n)
+	}
+	conns, groups = map[string][]byte{}, map[string][]byte{}
+	var want []string
+	seen := map[string]bool{}
+	var bad error
+	err = c.getKeys(ctx, keys, func(kv *mvccpb.KeyValue) {
+		var d storedDef
+		if err := json.Unmarshal(kv.Value, &d); err != nil {
+			bad = fmt.Errorf("decode %s: %w", kv.Key, err)
+			return
+		}
+		conns[strings.TrimPrefix(string(kv.Key), c.defDir(KindConnector))] = []byte(d.Body)
+		if d.Connector != nil && d.Connector.Group != "" && !seen[d.Connector.Group] {
+			seen[d.Connector.Group] = true
+			want = append(want, c.defDir(KindGroup)+d.Connector.Group)
+		}
+	})
+	if err == nil && bad == nil {
+		err = c.getKeys(ctx, want, func(kv *mvccpb.KeyValue) {
+			var d storedDef
+			if err := json.Unmarshal(kv.Value, &d); err != nil {
+				bad = fmt.Errorf("decode %s: %w", kv.Key, err)
+				return
+			}
+			groups[strings.TrimPrefix(string(kv.Key), c.defDir(KindGroup))] = []byte(d.Body)
+		})
+	}
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read definitions: %w", err)
+	}
+	return conns, groups, nil
+}
 
 // validDef validates body as definition kind/name and returns it as it is
 // stored (without Files). Errors as PutConnector.
@@ -140,38 +194,17 @@ func (c *Client) deleteDef(ctx context.Context, kind, name string) error {
 
 func (c *Client) bodies(ctx context.Context, kind string) (map[string][]byte, error) {
 	dir := c.defDir(kind)
-	resp, err := c.etcd.Get(ctx, dir, clientv3.WithPrefix())
+	out := map[string][]byte{}
+	_, err := c.rangePrefix(ctx, dir, 0, func(kv *mvccpb.KeyValue) error {
+		var d storedDef
+		if err := json.Unmarshal(kv.Value, &d); err != nil {
+			return fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		out[strings.TrimPrefix(string(kv.Key), dir)] = []byte(d.Body)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list %ss under %s: %w", kind, dir, err)
 	}
-	out := make(map[string][]byte, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var d storedDef
-		if err := json.Unmarshal(kv.Value, &d); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
-		}
-		out[strings.TrimPrefix(string(kv.Key), dir)] = []byte(d.Body)
-	}
 	return out, nil
-}
-
-// assignConnectors decodes the connectors as assignment needs them, sorted
-// by name, from a Get of the connectors directory.
-func assignConnectors(kvs []*kvPair) ([]assign.Connector, error) {
-	out := make([]assign.Connector, 0, len(kvs))
-	for _, kv := range kvs {
-		var d storedDef
-		if err := json.Unmarshal(kv.value, &d); err != nil || d.Connector == nil {
-			return nil, fmt.Errorf("decode connector %s: %v", kv.key, err)
-		}
-		out = append(out, *d.Connector)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-// kvPair is a key and value as the leader keeps them in memory.
-type kvPair struct {
-	key   string
-	value []byte
 }

@@ -11,8 +11,13 @@ import (
 // put or deleted; the receiver then reads Connectors and Groups afresh.
 // Signals coalesce: a slow reader sees one signal for many changes. When
 // the watch breaks (etcd compacted its history or lost its leader) it is
-// re-established and signalled again, so no change is missed. The channel
-// is closed when ctx ends.
+// re-established (jittered backoff) and signalled again, so no change is
+// missed. The channel is closed when ctx ends.
+//
+// Every change of any definition signals every watcher, and the receiver
+// then reads the whole workload: this suits tools and small clusters. An
+// agent follows its own share instead (WatchShare), whose definition
+// revisions say which definitions to read (Definitions).
 func (c *Client) WatchWorkload(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	signal := func() {
@@ -23,6 +28,7 @@ func (c *Client) WatchWorkload(ctx context.Context) <-chan struct{} {
 	}
 	go func() {
 		defer close(out)
+		b := newBackoff()
 		for ctx.Err() == nil {
 			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 			// Every definition lives under <prefix>/connectors/ or
@@ -37,18 +43,20 @@ func (c *Client) WatchWorkload(ctx context.Context) <-chan struct{} {
 					if !ok || wr.Err() != nil {
 						broken = true
 					} else if len(wr.Events) > 0 {
+						b.Reset()
 						signal()
 					}
 				case wr, ok := <-gch:
 					if !ok || wr.Err() != nil {
 						broken = true
 					} else if len(wr.Events) > 0 {
+						b.Reset()
 						signal()
 					}
 				}
 			}
 			cancel()
-			if !sleepCtx(ctx, watchRetry) {
+			if !pause(ctx, b) {
 				return
 			}
 		}

@@ -96,8 +96,33 @@ func (t *table) done() {
 	}
 	sort.Strings(unknown)
 	for _, k := range unknown {
-		t.d.errs.add(t.key(k), "unknown key")
+		t.d.errs.add(t.key(k), "%s", t.unknownKey(k))
 	}
+}
+
+// unknownKey says that k is not a key of the table: with the nearest key
+// of its section when one is close (didYouMean), else with every key the
+// section allows.
+func (t *table) unknownKey(k string) string {
+	msg := fmt.Sprintf("unknown key %q", k)
+	s, ok := LookupSection(t.sec)
+	if !ok || len(s.Keys) == 0 {
+		return msg
+	}
+	names := make([]string, len(s.Keys))
+	for i, key := range s.Keys {
+		names[i] = key.Name
+	}
+	if hint := didYouMean(k, names); hint != "" {
+		return msg + hint
+	}
+	where := "here"
+	if t.path == "" {
+		where = "at the top level"
+	} else {
+		where = "in " + t.path
+	}
+	return fmt.Sprintf("%s; allowed %s: %s", msg, where, strings.Join(names, ", "))
 }
 
 // ref is key k of the table's section in the reference.
@@ -589,6 +614,10 @@ func (d *decoder) process(t *table) *Process {
 	p.StopTimeout = t.duration("stop_timeout", 0)
 	p.Limits = d.limitsTable(t.sub("limits"))
 	for _, pp := range d.host.checkProcess(p, processEnv(p)) {
+		if pp.key == "working_directory" {
+			// the key as the file wrote it: working_directory or dir
+			pp.key = dirKey
+		}
 		d.errs.add(t.key(pp.key), "%s", pp.msg)
 	}
 	return p

@@ -42,16 +42,33 @@ type Host struct {
 	// and only root may read or write it (ReadEnvFile); nil skips the
 	// check.
 	CheckEnvFile func(path string) error
+
+	// CheckPasswordFile checks a password_file ([cluster] and
+	// [agent.client]) as the agent reads it (ReadPasswordFile); nil skips
+	// the check.
+	CheckPasswordFile func(path string) error
+	// CheckTLS checks the PEM files of a tls table ([cluster] and
+	// [agent.client]) as a client loads them (CheckTLSFiles): it returns
+	// the error of each failing key, "ca", "cert" or "key"; nil skips the
+	// check.
+	CheckTLS func(t TLS) map[string]error
+	// CheckWebConfig checks agent.web_config_file as the agent's listener
+	// loads it (the exporter-toolkit's web configuration; the api package
+	// has the check); nil skips it.
+	CheckWebConfig func(path string) error
 }
 
 // LocalHost returns the facts of the running machine that this package can
 // read itself: its online CPUs (sysfs), limits.ResolveDevice, and the
-// reading of env_files (ReadEnvFile). The user, program and directory
+// reading of env_files (ReadEnvFile), password files (ReadPasswordFile)
+// and TLS files (CheckTLSFiles). CheckWebConfig is nil here: the caller
+// that serves the API sets it. The user, program and directory
 // lookups a start does are the worker's (LookupUser, LookPath and StatDir
 // are nil here, so those checks are skipped): worker.LocalHost returns this
 // Host with them set, and is what the agent and the CLI use.
 func LocalHost() *Host {
-	h := &Host{ResolveDevice: limits.ResolveDevice, CheckEnvFile: checkEnvFile}
+	h := &Host{ResolveDevice: limits.ResolveDevice, CheckEnvFile: checkEnvFile,
+		CheckPasswordFile: checkPasswordFile, CheckTLS: CheckTLSFiles}
 	if cpus, err := limits.OnlineCPUs(); err == nil {
 		h.OnlineCPUs = cpus
 	}
@@ -68,7 +85,14 @@ func (h *Host) LimitsOnly() *Host {
 	}
 	c := *h
 	c.LookupUser, c.LookPath, c.StatDir, c.CheckEnvFile = nil, nil, nil, nil
+	c.CheckPasswordFile, c.CheckTLS, c.CheckWebConfig = nil, nil, nil
 	return &c
+}
+
+// checkPasswordFile is Host.CheckPasswordFile on the running machine.
+func checkPasswordFile(path string) error {
+	_, err := ReadPasswordFile(path)
+	return err
 }
 
 // checkEnvFile is Host.CheckEnvFile on the running machine.
@@ -78,7 +102,7 @@ func checkEnvFile(path string) error {
 }
 
 // processProblem is one process fact that does not hold on the host: the
-// key inside the process ("user", "dir", "command[0]") and what is wrong.
+// key inside the process ("user", "working_directory", "command[0]") and what is wrong.
 type processProblem struct {
 	key, msg string
 }
@@ -96,11 +120,13 @@ func (h *Host) checkProcess(p *Process, env []string) []processProblem {
 			out = append(out, processProblem{"user", fmt.Sprintf("%q does not resolve on this host: %v", p.User, err)})
 		}
 	}
-	dirOK := true
-	if p.Dir != "" && h.StatDir != nil {
+	dirOK := p.Dir == "" || strings.HasPrefix(p.Dir, "/")
+	// A relative directory is reported by the decoder (it must be
+	// absolute); a stat would read it against the agent's own cwd.
+	if p.Dir != "" && h.StatDir != nil && strings.HasPrefix(p.Dir, "/") {
 		if err := h.StatDir(p.Dir); err != nil {
 			dirOK = false
-			out = append(out, processProblem{"dir", fmt.Sprintf("working directory on this host: %v", err)})
+			out = append(out, processProblem{"working_directory", fmt.Sprintf("working directory on this host: %v", err)})
 		}
 	}
 	if p.EnvFile != "" && h.CheckEnvFile != nil {

@@ -192,7 +192,7 @@ var sections = []Section{
 				Doc: "rotated logs kept per job"},
 			{Name: "log_sink", Type: TypeString, Default: tomlString(LogSinkFile), Values: []string{LogSinkFile, LogSinkJournal}, Example: tomlString(LogSinkFile),
 				Doc: "file: job output to log_dir only; journal: also to the journal, one entry per line with BERTH_JOB_ID"},
-			{Name: "listen", Type: TypeString, Default: tomlString(DefaultListen), Bounds: "host:port", Example: tomlString(DefaultListen),
+			{Name: "listen", Type: TypeString, Default: tomlString(DefaultListen), Bounds: "host:port; port 0 to 65535, host empty, an IP address or a host name", Example: tomlString(DefaultListen),
 				Doc: "address of /metrics, the JSON API and the status page"},
 			{Name: "cgroup_root", Type: TypeString, Default: tomlString(DefaultCgroupRoot), Bounds: `"" or a relative cgroup path of names`, Example: tomlString(DefaultCgroupRoot),
 				Doc: `the agent's cgroup below each hierarchy root; "" is the cgroup systemd delegated to berth.service`},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -185,8 +186,8 @@ func (d *decoder) agent(t *table) Agent {
 	a.LogSink = t.oneOf("log_sink", "a log sink", a.LogSink)
 	if _, ok := t.m["listen"]; ok {
 		a.Listen = t.str("listen", a.Listen)
-		if _, port, err := net.SplitHostPort(a.Listen); err != nil || port == "" {
-			d.errs.add(t.key("listen"), "%q is not host:port", a.Listen)
+		if err := checkListen(a.Listen); err != nil {
+			d.errs.add(t.key("listen"), "%q is not host:port: %v", a.Listen, err)
 		}
 	}
 	if _, ok := t.m["cgroup_root"]; ok {
@@ -205,6 +206,10 @@ func (d *decoder) agent(t *table) Agent {
 		a.WebConfigFile = t.str("web_config_file", "")
 		if !strings.HasPrefix(a.WebConfigFile, "/") {
 			d.errs.add(t.key("web_config_file"), "must be an absolute path, not %q", a.WebConfigFile)
+		} else if d.host != nil && d.host.CheckWebConfig != nil {
+			if err := d.host.CheckWebConfig(a.WebConfigFile); err != nil {
+				d.errs.add(t.key("web_config_file"), "on this host: %v", err)
+			}
 		}
 	}
 	if c := t.sub("client"); c != nil {
@@ -226,9 +231,19 @@ func (d *decoder) tlsTable(t *table) TLS {
 	if (c.Cert == "") != (c.Key == "") {
 		d.errs.add(t.path, "cert and key must be given together")
 	}
+	absolute := true
 	for _, f := range []struct{ k, v string }{{"ca", c.CA}, {"cert", c.Cert}, {"key", c.Key}} {
 		if _, ok := t.m[f.k]; ok && !strings.HasPrefix(f.v, "/") {
 			d.errs.add(t.key(f.k), "must be an absolute path, not %q", f.v)
+			absolute = false
+		}
+	}
+	if absolute && d.host != nil && d.host.CheckTLS != nil {
+		errs := d.host.CheckTLS(c)
+		for _, k := range []string{"ca", "cert", "key"} {
+			if err := errs[k]; err != nil {
+				d.errs.add(t.key(k), "on this host: %v", err)
+			}
 		}
 	}
 	return c
@@ -255,6 +270,10 @@ func (d *decoder) credentials(t *table) (user, password, passwordFile string) {
 	}
 	if hasFile && !strings.HasPrefix(passwordFile, "/") {
 		d.errs.add(t.key("password_file"), "must be an absolute path, not %q", passwordFile)
+	} else if hasFile && d.host != nil && d.host.CheckPasswordFile != nil {
+		if err := d.host.CheckPasswordFile(passwordFile); err != nil {
+			d.errs.add(t.key("password_file"), "on this host: %v", err)
+		}
 	}
 	return user, password, passwordFile
 }
@@ -291,4 +310,30 @@ func (d *decoder) cluster(t *table) Cluster {
 		d.errs.add(t.key("username"), "needs endpoints: the embedded etcd (no endpoints) has no users")
 	}
 	return c
+}
+
+// checkListen checks addr as the agent's listener will read it (net.Listen
+// "tcp"): host:port with a port of 0 to 65535 (0: any free port) and a host
+// that is empty (every address), an IP address or a host name
+// (letters, digits, '-' and '.', as RFC 1123).
+func checkListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return errors.New(ae.Err)
+		}
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q must be a number from 0 to 65535", port)
+	}
+	if host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	if len(host) > 253 || strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != "" ||
+		strings.HasPrefix(host, "-") || strings.HasPrefix(host, ".") || strings.Contains(host, "..") {
+		return fmt.Errorf("host %q is not an IP address or a host name", host)
+	}
+	return nil
 }

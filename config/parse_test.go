@@ -152,10 +152,10 @@ func TestValidationErrors(t *testing.T) {
 		want       string // exact "FILE:LINE:COL: key: message"; or a prefix ending in ": " + "…" + message part
 	}{
 		{"syntax error keeps the parser's position", "[agent]\nid = \n", "t.toml:2:6: agent.id: expected value but found '\\n' instead"},
-		{"unknown key", "[agent]\nidd = \"x\"\n", "t.toml:2:1: agent.idd: unknown key"},
-		{"unknown top-level table", "[agnt]\nid = \"x\"\n", "t.toml:1:1: agnt: unknown key"},
-		{"unknown key in task", conn("command = [\"x\"]\nrestrat = \"never\"\n"), "t.toml:6:1: connector[0].task.restrat: unknown key"},
-		{"unknown key in inline table", conn("command = [\"x\"]\nlimits = { cpu = 1, mem = \"1MiB\" }\n"), "t.toml:6:21: connector[0].task.limits.mem: unknown key"},
+		{"unknown key", "[agent]\nidd = \"x\"\n", "t.toml:2:1: agent.idd: unknown key \"idd\" (did you mean \"id\"?)"},
+		{"unknown top-level table", "[agnt]\nid = \"x\"\n", "t.toml:1:1: agnt: unknown key \"agnt\" (did you mean \"agent\"?)"},
+		{"unknown key in task", conn("command = [\"x\"]\nrestrat = \"never\"\n"), "t.toml:6:1: connector[0].task.restrat: unknown key \"restrat\" (did you mean \"restart\"?)"},
+		{"unknown key in inline table", conn("command = [\"x\"]\nlimits = { cpu = 1, mem = \"1MiB\" }\n"), "t.toml:6:21: connector[0].task.limits.mem: unknown key \"mem\"; allowed in connector[0].task.limits: "},
 		{"wrong type", "[agent]\nlisten = 9750\n", "t.toml:2:1: agent.listen: must be a string, not integer"},
 		{"wrong type table", "agent = 5\n", "t.toml:1:1: agent: must be a table, not integer"},
 		{"wrong type duration", "[agent]\nstop_timeout = 10\n", "t.toml:2:1: agent.stop_timeout: must be a duration string like \"10s\", not integer"},
@@ -209,6 +209,12 @@ func TestValidationErrors(t *testing.T) {
 		{"session_ttl below 2s", "[cluster]\nsession_ttl = \"1s\"\n", "t.toml:2:1: cluster.session_ttl: must be at least 2s, not 1s"},
 		{"bad protocol", "[cluster]\nprotocol = \"eager\"\n", "t.toml:2:1: cluster.protocol: \"eager\" is not a protocol (allowed: static, balanced)"},
 		{"bad log sink", "[agent]\nlog_sink = \"syslog\"\n", "t.toml:2:1: agent.log_sink: \"syslog\" is not a log sink (allowed: file, journal)"},
+		{"listen port above 65535", "[agent]\nlisten = \"127.0.0.1:99999\"\n", "t.toml:2:1: agent.listen: \"127.0.0.1:99999\" is not host:port: port \"99999\" must be a number from 0 to 65535"},
+		{"listen port not a number", "[agent]\nlisten = \"127.0.0.1:http\"\n", "t.toml:2:1: agent.listen: \"127.0.0.1:http\" is not host:port: port \"http\" must be a number from 0 to 65535"},
+		{"listen without port", "[agent]\nlisten = \"127.0.0.1\"\n", "t.toml:2:1: agent.listen: \"127.0.0.1\" is not host:port: missing port in address"},
+		{"listen host not a name", "[agent]\nlisten = \"a b:80\"\n", "t.toml:2:1: agent.listen: \"a b:80\" is not host:port: host \"a b\" is not an IP address or a host name"},
+		{"unknown key without a close one lists the table's keys", "[agent]\ncolour = \"red\"\n", "t.toml:2:1: agent.colour: unknown key \"colour\"; allowed in agent: id, data_dir, log_dir,"},
+		{"misspelt key in an inline table", "[[connector]]\nname = \"a\"\n[connector.run]\ncommand = [\"x\"]\nlimits = { cpu = 1, memroy = \"1MiB\" }\n", "t.toml:5:21: connector[0].run.limits.memroy: unknown key \"memroy\" (did you mean \"memory\"?)"},
 		{"group limits checked too", "[[group]]\nname = \"g\"\nlimits = { memory = \"1k\" }\n", "t.toml:3:12: group[0].limits.memory: byte size \"1k\" has an unknown unit \"k\""},
 	}
 	for _, c := range cases {
@@ -253,8 +259,8 @@ group = "missing"
 `
 	_, err := Parse("many.toml", []byte(src), limitsHost())
 	want := []string{
-		"many.toml:2:1: agent.idd: unknown key",
-		"many.toml:3:1: agent.listen: \"nope\" is not host:port",
+		"many.toml:2:1: agent.idd: unknown key \"idd\" (did you mean \"id\"?)",
+		"many.toml:3:1: agent.listen: \"nope\" is not host:port: missing port in address",
 		"many.toml:7:1: group[1].name: group \"g\" is already defined by group[0]",
 		"many.toml:10:1: connector[0].tasks: task 0 has job ID \"a-0\", which connector \"a-0\" already uses",
 		"many.toml:15:1: connector[1].group: group \"missing\" is not defined by any [[group]]",
@@ -288,7 +294,7 @@ func TestParseConnectorsAndSingles(t *testing.T) {
 		t.Errorf("jobs = %v", w.Jobs(time.Second))
 	}
 	_, err = ParseConnectors("apply.toml", []byte("[agent]\nid = \"x\"\n"), limitsHost())
-	if err == nil || err.Error() != "apply.toml:1:1: agent: unknown key" {
+	if err == nil || err.Error() != "apply.toml:1:1: agent: unknown key \"agent\"; allowed at the top level: group, connector" {
 		t.Errorf("ParseConnectors with [agent] = %v", err)
 	}
 	c, err := ParseConnector("etcd:/c", []byte("name = \"c\"\ntasks = 1\n[task]\ncommand = [\"x\"]\n[task.limits]\nmemory = \"64MiB\"\n"), limitsHost())
@@ -381,3 +387,28 @@ command = ["x"]
 // limitsHost is this host's facts without the process checks (user,
 // program, working directory), for files whose commands are placeholders.
 func limitsHost() *Host { return LocalHost().LimitsOnly() }
+
+// A working directory is checked against this host under the key the file
+// wrote (working_directory, or its older name dir) at that key's own
+// position; a relative one is only reported as relative, never looked up
+// against the agent's own working directory.
+func TestWorkingDirectoryOnThisHost(t *testing.T) {
+	const head = "[[connector]]\nname = \"a\"\n[connector.run]\ncommand = [\"/bin/true\"]\n"
+	for _, c := range []struct{ name, line, want string }{
+		{"working_directory missing", "working_directory = \"/nonexistent-berth\"\n",
+			"t.toml:5:1: connector[0].run.working_directory: working directory on this host: stat /nonexistent-berth: no such file or directory"},
+		{"dir missing", "dir = \"/nonexistent-berth\"\n",
+			"t.toml:5:1: connector[0].run.dir: working directory on this host: stat /nonexistent-berth: no such file or directory"},
+		{"relative", "working_directory = \"nonexistent-berth\"\n",
+			"t.toml:5:1: connector[0].run.working_directory: must be an absolute path, not \"nonexistent-berth\""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := LocalHost()
+			h.StatDir = func(dir string) error { _, err := os.Stat(dir); return err }
+			_, err := Parse("t.toml", []byte(head+c.line), h)
+			if err == nil || err.Error() != c.want {
+				t.Errorf("Parse error:\n%v\nwant exactly:\n%s", err, c.want)
+			}
+		})
+	}
+}

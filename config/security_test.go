@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // The keys of the API's and etcd's security: web_config_file,
@@ -62,7 +64,7 @@ func TestSecurityKeyErrors(t *testing.T) {
 		{"client relative password file", "[agent.client]\nusername = \"u\"\npassword_file = \"p\"\n", `t.toml:3:1: agent.client.password_file: must be an absolute path, not "p"`},
 		{"client cert without key", "[agent.client]\ntls = { cert = \"/c.pem\" }\n", "t.toml:2:1: agent.client.tls: cert and key must be given together"},
 		{"client relative ca", "[agent.client]\ntls = { ca = \"ca.pem\" }\n", `t.toml:2:9: agent.client.tls.ca: must be an absolute path, not "ca.pem"`},
-		{"client unknown key", "[agent.client]\nuser = \"u\"\n", "t.toml:2:1: agent.client.user: unknown key"},
+		{"client unknown key", "[agent.client]\nuser = \"u\"\n", "t.toml:2:1: agent.client.user: unknown key \"user\""},
 		{"etcd user on the embedded etcd", "[cluster]\nusername = \"u\"\npassword = \"p\"\n", "t.toml:2:1: cluster.username: needs endpoints: the embedded etcd (no endpoints) has no users"},
 		{"etcd empty user", "[cluster]\nendpoints = [\"http://e:2379\"]\nusername = \"\"\n", "t.toml:3:1: cluster.username: must not be empty"},
 		{"relative env_file", conn("command = [\"x\"]\nenv_file = \"c.env\"\n"), `t.toml:6:1: connector[0].task.env_file: must be an absolute path, not "c.env"`},
@@ -141,5 +143,58 @@ tasks = 1
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("DiffConfig:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// On this host (LocalHost) every file the agent reads for its security is
+// checked at validation, each a problem of its own key at its position,
+// all in one run: password_file of [cluster] and [agent.client], and the
+// ca, cert and key of both tls tables. The same files, valid, pass.
+func TestSecurityFilesCheckedOnThisHost(t *testing.T) {
+	loose := writeSecret(t, "pw\n", 0o644)
+	notPEM := writeSecret(t, "not a certificate\n", 0o600)
+	src := "[agent.client]\n" +
+		"username = \"u\"\n" +
+		"password_file = \"" + loose + "\"\n" +
+		"tls = { ca = \"" + notPEM + "\" }\n" +
+		"[cluster]\n" +
+		"endpoints = [\"https://127.0.0.1:2379\"]\n" +
+		"tls = { ca = \"/nonexistent-berth-ca.pem\", cert = \"" + notPEM + "\", key = \"/nonexistent-berth-key.pem\" }\n" +
+		"username = \"u\"\n" +
+		"password_file = \"/nonexistent-berth-pw\"\n"
+	_, err := Parse("t.toml", []byte(src), LocalHost())
+	want := []string{
+		"t.toml:3:1: agent.client.password_file: on this host: password_file " + loose + ": mode 0644",
+		"t.toml:4:9: agent.client.tls.ca: on this host: CA file " + notPEM + ": holds no PEM certificate",
+		"t.toml:7:9: cluster.tls.ca: on this host: CA file: open /nonexistent-berth-ca.pem: no such file or directory",
+		"t.toml:7:",
+		"t.toml:9:1: cluster.password_file: on this host: password_file /nonexistent-berth-pw: open /nonexistent-berth-pw: no such file or directory",
+	}
+	var ps *Problems
+	if !errors.As(err, &ps) || len(ps.List) != len(want) {
+		t.Fatalf("Parse error:\n%v\nwant %d problems", err, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(ps.List[i].Error(), w) {
+			t.Errorf("problem %d = %q, want it to start with %q", i, ps.List[i].Error(), w)
+		}
+	}
+	if got := ps.List[3].Key; got != "cluster.tls.key" {
+		t.Errorf("problem 3 key = %q, want cluster.tls.key", got)
+	}
+
+	ca := testutil.NewCA(t, "berth-test")
+	cert, key := ca.Issue("client")
+	pw := writeSecret(t, "pw\n", 0o600)
+	good := "[agent.client]\nusername = \"u\"\npassword_file = \"" + pw + "\"\ntls = { ca = \"" + ca.File + "\" }\n" +
+		"[cluster]\nendpoints = [\"https://127.0.0.1:2379\"]\n" +
+		"tls = { ca = \"" + ca.File + "\", cert = \"" + cert + "\", key = \"" + key + "\" }\n" +
+		"username = \"u\"\npassword_file = \"" + pw + "\"\n"
+	if _, err := Parse("t.toml", []byte(good), LocalHost()); err != nil {
+		t.Errorf("valid files refused: %v", err)
+	}
+	// A stored definition is checked on every host: none of these files.
+	if _, err := Parse("t.toml", []byte(src), LocalHost().LimitsOnly()); err != nil {
+		t.Errorf("LimitsOnly: %v", err)
 	}
 }

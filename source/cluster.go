@@ -19,10 +19,15 @@ import (
 )
 
 // Cluster is the source of an agent that is a member of a berth cluster:
-// its session, the leader campaign, the published assignment and the
-// stored workload, all over etcd (docs/design.md, "Membership and
-// assignment"). With no [cluster] endpoints it runs an embedded
-// single-node etcd under data_dir.
+// its session, the leader campaign, its own share of the published
+// assignment and the definitions of its own jobs, all over etcd
+// (docs/design.md, "Membership, claims and fencing" and "Per-member
+// publication"). Per generation the agent reads data proportional to its
+// own jobs: it watches only its share and the small publication head, and
+// reads by key the definitions whose revisions its share says changed.
+// Cluster-wide views (Assignment, Members, Workload) are read on demand,
+// page by page. With no [cluster] endpoints it runs an embedded single-node
+// etcd under data_dir.
 type Cluster struct {
 	cfg   *config.Config
 	host  *config.Host
@@ -42,13 +47,20 @@ type Cluster struct {
 
 	changed chan struct{}
 
-	mu        sync.Mutex
-	member    assign.Member
-	session   *cluster.Session
-	state     State
-	stopping  bool
-	published cluster.Published
-	workload  *config.Workload
+	mu       sync.Mutex
+	member   assign.Member
+	session  *cluster.Session
+	state    State
+	stopping bool
+	// share is this member's share as last delivered (or read); head the
+	// newest publication head seen. confirmed is the newest generation
+	// the share is known to be current for: the share's own generation,
+	// or a head's generation once the share was read after that head was
+	// stored (a share keeps its generation while others change).
+	share     cluster.Share
+	head      cluster.Head
+	confirmed int64
+	workload  *config.Workload // the definitions of the share's jobs; nil: not read yet
 	actions   cluster.Actions
 	// actionsRead is set once the target states have been read: until
 	// then no job is given to the agent, which could otherwise start a
@@ -131,7 +143,7 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 	if err := c.join(ctx); err != nil {
 		return err
 	}
-	for _, f := range []func(context.Context){c.watchAssignment, c.watchWorkload, c.watchActions, c.lead, c.keepMembership} {
+	for _, f := range []func(context.Context){c.watchShare, c.watchHead, c.watchActions, c.lead, c.keepMembership} {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -168,15 +180,34 @@ func (c *Cluster) applyFile(ctx context.Context, cfg *config.Config) error {
 	return nil
 }
 
-// join makes the agent a member, retrying with backoff while an older
-// session of the same agent still holds the member ID (its lease has yet
-// to expire) or the store is away.
+// join makes the agent a member. While an older session of the same
+// agent still holds the member ID it watches the record and joins as soon
+// as the store deletes it (when the store expires that lease: at most
+// session_ttl after its last renewal, but up to session_ttl plus the
+// store's election timeout after a store that restarted or changed leader
+// elected its leader, since etcd then grants every lease its whole TTL
+// again); it retries with backoff while the store is away.
 func (c *Cluster) join(ctx context.Context) error {
 	var lastErr string
 	err := retry.Do(ctx, c.clock, retry.Store(), func() error {
 		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		s, err := c.client.Join(jctx, c.declared(), c.env.Addr)
+		if errors.Is(err, cluster.ErrMemberExists) {
+			// An earlier session of this ID holds the record: join the
+			// moment the store deletes it rather than at the next backoff
+			// step (which could come up to 10 s later).
+			c.log.Warn("waiting for the previous session of this member ID to expire (an agent restarted before its lease ran out, or another agent uses the same id)",
+				"member", c.declared().ID, "session_ttl", c.client.Config().SessionTTL, "error", err)
+			lastErr = err.Error()
+			if werr := c.client.WaitMemberGone(ctx, c.declared().ID); werr != nil {
+				return werr
+			}
+			cancel()
+			jctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			s, err = c.client.Join(jctx, c.declared(), c.env.Addr)
+		}
 		if err != nil {
 			return err
 		}
@@ -329,32 +360,82 @@ func (c *Cluster) lead(ctx context.Context) {
 	}
 }
 
-func (c *Cluster) watchAssignment(ctx context.Context) {
-	for p := range c.client.WatchAssignment(ctx) {
-		c.mu.Lock()
-		c.published = p
-		c.mu.Unlock()
-		signal(c.changed)
+// watchShare follows this member's share (cluster.Client.WatchShare) and
+// reads the definitions of its jobs when they changed.
+func (c *Cluster) watchShare(ctx context.Context) {
+	defs := newDefinitions()
+	for sh := range c.client.WatchShare(ctx, c.declared().ID) {
+		c.takeShare(ctx, sh, defs)
 	}
 }
 
-func (c *Cluster) watchWorkload(ctx context.Context) {
-	for range c.client.WatchWorkload(ctx) {
+// takeShare puts share sh in force once the definitions of its jobs have
+// been read (retried while the store fails: a share without them cannot
+// be run), unless a newer share is already in force.
+func (c *Cluster) takeShare(ctx context.Context, sh cluster.Share, defs *definitions) {
+	err := retry.Do(ctx, c.clock, retry.Store(), func() error {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		conns, err1 := c.client.Connectors(rctx)
-		groups, err2 := c.client.Groups(rctx)
-		cancel()
-		if err := errors.Join(err1, err2); err != nil {
-			c.log.Warn("read the workload", "error", err)
-			continue
-		}
-		wl, err := workload.Parse(conns, groups, c.host)
-		if err != nil {
-			c.log.Error("stored workload has invalid definitions; they are not run", "error", err)
-		}
+		defer cancel()
+		return defs.update(rctx, c.client, sh)
+	}, func(err error, _ time.Duration) {
+		c.log.Warn("read the definitions of this agent's jobs; retrying", "generation", sh.Generation, "error", err)
+	})
+	if err != nil {
+		return // ctx ended
+	}
+	wl, err := workload.Parse(defs.conns, defs.groups, c.host)
+	if err != nil {
+		c.log.Error("stored workload has invalid definitions; they are not run", "error", err)
+	}
+	c.mu.Lock()
+	if sh.Generation >= c.share.Generation {
+		c.share, c.workload = sh, wl
+		c.confirmed = max(c.confirmed, sh.Generation)
+	}
+	c.mu.Unlock()
+	signal(c.changed)
+}
+
+// watchHead follows the publication head: the generation, leader and
+// counts the agent reports. A head newer than the share in force is
+// confirmed by reading the share once (only this member's keys): the head
+// is stored after every share of its generation, so a share read after it
+// is current for that generation.
+func (c *Cluster) watchHead(ctx context.Context) {
+	for h := range c.client.WatchHead(ctx) {
 		c.mu.Lock()
-		c.workload = wl
+		c.head = h
+		need := h.Generation > c.confirmed
 		c.mu.Unlock()
+		if need {
+			var sh cluster.Share
+			var ok bool
+			err := retry.Do(ctx, c.clock, retry.Store(), func() error {
+				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				var err error
+				sh, ok, err = c.client.Share(rctx, c.declared().ID)
+				return err
+			}, func(err error, _ time.Duration) {
+				c.log.Warn("read this agent's share; retrying", "error", err)
+			})
+			if err != nil {
+				return // ctx ended
+			}
+			c.mu.Lock()
+			switch {
+			case !ok && c.share.Generation == 0:
+				// No share names this member yet: it has none in
+				// this generation (a publication under way delivers
+				// one through watchShare).
+				c.confirmed = max(c.confirmed, h.Generation)
+			case ok && sh.Generation <= c.share.Generation:
+				c.confirmed = max(c.confirmed, h.Generation)
+			}
+			// Otherwise a newer share than the one in force is stored:
+			// watchShare delivers it with its definitions.
+			c.mu.Unlock()
+		}
 		signal(c.changed)
 	}
 }
@@ -410,9 +491,8 @@ func (c *Cluster) Desired() Desired {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := Desired{
-		Generation: c.published.Generation,
-		Unassigned: c.published.Assignment.Unassigned,
-		Owners:     owners(c.published.Assignment),
+		Generation: c.confirmed,
+		Unassigned: c.head.Unassigned,
 		Workload:   c.workload,
 		Targets:    c.actions.Targets,
 		Restarts:   c.actions.Restarts,
@@ -422,8 +502,8 @@ func (c *Cluster) Desired() Desired {
 		// Not everything a pass needs is known yet: no assignment to act
 		// on (the agent is not ready until one is).
 		d.Generation = 0
-	case c.state == Member:
-		d.Jobs = c.published.Assignment.Members[c.member.ID]
+	case c.state == Member && !c.share.Departed:
+		d.Jobs = c.share.Jobs
 	}
 	return d
 }
@@ -440,7 +520,8 @@ func (c *Cluster) Claim(ctx context.Context, job string) (bool, string, error) {
 	return s.Claim(sctx, job)
 }
 
-// ClaimMany implements Source: Claim for many jobs, 127 per transaction,
+// ClaimMany implements Source: the claims of jobs in batches (each
+// create-if-absent under this member's lease, cluster.Session.ClaimMany),
 // bounded by the session.
 func (c *Cluster) ClaimMany(ctx context.Context, jobs []string) ([]string, map[string]string, error) {
 	s := c.currentSession()
@@ -467,8 +548,8 @@ func (c *Cluster) Release(ctx context.Context, job string) error {
 func (c *Cluster) Info() Info {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i := Info{ID: c.member.ID, State: c.state, Leader: c.published.Leader == c.member.ID,
-		Generation: c.published.Generation, Conflicts: len(c.published.Assignment.Conflicts)}
+	i := Info{ID: c.member.ID, State: c.state, Leader: c.head.Leader == c.member.ID,
+		Generation: c.confirmed, Conflicts: c.head.Conflicts}
 	if s := c.session; s != nil {
 		i.LastRenewal, i.Deadline = s.LastRenewal(), s.Deadline()
 	}
@@ -480,11 +561,23 @@ func (c *Cluster) Members(ctx context.Context) ([]cluster.MemberRecord, error) {
 	return c.client.Members(ctx)
 }
 
-// Published implements Source.
-func (c *Cluster) Published() cluster.Published {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.published
+// Assignment implements Source: cluster.Client.Assignment.
+func (c *Cluster) Assignment(ctx context.Context) (cluster.Published, error) {
+	return c.client.Assignment(ctx)
+}
+
+// Workload implements Source: every stored definition, read page by page.
+func (c *Cluster) Workload(ctx context.Context) (*config.Workload, error) {
+	conns, err := c.client.Connectors(ctx)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := c.client.Groups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wl, _ := workload.Parse(conns, groups, c.host) // bad definitions are left out
+	return wl, nil
 }
 
 // Stopping implements Source.

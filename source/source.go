@@ -16,12 +16,12 @@ type Desired struct {
 	Generation int64
 	// Jobs are the job IDs this agent must run, sorted.
 	Jobs []string
-	// Unassigned maps a job ID that no agent runs to the reason, for status.
-	Unassigned map[string]string
-	// Owners maps every assigned job ID to the member (agent ID) that runs
-	// it, this agent's jobs included.
-	Owners map[string]string
-	// Workload holds the definitions of every job; nil: none known yet.
+	// Unassigned counts the jobs no agent runs in the published
+	// assignment (its head); the jobs and reasons are in Assignment.
+	Unassigned int
+	// Workload holds the definitions of this agent's jobs (their
+	// connectors and sharing groups), not the whole cluster's; nil: none
+	// known yet. The whole stored workload is Source.Workload.
 	Workload *config.Workload
 	// Targets maps a connector to the target state an operator set (pause,
 	// resume, stop); a connector absent here runs.
@@ -101,10 +101,11 @@ type Source interface {
 	// Claim takes a job's claim before it is started. ok is false, with
 	// the holder's ID, when another member holds it.
 	Claim(ctx context.Context, job string) (ok bool, holder string, err error)
-	// ClaimMany takes the claims of many jobs at once, as few store
-	// transactions as the store allows: won lists the jobs whose claims
-	// are now this member's, held maps every other to its holder. On an
-	// error, a job in neither may or may not be claimed: claim it again.
+	// ClaimMany takes the claims of jobs in as few store requests as the
+	// store's limits allow: won lists the jobs whose claims are now this
+	// agent's; held maps every other job to the member that holds it. On
+	// an error a job in neither result may or may not be claimed: claim it
+	// again.
 	ClaimMany(ctx context.Context, jobs []string) (won []string, held map[string]string, err error)
 	// Release gives a claim up; called only once no process of the job is
 	// left.
@@ -126,10 +127,18 @@ type Source interface {
 	RestartDone(ctx context.Context, r cluster.RestartRequest) error
 	// Info describes the agent as a member.
 	Info() Info
-	// Members lists the live members.
+	// Members lists the live members, read from the store page by page.
 	Members(ctx context.Context) ([]cluster.MemberRecord, error)
-	// Published is the assignment as last published.
-	Published() cluster.Published
+	// Assignment reads the whole published assignment from the store, page
+	// by page at one revision: data proportional to the cluster, for
+	// cluster-wide views (/v1/assignment, Connect status), never for the
+	// agent's own work. It returns a store error.
+	Assignment(ctx context.Context) (cluster.Published, error)
+	// Workload reads every stored connector and sharing group, page by
+	// page: the cluster-wide workload, for views (GET /connectors). It
+	// returns a store error; definitions that do not parse here are left
+	// out (workload.Parse), as the agents that would run them leave them.
+	Workload(ctx context.Context) (*config.Workload, error)
 	// Stopping tells the source the agent is stopping: a session lost from
 	// now on is fenced, but not joined again.
 	Stopping()
@@ -146,17 +155,6 @@ func memberOf(cfg *config.Config) assign.Member {
 		Connectors: cfg.Static.Connectors,
 		Tasks:      cfg.Static.Tasks,
 	}
-}
-
-// owners maps every assigned job to its member.
-func owners(a assign.Assignment) map[string]string {
-	out := map[string]string{}
-	for member, jobs := range a.Members {
-		for _, j := range jobs {
-			out[j] = member
-		}
-	}
-	return out
 }
 
 // signal wakes the reader of ch without blocking.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -432,7 +433,12 @@ func (a *Agent) warnDeclarations(force bool) []*config.Problem {
 }
 
 // warnRestartOnly logs the [agent] settings a reload cannot change: they
-// take effect when the agent restarts.
+// take effect when the agent restarts. log_max_size and log_max_files are
+// among them: a job's log writer is made once per job and agent run (it
+// outlives the job's stops and starts). Not logged, because a reload does
+// apply them: stop_timeout (the next stop), log_sink (each job's next
+// start) and [agent.client] (every request to a peer reads the settings in
+// force).
 func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 	for _, c := range []struct {
 		key      string
@@ -443,6 +449,8 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 		{"agent.cgroup_root", old.CgroupRoot, new.CgroupRoot},
 		{"agent.data_dir", old.DataDir, new.DataDir},
 		{"agent.log_dir", old.LogDir, new.LogDir},
+		{"agent.log_max_size", strconv.FormatInt(old.LogMaxSize, 10), strconv.FormatInt(new.LogMaxSize, 10)},
+		{"agent.log_max_files", strconv.Itoa(old.LogMaxFiles), strconv.Itoa(new.LogMaxFiles)},
 		{"agent.web_config_file", old.WebConfigFile, new.WebConfigFile},
 	} {
 		if c.old != c.new {

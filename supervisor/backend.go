@@ -228,35 +228,28 @@ func (a *Agent) Members(ctx context.Context) ([]api.Member, error) {
 	return out, nil
 }
 
-// Assignment implements api.Backend.
-func (a *Agent) Assignment() (api.Assignment, bool) {
+// Assignment implements api.Backend: the source reads it from the store,
+// page by page.
+func (a *Agent) Assignment(ctx context.Context) (api.Assignment, error) {
 	if a.source.Info().State == source.Joining {
-		return api.Assignment{}, false
+		return api.Assignment{}, api.ErrNotMember
 	}
-	p := a.source.Published()
+	p, err := a.source.Assignment(ctx)
+	if err != nil {
+		return api.Assignment{}, err
+	}
 	out := api.Assignment{Generation: p.Generation, Leader: p.Leader, Members: p.Assignment.Members,
 		Unassigned: p.Assignment.Unassigned, Conflicts: []api.Conflict{}}
 	for _, c := range p.Assignment.Conflicts {
 		out.Conflicts = append(out.Conflicts, api.Conflict{Job: c.Job, Members: c.Members, Winner: c.Winner})
 	}
-	return out, true
+	return out, nil
 }
 
-// Workload implements api.Backend: the cluster's stored workload.
-func (a *Agent) Workload() *config.Workload {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.desired.Workload != nil {
-		return a.desired.Workload
-	}
-	return &config.Workload{}
-}
-
-// Owners implements api.Backend.
-func (a *Agent) Owners() (string, map[string]string) {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.cfg.Agent.ID, a.desired.Owners
+// Workload implements api.Backend: the cluster's stored workload, read
+// page by page (an agent holds only the definitions of its own jobs).
+func (a *Agent) Workload(ctx context.Context) (*config.Workload, error) {
+	return a.source.Workload(ctx)
 }
 
 // PeerClient implements api.Backend: a client for another agent's API at
@@ -270,7 +263,7 @@ func (a *Agent) Snapshot() metrics.Snapshot {
 	js := a.snapshotJobs()
 	a.mu.RLock()
 	s := metrics.Snapshot{Jobs: make([]metrics.Job, 0, len(js)), Assigned: a.assigned,
-		Generation: a.desired.Generation, Unassigned: len(a.desired.Unassigned),
+		Generation: a.desired.Generation, Unassigned: a.desired.Unassigned,
 		ReloadSuccessful: a.conf.lastOK, ReloadSuccessTime: a.conf.lastSuccess}
 	blocked := make(map[*job]bool, len(js))
 	for _, j := range js {

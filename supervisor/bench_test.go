@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/worker"
 )
 
@@ -23,7 +24,7 @@ func startAgent(tb testing.TB, body string) *Agent {
 		tb.Skip("needs root: the agent makes cgroups")
 	}
 	dir := tb.TempDir()
-	root := fmt.Sprintf("berth-sv-%s-%d", strings.ToLower(strings.ReplaceAll(tb.Name(), "/", "-")), time.Now().UnixNano())
+	root := testutil.TrackCgroupRoot(tb, fmt.Sprintf("berth-sv-%s-%d", strings.ToLower(strings.ReplaceAll(tb.Name(), "/", "-")), time.Now().UnixNano()))
 	cfgText := fmt.Sprintf("[agent]\nid = \"sv\"\ndata_dir = %q\nlog_dir = %q\nlisten = \"127.0.0.1:0\"\ncgroup_root = %q\nstop_timeout = \"1s\"\n%s",
 		filepath.Join(dir, "data"), filepath.Join(dir, "log"), root, body)
 	path := filepath.Join(dir, "berth.toml")

@@ -38,12 +38,10 @@ func newFakeSource() *fakeSource {
 func (f *fakeSource) assign(wl *config.Workload) {
 	f.mu.Lock()
 	var ids []string
-	owners := map[string]string{}
 	for _, j := range wl.Jobs(0) {
 		ids = append(ids, j.ID)
-		owners[j.ID] = "sv"
 	}
-	f.desired = source.Desired{Generation: f.desired.Generation + 1, Jobs: ids, Owners: owners, Workload: wl,
+	f.desired = source.Desired{Generation: f.desired.Generation + 1, Jobs: ids, Workload: wl,
 		Targets: f.desired.Targets, Restarts: f.desired.Restarts}
 	f.mu.Unlock()
 	f.signal()
@@ -177,6 +175,17 @@ func (f *fakeSource) Members(context.Context) ([]cluster.MemberRecord, error) {
 	return nil, errors.New("fake source: no members")
 }
 
-func (f *fakeSource) Published() cluster.Published { return cluster.Published{} }
-func (f *fakeSource) Stopping()                    {}
-func (f *fakeSource) Close()                       {}
+func (f *fakeSource) Assignment(context.Context) (cluster.Published, error) {
+	return cluster.Published{}, nil
+}
+
+func (f *fakeSource) Workload(context.Context) (*config.Workload, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.desired.Workload == nil {
+		return &config.Workload{}, nil
+	}
+	return f.desired.Workload, nil
+}
+func (f *fakeSource) Stopping() {}
+func (f *fakeSource) Close()    {}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/worker"
 	"go.uber.org/goleak"
 )
@@ -19,5 +20,8 @@ func TestMain(m *testing.M) {
 	if err := worker.Prepare(); err != nil {
 		panic(err)
 	}
-	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
+	// No test leaves a cgroup directory or cgroup-root lock file of its
+	// own behind.
+	goleak.VerifyTestMain(m, goleak.IgnoreCurrent(),
+		goleak.Cleanup(func(code int) { os.Exit(testutil.CheckLeftBehind(code)) }))
 }

@@ -33,7 +33,7 @@ func runFakeAgentWith(t *testing.T, opts Options) *fakeAgent {
 	t.Helper()
 	testutil.NeedRoot(t)
 	dir := t.TempDir()
-	root := fmt.Sprintf("berth-sv-%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano())
+	root := testutil.TrackCgroupRoot(t, fmt.Sprintf("berth-sv-%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano()))
 	path := filepath.Join(dir, "berth.toml")
 	body := fmt.Sprintf("[agent]\nid = \"sv\"\ndata_dir = %q\nlog_dir = %q\nlisten = \"127.0.0.1:0\"\ncgroup_root = %q\nstop_timeout = \"1s\"\n",
 		filepath.Join(dir, "data"), filepath.Join(dir, "log"), root)

@@ -197,7 +197,7 @@ name = "vault"
 		t.Fatal(err)
 	}
 	out, err = exec.Command(berthBin, "validate", "--config", badCfg).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "agent.web_config_file: web configuration "+badWeb) {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "agent.web_config_file: on this host: web configuration "+badWeb) {
 		t.Errorf("berth validate with a bad web configuration: %v\n%s", err, out)
 	}
 	// The agent refuses it before it touches any cgroup or the store.
@@ -206,7 +206,7 @@ name = "vault"
 	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer acancel()
 	out, err = exec.CommandContext(actx, berthBin, "agent", "--config", bad.config).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "agent.web_config_file: web configuration "+badWeb) || strings.Contains(string(out), "cgroup hierarchy") {
+	if err == nil || !strings.Contains(string(out), "agent.web_config_file: on this host: web configuration "+badWeb) || strings.Contains(string(out), "cgroup hierarchy") {
 		t.Errorf("berth agent with a bad web configuration: %v\n%s", err, out)
 	}
 	// Without the credentials, it says why.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/internal/testutil"
 )
 
@@ -179,5 +180,94 @@ tasks = 2
 	})
 	if js["base"].PID != e.jobs()["base"].PID {
 		t.Error("an apply that did not change base restarted it")
+	}
+}
+
+// berth reload -c FILE when the running agent runs another file: nothing
+// is signalled, the command fails at once naming both files; its own file
+// with a security file that does not load is refused; its own file, named
+// through a symbolic link, reloads.
+func TestCLIReloadOtherFile(t *testing.T) {
+	e := newEnv(t)
+	body := e.header("1s") + "\n[static]\nconnectors = [\"a\"]\n[[connector]]\nname = \"a\"\n  [connector.run]\n  command = [\"sleep\", \"infinity\"]\n"
+	e.write(body)
+	e.start()
+	e.waitRunning("a")
+	other := filepath.Join(e.dir, "other.toml")
+	if err := os.WriteFile(other, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reloads := func() uint64 {
+		var a api.Agent
+		getJSON(t, "http://"+e.addr+"/v1/agent", &a)
+		return a.Config.Reloads
+	}
+	n := reloads()
+	start := time.Now()
+	out, code := runBerth(t, "reload", "--config", other, "--timeout", "30s")
+	if code != 1 || !strings.Contains(out, "runs "+e.config+", not "+other) {
+		t.Errorf("berth reload -c another file: exit %d, want 1 naming both files:\n%s", code, out)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("berth reload -c another file waited %v", d)
+	}
+	if got := reloads(); got != n {
+		t.Errorf("the agent reloaded (%d -> %d) for another file", n, got)
+	}
+	// Its own file with a security file that does not load: refused on
+	// reload, as at start, with the key's position.
+	e.write(body + "[cluster]\ntls = { ca = \"/nonexistent-berth-ca.pem\" }\n")
+	out, code = runBerth(t, "reload", "--config", e.config)
+	if code != 1 || !strings.Contains(out, "refused") || !strings.Contains(out, e.config+":16:9: cluster.tls.ca: on this host: CA file: open /nonexistent-berth-ca.pem") {
+		t.Errorf("berth reload of a file whose CA file is missing: exit %d, want 1 refused naming cluster.tls.ca:\n%s", code, out)
+	}
+	e.write(body)
+	link := filepath.Join(e.dir, "link.toml")
+	if err := os.Symlink(e.config, link); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runBerth(t, "reload", "--config", link); code != 0 || !strings.Contains(out, "accepted") {
+		t.Errorf("berth reload through a symbolic link to the agent's file: exit %d:\n%s", code, out)
+	}
+}
+
+// berth validate reports every security file problem in one run, each at
+// its key's position (web_config_file, password files, the tls files of
+// [cluster] and [agent.client]), with a header line and one problem per
+// line; the agent refuses the same file before it touches any cgroup.
+func TestValidateSecurityFilesAllAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("1s") + `web_config_file = "/nonexistent-berth-web.yml"
+[agent.client]
+username = "u"
+password_file = "/nonexistent-berth-pw"
+tls = { ca = "/nonexistent-berth-client-ca.pem" }
+[cluster]
+endpoints = ["https://127.0.0.1:2379"]
+tls = { ca = "/nonexistent-berth-ca.pem" }
+`)
+	out, code := runBerth(t, "validate", "--config", e.config)
+	want := []string{
+		"berth validate: " + e.config + ": 4 problems",
+		e.config + ":8:1: agent.web_config_file: on this host: web configuration /nonexistent-berth-web.yml: ",
+		e.config + ":11:1: agent.client.password_file: on this host: password_file /nonexistent-berth-pw: ",
+		e.config + ":12:9: agent.client.tls.ca: on this host: CA file: open /nonexistent-berth-client-ca.pem: ",
+		e.config + ":15:9: cluster.tls.ca: on this host: CA file: open /nonexistent-berth-ca.pem: ",
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 2 || len(lines) != len(want) {
+		t.Fatalf("berth validate: exit %d, want 2 with %d lines:\n%s", code, len(want), out)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d = %q, want it to start with %q", i+1, lines[i], w)
+		}
+	}
+	out, code = runBerth(t, "agent", "--config", e.config)
+	if code != 2 || !strings.Contains(out, "cluster.tls.ca: on this host") || strings.Contains(out, "cannot reach etcd") {
+		t.Errorf("berth agent: exit %d, want 2 refusing the file:\n%s", code, out)
+	}
+	if len(e.cgroupDirs()) != 0 {
+		t.Errorf("a refused agent made cgroups: %v", e.cgroupDirs())
 	}
 }

@@ -42,7 +42,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build berth:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// No test leaves a cgroup directory or cgroup-root lock file of its
+	// own behind (testutil.TrackCgroupRoot in newEnv).
+	code := testutil.CheckLeftBehind(m.Run())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -71,7 +73,7 @@ func newEnv(t testing.TB) *env {
 	e := &env{
 		t:    t,
 		dir:  t.TempDir(),
-		root: "berth-e2e-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + randSuffix(),
+		root: testutil.TrackCgroupRoot(t, "berth-e2e-"+strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))+"-"+randSuffix()),
 		addr: testutil.FreePort(t),
 	}
 	e.config = filepath.Join(e.dir, "berth.toml")

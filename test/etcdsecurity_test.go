@@ -259,7 +259,7 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err = exec.Command(berthBin, "validate", "--config", a.config).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "cluster.password_file: password_file "+pwFile) {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "cluster.password_file: on this host: password_file "+pwFile) {
 		t.Errorf("berth validate with a password_file others can read: %v\n%s", err, out)
 	}
 	actx, acancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -2,6 +2,7 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,9 +15,11 @@ import (
 	"github.com/berthd/berth/internal/testutil"
 )
 
-// C1 (nomad#5593): SIGKILL of the agent, then a second start: no process
-// of the first run is alive once the second run is up — not the job's main
-// process, and not a grandchild that escaped into its own session.
+// C1 (nomad#5593): SIGKILL of the agent, then a second start. Between the
+// two, the job's main process is gone (its Pdeathsig) but the grandchild
+// that escaped into its own session still runs in the job's cgroup; the
+// second start kills it, logs the cgroup at WARN with what it killed, and
+// no process of the first run is alive once the second run is up.
 func TestOrphansKilledAfterAgentSIGKILL(t *testing.T) {
 	e := newEnv(t)
 	e.write(e.header("2s") + `
@@ -29,7 +32,7 @@ name = "orphan"
   command = ["/bin/sh", "-c", "setsid sleep 1000 & exec sleep 1000"]
 `)
 	e.start()
-	e.waitRunning("orphan")
+	main := e.waitRunning("orphan")["orphan"].PID
 	var first []int
 	testutil.Eventually(t, 10*time.Second, "both sleeps in the job's cgroup", func() bool {
 		first = nil
@@ -39,8 +42,24 @@ name = "orphan"
 		return len(uniq(first)) >= 2
 	})
 	first = uniq(first)
+	var forked []int
+	for _, pid := range first {
+		if pid != main {
+			forked = append(forked, pid)
+		}
+	}
+	if len(forked) != 1 {
+		t.Fatalf("job processes %v, main %d: want exactly one forked child", first, main)
+	}
 	if err := e.stop(syscall.SIGKILL); err == nil {
 		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	// Only the main process dies with the agent (Pdeathsig=SIGKILL).
+	testutil.Eventually(t, 10*time.Second, "the job's main process gone after the agent's SIGKILL", func() bool {
+		return !testutil.Alive(main)
+	})
+	if !testutil.Alive(forked[0]) {
+		t.Errorf("forked child %d died with the agent: the README says it keeps running until the next start", forked[0])
 	}
 	e.start()
 	e.waitRunning("orphan")
@@ -48,6 +67,10 @@ name = "orphan"
 		if testutil.Alive(pid) {
 			t.Errorf("process %d of the first run is still alive after the second start", pid)
 		}
+	}
+	want := fmt.Sprintf(`level=WARN msg="removed a cgroup an earlier run left behind" cgroup=/%s/jobs/orphan killed=1 pids=[%d]`, e.root, forked[0])
+	if !strings.Contains(e.out.String(), want) {
+		t.Errorf("second start did not log\n  %s\nlog:\n%s", want, e.out)
 	}
 }
 

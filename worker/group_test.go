@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -54,7 +55,7 @@ func newTestGroupRes(t testing.TB, res *specs.LinuxResources) *testGroup {
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	root := fmt.Sprintf("berth-worker-test-%s-%s", name, hex.EncodeToString(b))
+	root := testutil.TrackCgroupRoot(t, fmt.Sprintf("berth-worker-test-%s-%s", name, hex.EncodeToString(b)))
 	h, err := cgroup.Open(root)
 	if err != nil {
 		t.Fatalf("open cgroup hierarchy %s: %v", root, err)

@@ -27,7 +27,8 @@ func TestProcessFactsOnThisHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := func(run string) string {
-		return "[[connector]]\nname = \"c\"\n  [connector.run]\n" + run
+		// agent.id: a lane-1 guest has no host name to default to.
+		return "[agent]\nid = \"t\"\n[[connector]]\nname = \"c\"\n  [connector.run]\n" + run
 	}
 	for _, tc := range []struct {
 		name, run string
@@ -38,11 +39,11 @@ func TestProcessFactsOnThisHost(t *testing.T) {
 		{"relative program in dir", "command = [\"./prog\"]\ndir = " + quote(dir) + "\n", nil},
 		{"program on the job's PATH", "command = [\"prog\"]\nenv = { PATH = " + quote(dir) + " }\n", nil},
 		{"unknown user", "command = [\"sleep\"]\nuser = \"nobdy\"\n",
-			[]string{`w.toml:5:1: connector[0].run.user: "nobdy" does not resolve on this host: look up user "nobdy"`}},
+			[]string{`w.toml:7:1: connector[0].run.user: "nobdy" does not resolve on this host: look up user "nobdy"`}},
 		{"unknown group", "command = [\"sleep\"]\nuser = \"nobody:nogroupzz\"\n",
 			[]string{`connector[0].run.user: "nobody:nogroupzz" does not resolve on this host: look up group "nogroupzz"`}},
 		{"missing program", "command = [\"sleeep\", \"1\"]\n",
-			[]string{`w.toml:4:12: connector[0].run.command[0]: program not found on this host: "sleeep" is not an executable file in any directory of PATH=`}},
+			[]string{`w.toml:6:12: connector[0].run.command[0]: program not found on this host: "sleeep" is not an executable file in any directory of PATH=`}},
 		{"program not on the job's PATH", "command = [\"sleep\"]\nenv = { PATH = " + quote(dir) + " }\n",
 			[]string{`connector[0].run.command[0]: program not found on this host: "sleep" is not an executable file in any directory of PATH=` + dir}},
 		{"absolute program missing", "command = [\"/nonexistent/berth-prog\"]\n",

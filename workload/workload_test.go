@@ -117,7 +117,7 @@ func TestWorkloadStore(t *testing.T) {
 		for _, tc := range []struct{ kind, name, body, want string }{
 			{cluster.KindConnector, "x", "name = \"x\"\ntasks = 1\n[task]\ncommand = [\"/bin/true\"]\nlimits = { memory = \"5 parsecs\" }\n",
 				"connectors/x:5:12: task.limits.memory: "},
-			{cluster.KindConnector, "x", "name = \"x\"\ncolour = \"red\"\n", "connectors/x:2:1: colour: unknown key"},
+			{cluster.KindConnector, "x", "name = \"x\"\ncolour = \"red\"\n", "connectors/x:2:1: colour: unknown key \"colour\"; allowed at the top level: "},
 			{cluster.KindConnector, "x", "name = \"y\"\n", `"y" differs from the connector's key "x"`},
 			{cluster.KindConnector, "x", "tasks = 0\n", "name is required"},
 			{cluster.KindConnector, "x", "name = \"x\"\ntasks = 2\n", "[connector.task] is required"},

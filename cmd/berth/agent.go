@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/worker"
@@ -56,7 +57,7 @@ func runAgent(path string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
 
-	host := worker.LocalHost()
+	host := agentHost()
 	cfg, err := config.Load(path, host)
 	if err != nil {
 		return configError(err)
@@ -145,4 +146,16 @@ func runAgent(path string) error {
 			return nil
 		}
 	}
+}
+
+// agentHost is worker.LocalHost with the web configuration check of the
+// agent's listener (api.CheckWebConfig): what the agent checks its file
+// against at start and on every reload, and what berth validate checks.
+func agentHost() *config.Host {
+	h := worker.LocalHost()
+	h.CheckWebConfig = func(path string) error {
+		_, err := api.CheckWebConfig(path)
+		return err
+	}
+	return h
 }

@@ -28,6 +28,27 @@ func setupCompletion(root *cobra.Command, configPath *string) {
 	_ = root.RegisterFlagCompletionFunc("config", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"toml"}, cobra.ShellCompDirectiveFilterFileExt
 	})
+	// berth completion SHELL with a shell cobra has no script for is a bad
+	// command line (exit 2) naming the shells it has, not cobra's help.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			var shells []string
+			for _, sub := range c.Commands() {
+				if sub.IsAvailableCommand() {
+					shells = append(shells, sub.Name())
+				}
+			}
+			return usageError("unknown shell %q (allowed: %s)", args[0], strings.Join(shells, ", "))
+		}
+	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.ValidArgsFunction == nil {

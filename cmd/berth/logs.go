@@ -42,6 +42,9 @@ not validate.`,
   berth logs -f -t orders-sink      # the connector's job and all its tasks`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if lines < 0 {
+				return usageError("--lines (-n) must be 0 (all) or a positive number of lines, not %d", lines)
+			}
 			name := args[0]
 			// The job may come from the cluster's store, not this file: any
 			// job ID that has a log here is fine, but it must be a plain name.

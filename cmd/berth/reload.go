@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,8 +36,13 @@ The result is the agent's own (GET /v1/agent, config.last_reload): the
 command waits for config.reloads to grow, and for a result of the file as it
 is on disk now, should another reload have been running.
 
+The agent re-reads only the file it was started with: when it runs another
+file than --config (compared as absolute paths, symbolic links resolved),
+nothing is signalled and the command fails naming both.
+
 Exit status: 0 when the reload was accepted, 1 when the agent refused it,
-no agent runs, or no result came within --timeout, 2 for a bad command line.`,
+no agent runs, it runs another file, or no result came within --timeout, 2
+for a bad command line.`,
 		Example: `  berth reload
   berth reload -c /etc/berth/berth.toml --timeout 2m`,
 		Args: noArgs,
@@ -62,6 +68,10 @@ no agent runs, or no result came within --timeout, 2 for a bad command line.`,
 			if before.PID != pid {
 				return fmt.Errorf("the agent at %s has pid %d, but %s names pid %d: not signalling", ag.Listen, before.PID, supervisor.LockFile(ag.DataDir), pid)
 			}
+			if !sameConfigFile(before.Config.File, pid, *configPath) {
+				return fmt.Errorf("the agent (pid %d) runs %s, not %s: it re-reads only its own file on reload (run berth reload -c %s, or restart the agent with --config %s)",
+					pid, before.Config.File, *configPath, before.Config.File, *configPath)
+			}
 			if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 				return fmt.Errorf("signal the agent (pid %d): %w", pid, err)
 			}
@@ -74,6 +84,32 @@ no agent runs, or no result came within --timeout, 2 for a bad command line.`,
 	}
 	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the agent's result (a reload that stops jobs takes their stop_timeout)")
 	return c
+}
+
+// sameConfigFile reports whether the agent with pid, which runs the file
+// it names agentFile (relative to its own working directory, read from
+// /proc/PID/cwd, when it is relative), and path name the same file:
+// absolute, cleaned, symbolic links resolved (when a path does not resolve,
+// it is compared as it is).
+func sameConfigFile(agentFile string, pid int, path string) bool {
+	if !filepath.IsAbs(agentFile) {
+		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil {
+			agentFile = filepath.Join(cwd, agentFile)
+		}
+	}
+	return canonical(agentFile) == canonical(path)
+}
+
+// canonical is path absolute and cleaned, with symbolic links resolved
+// when it resolves.
+func canonical(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return filepath.Clean(path)
 }
 
 // agentPID reads the PID an agent wrote into its lock file.

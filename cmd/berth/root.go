@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+
+	"github.com/berthd/berth/config"
 
 	"github.com/spf13/cobra"
 )
@@ -90,8 +93,30 @@ func run(args []string) int {
 	} else if cmd == root || isArgsError(err) {
 		code = 2 // unknown command, wrong number of arguments
 	}
-	fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.CommandPath(), err)
+	printError(os.Stderr, cmd.CommandPath(), err)
 	return code
+}
+
+// printError prints a command's error as "CMD: error"; for a
+// configuration with several problems, a header line "CMD: FILE: N
+// problems" and then each problem on its own line (FILE:LINE:COL: key:
+// message). Any other error of several lines is a header line (a refused
+// reload) followed by its problems already, and is printed as it is.
+func printError(w io.Writer, cmdPath string, err error) {
+	msg := err.Error()
+	var ps *config.Problems
+	if errors.As(err, &ps) && len(ps.List) > 1 && ps.Error() == msg {
+		file := ""
+		for _, p := range ps.List {
+			if p.File != "" {
+				file = p.File + ": "
+				break
+			}
+		}
+		fmt.Fprintf(w, "%s: %s%d problems\n%s\n", cmdPath, file, len(ps.List), msg)
+		return
+	}
+	fmt.Fprintf(w, "%s: %s\n", cmdPath, msg)
 }
 
 // isArgsError reports whether err came from cobra's argument checks.

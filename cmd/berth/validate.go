@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/config"
-	"github.com/berthd/berth/worker"
 	"github.com/spf13/cobra"
 )
 
@@ -19,9 +17,11 @@ func validateCmd(configPath *string) *cobra.Command {
 this host (CPUs online, block devices), and each job's user, program
 (absolute, or on the job's PATH) and working directory on this host. Every
 problem is printed as FILE:LINE:COL: key: message. The files the agent
-reads for its security are checked too: agent.web_config_file as the agent
-loads it (certificates, client CA, bcrypt hashes), and every password_file
-and env_file (only root may read or write them).
+reads for its security are checked too, each a problem of its key:
+agent.web_config_file as the agent loads it (certificates, client CA,
+bcrypt hashes), the ca, cert and key of every tls table as a client loads
+them, and every password_file and env_file (only root may read or write
+them).
 
 A valid file's plan follows: the jobs this agent runs on this host, each
 with its limits resolved to the numbers the kernel gets (cores and the CFS
@@ -41,13 +41,10 @@ warning).`,
   berth validate --strict -c berth.toml     # warnings are errors`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			host := worker.LocalHost()
+			host := agentHost()
 			cfg, err := config.Load(*configPath, host)
 			if err != nil {
 				return configError(err)
-			}
-			if err := checkSecurityFiles(cfg); err != nil {
-				return configError(fmt.Errorf("%s: %w", *configPath, err))
 			}
 			printWarnings(cmd.ErrOrStderr(), cfg.Warnings)
 			if strict && len(cfg.Warnings) > 0 {
@@ -66,27 +63,6 @@ warning).`,
 	}
 	c.Flags().BoolVar(&strict, "strict", false, "treat warnings as errors (exit 2)")
 	return c
-}
-
-// checkSecurityFiles checks the files of cfg that the agent reads for its
-// security and that config.Load does not read: the web configuration and
-// the password files.
-func checkSecurityFiles(cfg *config.Config) error {
-	if _, err := api.CheckWebConfig(cfg.Agent.WebConfigFile); err != nil {
-		return fmt.Errorf("agent.web_config_file: %w", err)
-	}
-	for _, f := range []struct{ key, path string }{
-		{"agent.client.password_file", cfg.Agent.Client.PasswordFile},
-		{"cluster.password_file", cfg.Cluster.PasswordFile},
-	} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := config.ReadPasswordFile(f.path); err != nil {
-			return fmt.Errorf("%s: %w", f.key, err)
-		}
-	}
-	return nil
 }
 
 // printWarnings prints each warning as "warning: FILE:LINE:COL: key: message".

@@ -6,10 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
-	"time"
 )
 
 // cgroupMount is where the host mounts its cgroup file systems.
@@ -61,49 +58,4 @@ func cgroupTree(root string) map[string]uint64 {
 		})
 	}
 	return out
-}
-
-// procsUnder is every PID in cgroup.procs at or below dir.
-func procsUnder(dir string) []int {
-	var pids []int
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
-			return nil
-		}
-		b, _ := os.ReadFile(p)
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, n)
-			}
-		}
-		return nil
-	})
-	return pids
-}
-
-// removeCgroupTree kills every process at or below root in every
-// hierarchy (processes the soak's agents started) and removes the
-// directories, deepest first. It is the soak's own cleanup after a test;
-// the agents are checked to have done this themselves before it runs.
-func removeCgroupTree(root string) {
-	for _, h := range hierarchies() {
-		dir := filepath.Join(h, root)
-		poll(10*time.Second, func() bool {
-			pids := procsUnder(dir)
-			for _, p := range pids {
-				_ = syscall.Kill(p, syscall.SIGKILL)
-			}
-			return len(pids) == 0
-		})
-		var dirs []string
-		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			_ = syscall.Rmdir(dirs[i])
-		}
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/worker"
 	"github.com/vishvananda/netns"
 )
@@ -74,7 +75,7 @@ func TestSoakLogDirFull(t *testing.T) {
 	job, hb := tag+"-chatty", filepath.Join(dir, "heartbeat")
 	f := agentFile{id: "full-" + tag, dir: dir, logDir: logDir, listen: freePort(t, "127.0.0.1"), root: "berth-soak-full-" + tag,
 		cluster: "soak-full-" + tag, body: fmt.Sprintf("[static]\nconnectors = [%q]\n\n%s", job, chattyJob(job, hb))}
-	t.Cleanup(func() { removeCgroupTree(f.root) })
+	testutil.TrackCgroupRoot(t, f.root)
 	a := startAgent(t, f.write(t), f.listen, filepath.Join(dir, "agent.log"), netns.None())
 	jobLog := filepath.Join(logDir, job+".log")
 	var pid int
@@ -164,7 +165,7 @@ func TestSoakDataDirFull(t *testing.T) {
 	b, jobs := body(0)
 	f := agentFile{id: "data-" + tag, dir: dir, dataDir: dataDir, listen: freePort(t, "127.0.0.1"), root: "berth-soak-data-" + tag,
 		cluster: "soak-data-" + tag, body: b}
-	t.Cleanup(func() { removeCgroupTree(f.root) })
+	testutil.TrackCgroupRoot(t, f.root)
 	cfg := f.write(t)
 	logFile := filepath.Join(dir, "agent.log")
 	leftBehind := func(when string) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/worker"
 	"github.com/vishvananda/netns"
 )
@@ -133,7 +134,7 @@ func TestSoakAgentKills(t *testing.T) {
 	s.logFile = filepath.Join(dir, "agent.log")
 	s.file = agentFile{id: "kill-" + s.tag, dir: dir, listen: freePort(t, "127.0.0.1"), root: "berth-soak-kill-" + s.tag,
 		cluster: "soak-kill-" + s.tag, endpoints: etcd.endpoints(), stopTimeout: "2s"}
-	t.Cleanup(func() { removeCgroupTree(s.file.root) })
+	testutil.TrackCgroupRoot(t, s.file.root)
 	s.writeFile()
 
 	// Every moment equally often, in random order.

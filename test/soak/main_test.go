@@ -33,6 +33,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 var (
@@ -85,7 +87,9 @@ func TestMain(m *testing.M) {
 		}
 		return m.Run()
 	}()
-	os.Exit(code)
+	// No soak leaves a cgroup directory or cgroup-root lock file of its
+	// own behind (testutil.TrackCgroupRoot).
+	os.Exit(testutil.CheckLeftBehind(code))
 }
 
 // newRand returns the random source of one test, seeded from -soak.seed or

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/worker"
 )
 
@@ -83,7 +84,7 @@ func newWorld(t *testing.T, ttl time.Duration) *world {
 			cluster: "soak-" + w.tag, endpoints: w.etcd.endpoints(), ttl: w.ttl.String(), stopTimeout: "2s",
 			body: fmt.Sprintf("[static]\nconnectors = [%s]\ntasks = [%s]\n\n%s", quoteAll(conns), quoteAll(tasks), wl.String())}
 		m.config = m.file.write(t)
-		t.Cleanup(func() { removeCgroupTree(m.file.root) })
+		testutil.TrackCgroupRoot(t, m.file.root)
 		w.agents = append(w.agents, m)
 	}
 	for _, m := range w.agents {
