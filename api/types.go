@@ -21,8 +21,11 @@ type Job struct {
 	// kill), then the last lines of its log; empty otherwise.
 	Trace string `json:"trace,omitempty"`
 	// UpdateBlocked says why the job's new definition cannot start on this
-	// host (user, program or working directory missing); the job keeps
-	// running its previous definition meanwhile.
+	// host (user, program or working directory missing; the job keeps
+	// running its previous definition meanwhile), or which of its new
+	// limits the kernel refused in place ("limit KEY = VALUE refused by
+	// the kernel: ERROR"; the others are applied, the refused one is tried
+	// again at each reconcile); empty otherwise.
 	UpdateBlocked string     `json:"update_blocked,omitempty"`
 	PID           int        `json:"pid,omitempty"`
 	Cgroup        string     `json:"cgroup"` // as /proc/PID/cgroup names it

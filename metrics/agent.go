@@ -12,7 +12,7 @@ var (
 	descJobs       = prometheus.NewDesc("berth_jobs", "Jobs run by this agent, by state.", []string{"state"}, nil)
 	descGeneration = prometheus.NewDesc("berth_assignment_generation", "Generation of the assignment this agent runs.", nil, nil)
 	descUnassigned = prometheus.NewDesc("berth_jobs_unassigned", "Jobs that exist but that no agent runs.", nil, nil)
-	famBlocked     = jobGauge("berth_job_update_blocked", "1 while the job's new definition cannot start on this host (user, program or working directory missing) and the job keeps running its previous one, else 0.")
+	famBlocked     = jobGauge("berth_job_update_blocked", "1 while the job's new definition cannot start on this host (user, program or working directory missing) and the job keeps running its previous one, or while the kernel refuses one of its new limits in place (the others are applied), else 0.")
 	descReloadOK   = prometheus.NewDesc("berth_config_last_reload_successful", "1 when the last reload of the configuration file succeeded (or none was tried since start), 0 when it was refused.", nil, nil)
 	descReloadTime = prometheus.NewDesc("berth_config_last_reload_success_timestamp_seconds", "When the configuration file was last put in force (start or successful reload), seconds since the Unix epoch.", nil, nil)
 )

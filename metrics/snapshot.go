@@ -20,7 +20,8 @@ type Job struct {
 	// before its cgroup was made).
 	Cgroup *cgroup.Group
 	// UpdateBlocked is true while the job's new definition cannot start on
-	// this host and the job keeps running its previous one.
+	// this host and the job keeps running its previous one, or while the
+	// kernel refuses one of its new limits in place.
 	UpdateBlocked bool
 }
 

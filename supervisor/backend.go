@@ -111,7 +111,7 @@ func (a *Agent) jobInfo(j *job) api.Job {
 	}
 	a.mu.RLock()
 	st, reason := j.state()
-	info.UpdateBlocked = j.blocked
+	info.UpdateBlocked = j.updateBlocked()
 	a.mu.RUnlock()
 	info.State, info.Reason, info.PID, info.Restarts, info.LastExit = st.State, reason, st.PID, st.Restarts, st.LastExit
 	if !st.StartedAt.IsZero() {
@@ -267,7 +267,7 @@ func (a *Agent) Snapshot() metrics.Snapshot {
 		ReloadSuccessful: a.conf.lastOK, ReloadSuccessTime: a.conf.lastSuccess}
 	blocked := make(map[*job]bool, len(js))
 	for _, j := range js {
-		blocked[j] = j.blocked != ""
+		blocked[j] = j.updateBlocked() != ""
 	}
 	jobsOf := map[string]int{}
 	for _, j := range js {
@@ -317,4 +317,17 @@ func pressureOf(g *cgroup.Group) *api.Pressure {
 		return s
 	}
 	return &api.Pressure{CPU: stall(p.CPU), Memory: stall(p.Memory), IO: stall(p.IO)}
+}
+
+// updateBlocked says why the job does not run its definition in force as
+// a whole: its new definition cannot start here (blocked), or the kernel
+// refused some of its limits (refused); "" when neither. a.mu is held.
+func (j *job) updateBlocked() string {
+	switch {
+	case j.blocked != "" && j.refused != "":
+		return j.blocked + "; " + j.refused
+	case j.blocked != "":
+		return j.blocked
+	}
+	return j.refused
 }

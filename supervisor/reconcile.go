@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -53,6 +54,11 @@ type job struct {
 	// (its user, program or working directory is missing): the running
 	// worker keeps the previous definition meanwhile. "" when none.
 	blocked string
+	// refused names the limits of the job's definition that the kernel
+	// refused to write in place (key, value, error; "; " between them):
+	// the others are in force, these are tried again at every reconcile.
+	// "" when none.
+	refused string
 }
 
 // groupNode is a sharing group's parent cgroup, holding the group's limits.
@@ -266,9 +272,18 @@ func sameDefinition(old, new config.Job) bool { return reflect.DeepEqual(old, ne
 // one has no value to write that means "as if never set" in every
 // controller (v1 pids.max, blkio throttles, cpuset), so the job's cgroup is
 // made anew.
+//
+// The restart policy and the stop timeout do not touch the running
+// process either: they are handed to its worker (worker.Retune) and take
+// effect at its next exit or stop, as systemd applies Restart= and
+// TimeoutStopSec= on daemon-reload. Everything else of the process
+// (command, environment, env_file, user, working directory) needs a new
+// one.
 func needsRestart(old, new config.Job) bool {
 	o, n := old.Process, new.Process
 	o.Limits, n.Limits = limits.Limits{}, limits.Limits{}
+	o.Restart, n.Restart = "", ""
+	o.StopTimeout, n.StopTimeout = 0, 0
 	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limits.Removed(old.Process.Limits, new.Process.Limits)
 }
 
@@ -640,26 +655,126 @@ func (a *Agent) logTransitions(id string) func(worker.Status) {
 	}
 }
 
-// updateJob applies changed limits in place: the process keeps running.
+// updateJob applies in place what changed without needing a new process:
+// the limits (written to the job's cgroup) and the restart policy and stop
+// timeout (handed to its worker). The process keeps running.
+//
+// A limit the kernel refuses (memory below the group's usage on cgroup v1:
+// EBUSY) does not keep the others from being applied: each resource is
+// then written on its own (applyLimits), the refused ones are reported
+// (job.refused: the API's update_blocked, berth status,
+// berth_job_update_blocked, one log line per new reason) and tried again
+// at each reconcile, and with backoff meanwhile, until the kernel accepts
+// them (the job's usage fell) or a later definition changes them.
 func (a *Agent) updateJob(cur *job, nj config.Job) {
+	if cur.w != nil && (cur.spec.Process.Restart != nj.Process.Restart || cur.spec.Process.StopTimeout != nj.Process.StopTimeout) {
+		cur.w.Retune(nj.Process.Restart, nj.Process.StopTimeout)
+		var o, n config.Job
+		o.Process.Restart, o.Process.StopTimeout = cur.spec.Process.Restart, cur.spec.Process.StopTimeout
+		n.Process.Restart, n.Process.StopTimeout = nj.Process.Restart, nj.Process.StopTimeout
+		a.log.Info("job restart policy and stop timeout updated in place; they apply at its next exit or stop",
+			"job_id", nj.ID, "changes", changeList(config.DiffJobs(o, n)))
+	}
 	res, notes, err := nj.Process.Limits.Resources(nil)
 	if err != nil {
 		a.log.Error("job limits", "job_id", nj.ID, "error", err)
 		return
 	}
+	applied := cur.res
+	refused := ""
 	if !reflect.DeepEqual(cur.res, res) {
-		for _, n := range notes {
-			a.log.Info("job limits", "job_id", nj.ID, "note", n)
+		a.mu.RLock()
+		wasRefused := cur.refused
+		a.mu.RUnlock()
+		if wasRefused == "" {
+			for _, n := range notes {
+				a.log.Info("job limits", "job_id", nj.ID, "note", n)
+			}
 		}
+		var refusals []string
 		if err := cur.group.Update(res); err != nil {
-			a.log.Error("update job cgroup; old limits stay", "job_id", nj.ID, "error", err)
-			return
+			refusals = a.applyLimits(cur.group, res)
 		}
-		a.log.Info("job limits updated in place", "job_id", nj.ID, "changes", changeList(config.DiffJobs(cur.spec, nj)))
+		refused = strings.Join(refusals, "; ")
+		if refused == "" {
+			applied = res
+			if wasRefused != "" {
+				a.log.Info("job limits accepted by the kernel now; all are in force", "job_id", nj.ID, "changes", changeList(config.DiffJobs(cur.spec, nj)))
+			} else {
+				a.log.Info("job limits updated in place", "job_id", nj.ID, "changes", changeList(config.DiffJobs(cur.spec, nj)))
+			}
+		} else {
+			// Some resources hold the new values, some the old: nothing
+			// to compare the next definition against, so it is written
+			// whatever it is (a definition going back to the old values
+			// must undo the accepted part).
+			applied = nil
+		}
+		if refused != "" && refused != wasRefused {
+			a.log.Error("the kernel refused some job limits; the others are in force, the refused ones are tried again at every reconcile",
+				"job_id", nj.ID, "refused", refused, "changes", changeList(config.DiffJobs(cur.spec, nj)))
+		}
 	}
 	a.mu.Lock()
-	cur.res, cur.spec = res, nj
+	cur.res, cur.spec, cur.refused = applied, nj, refused
+	switch {
+	case refused != "":
+		// Try again when the job's usage may have changed, not only when
+		// the source next changes.
+		a.failedTransiently(nj.ID, retry.Store())
+	case cur.blocked == "" && cur.err == "" && cur.holder == "":
+		delete(a.retries, nj.ID)
+	}
 	a.mu.Unlock()
+}
+
+// applyLimits writes each resource of res to g on its own, so that one the
+// kernel refuses does not keep the others out, and returns one line per
+// refused resource: its key, the value asked and the kernel's error.
+func (a *Agent) applyLimits(g *cgroup.Group, res *specs.LinuxResources) []string {
+	var out []string
+	for _, p := range resourcePieces(res) {
+		if err := g.Update(p.res); err != nil {
+			val, _ := json.Marshal(p.value)
+			out = append(out, fmt.Sprintf("limit %s = %s refused by the kernel: %v", p.key, val, err))
+		}
+	}
+	return out
+}
+
+// resourcePiece is one resource of a LinuxResources, alone.
+type resourcePiece struct {
+	key   string // the limits key it comes from
+	value any    // the runtime-spec value, for the report
+	res   *specs.LinuxResources
+}
+
+// resourcePieces splits res into one LinuxResources per resource (cgroup
+// Update leaves a resource that is nil as it is).
+func resourcePieces(res *specs.LinuxResources) []resourcePiece {
+	var out []resourcePiece
+	if res.Memory != nil {
+		out = append(out, resourcePiece{"memory", res.Memory, &specs.LinuxResources{Memory: res.Memory}})
+	}
+	if res.CPU != nil {
+		out = append(out, resourcePiece{"cpu", res.CPU, &specs.LinuxResources{CPU: res.CPU}})
+	}
+	if res.Pids != nil {
+		out = append(out, resourcePiece{"pids", res.Pids, &specs.LinuxResources{Pids: res.Pids}})
+	}
+	if res.BlockIO != nil {
+		out = append(out, resourcePiece{"io", res.BlockIO, &specs.LinuxResources{BlockIO: res.BlockIO}})
+	}
+	if res.HugepageLimits != nil {
+		out = append(out, resourcePiece{"hugepages", res.HugepageLimits, &specs.LinuxResources{HugepageLimits: res.HugepageLimits}})
+	}
+	if res.Devices != nil {
+		out = append(out, resourcePiece{"devices", res.Devices, &specs.LinuxResources{Devices: res.Devices}})
+	}
+	if res.Unified != nil {
+		out = append(out, resourcePiece{"unified", res.Unified, &specs.LinuxResources{Unified: res.Unified}})
+	}
+	return out
 }
 
 // stopJobs stops the given jobs concurrently, removes their cgroups and

@@ -25,7 +25,11 @@ type fakeAgent struct {
 	clock *clockwork.FakeClock
 }
 
-func runFakeAgent(t *testing.T) *fakeAgent {
+func runFakeAgent(t *testing.T) *fakeAgent { t.Helper(); return runFakeAgentWith(t, Options{}) }
+
+// runFakeAgentWith is runFakeAgent with opts (its Source and Clock are the
+// fake ones).
+func runFakeAgentWith(t *testing.T, opts Options) *fakeAgent {
 	t.Helper()
 	testutil.NeedRoot(t)
 	dir := t.TempDir()
@@ -41,7 +45,8 @@ func runFakeAgent(t *testing.T) *fakeAgent {
 		t.Fatal(err)
 	}
 	fa := &fakeAgent{src: newFakeSource(), clock: clockwork.NewFakeClock()}
-	fa.Agent = New(cfg, path, Options{Source: fa.src, Clock: fa.clock})
+	opts.Source, opts.Clock = fa.src, fa.clock
+	fa.Agent = New(cfg, path, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- fa.Run(ctx) }()

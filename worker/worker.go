@@ -166,6 +166,26 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
+// Retune sets the restart policy and the stop grace of a worker that may
+// be running, as systemd applies a unit's Restart= and TimeoutStopSec= on
+// daemon-reload: the current process keeps running, and the new values
+// take effect at its next exit (restart) or next Stop (stopTimeout). A
+// restart "" means config.RestartNever, a stopTimeout <= 0 means
+// config.DefaultStopTimeout. A Stop already under way keeps the grace it
+// began with. Safe for concurrent use: it runs as one of the worker's
+// steps.
+func (w *Worker) Retune(restart config.Restart, stopTimeout time.Duration) {
+	if stopTimeout <= 0 {
+		stopTimeout = config.DefaultStopTimeout
+	}
+	if restart == "" {
+		restart = config.RestartNever
+	}
+	w.step.Lock()
+	defer w.step.Unlock()
+	w.spec.Restart, w.spec.StopTimeout = restart, stopTimeout
+}
+
 // Done is closed when the worker has ended for good: Stopped, Exited or
 // Failed, with no process and no log copier left.
 func (w *Worker) Done() <-chan struct{} { return w.done }
