@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -55,13 +56,13 @@ func TestClaimWindowPacesPublication(t *testing.T) {
 		}()
 	}
 	runLeader(t, c, sessions[0])
-	eventually(t, 20*time.Second, "every job claimed", func() bool {
+	testutil.Eventually(t, 20*time.Second, "every job claimed", func() bool {
 		cl, err := c.Claims(context.Background())
 		return err == nil && len(cl) == members*perMember
 	})
 	// The publication reports its stats once its last wave is out, which
 	// may be after the last claim is seen.
-	eventually(t, 10*time.Second, "the publication's stats", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the publication's stats", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(stats) > 0

@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,23 +12,12 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // externalEtcd is the server binary of Debian's etcd-server package
 // (`apt-get install -y etcd-server`).
 const externalEtcd = "/usr/bin/etcd"
-
-// freePort asks the kernel for a free loopback port. The port is released
-// before etcd binds it; a collision makes startExternalEtcd fail loudly.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // startExternalEtcd runs /usr/bin/etcd as a child on free loopback ports in
 // a temporary directory, with extra flags, killed by PID in Cleanup.
@@ -40,8 +27,8 @@ func startExternalEtcd(t *testing.T, flags ...string) (*exec.Cmd, string) {
 		t.Skipf("%s not installed (apt-get install -y etcd-server): %v", externalEtcd, err)
 	}
 	dir := t.TempDir()
-	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	client := "http://" + testutil.FreePort(t)
+	peer := "http://" + testutil.FreePort(t)
 	args := append([]string{
 		"--name", "berth-test", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
@@ -78,7 +65,7 @@ func TestSessionFencesBeforeExternalEtcdExpires(t *testing.T) {
 	cmd, url := startExternalEtcd(t)
 	name := uniqueName(t)
 	var c *Client
-	eventually(t, 15*time.Second, "external etcd answers", func() bool {
+	testutil.Eventually(t, 15*time.Second, "external etcd answers", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		var err error
@@ -87,7 +74,7 @@ func TestSessionFencesBeforeExternalEtcdExpires(t *testing.T) {
 	})
 	t.Cleanup(func() { c.Close() })
 	s := join(t, c, assign.Member{ID: "a1"})
-	eventually(t, 2*testTTL, "a renewal", func() bool { return s.LastRenewal().After(s.Member().Started) })
+	testutil.Eventually(t, 2*testTTL, "a renewal", func() bool { return s.LastRenewal().After(s.Member().Started) })
 
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -106,7 +93,7 @@ func TestSessionFencesBeforeExternalEtcdExpires(t *testing.T) {
 	}
 	observer := connect(t, []string{url}, name, nil)
 	var goneAt time.Time
-	eventually(t, 3*testTTL, "member record expired", func() bool {
+	testutil.Eventually(t, 3*testTTL, "member record expired", func() bool {
 		ms, err := observer.Members(context.Background())
 		if err != nil || len(ms) != 0 {
 			return false

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/config"
+	"go.uber.org/goleak"
 
 	"github.com/BurntSushi/toml"
 	"github.com/berthd/berth/assign"
@@ -59,9 +58,18 @@ func (s *sharedEtcd) Close() {
 	}
 }
 
+// TestMain runs the tests, stops the shared server, then fails the package
+// if any goroutine is left: every session's renewal loop, watch and
+// leader loop must have been waited for (goleak).
 func TestMain(m *testing.M) {
 	code := m.Run()
 	shared.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left after the tests:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
@@ -115,18 +123,6 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// eventually polls cond every 20 ms until it is true or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // testConnector is the TOML a test connector body holds.
 type testConnector struct {
 	Tasks int    `toml:"tasks"`
@@ -152,97 +148,4 @@ func testValidator(kind config.DefKind, name string, body []byte) (assign.Connec
 		return assign.Connector{}, errors.New("tasks < 0")
 	}
 	return assign.Connector{Name: name, Run: tc.Run, Tasks: tc.Tasks, Group: tc.Group}, nil
-}
-
-// proxy forwards TCP to an etcd server until Partition, after which it
-// blackholes: existing connections are cut and new ones are accepted but
-// never answered, as a network partition looks to a client.
-type proxy struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	cut      bool
-	refuse   bool // close new connections at once (a refused connect)
-	conns    []net.Conn
-}
-
-func startProxy(t testing.TB, upstreamURL string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, upstream: strings.TrimPrefix(upstreamURL, "http://")}
-	go p.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-	})
-	return p
-}
-
-func (p *proxy) URL() string { return "http://" + p.ln.Addr().String() }
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c)
-		cut, refuse := p.cut, p.refuse
-		p.mu.Unlock()
-		if refuse {
-			c.Close()
-			continue
-		}
-		if cut {
-			continue // held open, never answered
-		}
-		u, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, u)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(u, c); u.Close() }()
-		go func() { _, _ = io.Copy(c, u); c.Close() }()
-	}
-}
-
-// Partition cuts every forwarded connection and blackholes new ones.
-func (p *proxy) Partition() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// Refuse cuts every forwarded connection and closes new ones at once, as a
-// host whose etcd port refuses connections; Heal forwards again.
-func (p *proxy) Refuse() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.refuse = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// Heal forwards new connections again after Refuse.
-func (p *proxy) Heal() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.refuse = false
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 
 	"github.com/berthd/berth/assign"
 )
@@ -33,7 +34,7 @@ func runLeader(t *testing.T, c *Client, s *Session) (<-chan error, context.Cance
 func waitPublished(t *testing.T, c *Client, what string, cond func(Published) bool) Published {
 	t.Helper()
 	var p Published
-	eventually(t, 10*time.Second, what, func() bool {
+	testutil.Eventually(t, 10*time.Second, what, func() bool {
 		var err error
 		p, err = c.Assignment(context.Background())
 		return err == nil && cond(p)
@@ -215,7 +216,7 @@ func TestLeaderHoldsDepartedJobsForRebalanceDelay(t *testing.T) {
 	if moved.Generation != held.Generation+1 {
 		t.Fatalf("generation %d after held generation %d", moved.Generation, held.Generation)
 	}
-	eventually(t, 5*time.Second, "lastseen/a pruned", func() bool {
+	testutil.Eventually(t, 5*time.Second, "lastseen/a pruned", func() bool {
 		v, err := cb.etcd.Get(context.Background(), cb.key("lastseen", "a"))
 		return err == nil && len(v.Kvs) == 0
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // startLeader runs a won election's loop in the background (so the test
@@ -34,13 +35,13 @@ func startLeader(t *testing.T, c *Client, s *Session) *leader {
 
 // cutLeader connects the leader through a proxy, makes it lead, and
 // returns a direct client of the same cluster, the leader and the proxy.
-func cutLeader(t *testing.T) (*Client, *leader, *proxy) {
+func cutLeader(t *testing.T) (*Client, *leader, *testutil.Proxy) {
 	name := uniqueName(t)
-	px := startProxy(t, shared.Endpoints()[0])
+	px := testutil.StartProxy(t, shared.Endpoints()[0])
 	// A 10 s TTL: the cut below (a few seconds with gRPC's reconnect
 	// backoff) must not cost the leader its session.
 	long := func(cfg *Config) { cfg.SessionTTL = 10 * time.Second }
-	lc := connect(t, []string{px.URL()}, name, long)
+	lc := connect(t, []string{px.Endpoint()}, name, long)
 	direct := connect(t, shared.Endpoints(), name, long)
 	s := join(t, lc, assign.Member{ID: "a", Protocol: config.ProtocolBalanced})
 	l := startLeader(t, lc, s)
@@ -52,7 +53,7 @@ func cutLeader(t *testing.T) (*Client, *leader, *proxy) {
 // change made meanwhile is published with no full read of the state.
 func TestLeaderWatchResumesWithoutReading(t *testing.T) {
 	direct, l, px := cutLeader(t)
-	px.Refuse()
+	px.Partition(testutil.Reset)
 	putConnector(t, direct, "orders", "tasks = 2") // while the leader is cut off
 	px.Heal()
 	waitPublished(t, direct, "orders published after the leader reconnected", func(p Published) bool {
@@ -67,7 +68,7 @@ func TestLeaderWatchResumesWithoutReading(t *testing.T) {
 // reads its whole state again and publishes what changed meanwhile.
 func TestLeaderReadsAgainAfterCompaction(t *testing.T) {
 	direct, l, px := cutLeader(t)
-	px.Refuse()
+	px.Partition(testutil.Reset)
 	putConnector(t, direct, "orders", "tasks = 2")
 	resp, err := direct.etcd.Get(ctxT(t), "compact-here")
 	if err != nil {

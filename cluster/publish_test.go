@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -40,7 +41,7 @@ func sharesOf(t *testing.T, c *Client, limit int) map[string]Share {
 // in p and the head agrees with p.
 func checkComplete(t *testing.T, c *Client, p Published, jobs int) {
 	t.Helper()
-	eventually(t, 5*time.Second, "publication finished", func() bool {
+	testutil.Eventually(t, 5*time.Second, "publication finished", func() bool {
 		h, err := c.Head(context.Background())
 		return err == nil && h.Generation >= p.Generation
 	})
@@ -84,7 +85,7 @@ func TestPublicationAndClaimsWithinEtcdLimits(t *testing.T) {
 	var traffic Traffic
 	mod := func(cfg *Config) { cfg.MaxTxnOps, cfg.MaxRequestBytes, cfg.Traffic = ops, bytes, &traffic }
 	var c *Client
-	eventually(t, 15*time.Second, "external etcd answers", func() bool {
+	testutil.Eventually(t, 15*time.Second, "external etcd answers", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		cfg := Config{Name: name, Endpoints: []string{url}, SessionTTL: testTTL, Validate: testValidator}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/internal/retry"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -16,8 +17,10 @@ import (
 // ErrSessionClosed is the Err of a session ended by Close (the member left).
 var ErrSessionClosed = errors.New("cluster session closed")
 
-// renewRetry is the pause between failed renewal attempts.
-const renewRetry = 200 * time.Millisecond
+// renewRetry paces the attempts after a failed renewal, within the local
+// deadline: berth's jittered backoff (internal/retry), 100 ms doubling to
+// 1 s, so that agents that lost etcd together do not retry in step.
+var renewRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: time.Second}
 
 // Session is one membership of this agent: an etcd lease of Config.SessionTTL
 // with the member record bound to it, kept alive by the session's own renewal
@@ -149,6 +152,7 @@ func (s *Session) renewLoop() {
 	// answered long after it was sent.
 	timer := time.NewTimer(max(0, time.Until(s.LastRenewal().Add(interval))))
 	defer timer.Stop()
+	retries := renewRetry.New()
 	for {
 		deadline := s.Deadline()
 		expire := time.NewTimer(time.Until(deadline))
@@ -179,6 +183,7 @@ func (s *Session) renewLoop() {
 			// deadline counts from the send time, so waiting interval after
 			// a slow answer could let it pass before the next renewal.
 			timer.Reset(max(0, time.Until(sent.Add(interval))))
+			retries.Reset()
 		case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(fmt.Errorf("lease %x expired on the server: %w", int64(s.lease), ErrSessionLost))
 			return
@@ -189,7 +194,7 @@ func (s *Session) renewLoop() {
 				int64(s.lease), deadline.Format(time.RFC3339Nano), err, ErrSessionLost))
 			return
 		default:
-			timer.Reset(renewRetry)
+			timer.Reset(retries.NextBackOff())
 		}
 	}
 }

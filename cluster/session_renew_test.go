@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // After a slow grant — a request that waited in a network that has just
@@ -38,7 +39,7 @@ func TestFirstRenewalDueFromGrantSent(t *testing.T) {
 	}
 	// The grant's interval (333 ms for a 2 s TTL) has passed: renew now.
 	var first time.Time
-	eventually(t, testTTL, "the first renewal", func() bool {
+	testutil.Eventually(t, testTTL, "the first renewal", func() bool {
 		first = s.LastRenewal()
 		return first.After(granted)
 	})

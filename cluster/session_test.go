@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 
 	"github.com/berthd/berth/assign"
 )
@@ -76,7 +77,7 @@ func TestSessionRenewsAndReportsLatency(t *testing.T) {
 	s := join(t, c, assign.Member{ID: "a1"})
 	first := s.Deadline()
 	// Two TTLs: the lease would have expired without renewal.
-	eventually(t, 3*testTTL, "three renewals", func() bool { return renewals.Load() >= 3 })
+	testutil.Eventually(t, 3*testTTL, "three renewals", func() bool { return renewals.Load() >= 3 })
 	if err := s.Err(); err != nil {
 		t.Fatalf("session ended while renewing: %v", err)
 	}
@@ -113,8 +114,8 @@ func TestSessionLostWhenLeaseRevokedElsewhere(t *testing.T) {
 // only after the server expired the lease.
 func TestSessionFencesBeforeServerExpiry(t *testing.T) {
 	name := uniqueName(t)
-	px := startProxy(t, shared.Endpoints()[0])
-	agent := connect(t, []string{px.URL()}, name, nil)
+	px := testutil.StartProxy(t, shared.Endpoints()[0])
+	agent := connect(t, []string{px.Endpoint()}, name, nil)
 	observer := connect(t, shared.Endpoints(), name, nil)
 	s := join(t, agent, assign.Member{ID: "a1"})
 	ctx := ctxT(t)
@@ -122,9 +123,9 @@ func TestSessionFencesBeforeServerExpiry(t *testing.T) {
 		t.Fatalf("claim: ok=%v err=%v", ok, err)
 	}
 	// Let at least one renewal happen so the deadline is not the grant's.
-	eventually(t, 2*testTTL, "a renewal", func() bool { return s.LastRenewal().After(s.Member().Started) })
+	testutil.Eventually(t, 2*testTTL, "a renewal", func() bool { return s.LastRenewal().After(s.Member().Started) })
 
-	px.Partition()
+	px.Partition(testutil.Stall)
 	<-s.Done()
 	doneAt := time.Now()
 	earliestExpiry := s.LastRenewal().Add(s.TTL())
@@ -210,5 +211,5 @@ func TestSlowJoinRenewsAtOnce(t *testing.T) {
 	sent := time.Now().Add(-5 * time.Second)
 	s := c.startSession(MemberRecord{ID: "slow"}, g.ID, sent)
 	t.Cleanup(func() { s.Close() })
-	eventually(t, time.Second, "a renewal within 1 s of the start", func() bool { return s.LastRenewal().After(sent) })
+	testutil.Eventually(t, time.Second, "a renewal within 1 s of the start", func() bool { return s.LastRenewal().After(sent) })
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -70,7 +71,7 @@ func TestLeaderWritesSingleKeyLayoutWhileOldAgentsAreMembers(t *testing.T) {
 	}
 	leave := oldMember(t, c, assign.Member{ID: "old", Protocol: config.ProtocolStatic, Tasks: []string{"billing-0", "billing-1"}})
 	var legacy Published
-	eventually(t, 10*time.Second, "the old agent's jobs in the single-key value", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the old agent's jobs in the single-key value", func() bool {
 		p, layout, ok := legacyValue(t, c)
 		legacy = p
 		return ok && layout == Layout && slices.Equal(p.Assignment.Members["old"], []string{"billing-0", "billing-1"})
@@ -82,7 +83,7 @@ func TestLeaderWritesSingleKeyLayoutWhileOldAgentsAreMembers(t *testing.T) {
 		t.Fatalf("head %+v (%v), single-key value generation %d: not one publication", h, err, legacy.Generation)
 	}
 	leave()
-	eventually(t, 10*time.Second, "single-key value deleted after the old agent left", func() bool {
+	testutil.Eventually(t, 10*time.Second, "single-key value deleted after the old agent left", func() bool {
 		_, _, ok := legacyValue(t, c)
 		return !ok
 	})
@@ -124,7 +125,7 @@ func TestAgentFollowsSingleKeyLeaderUntilTakeover(t *testing.T) {
 	if err != nil || p.Generation != 8 {
 		t.Fatalf("Assignment = %+v, %v", p, err)
 	}
-	eventually(t, 5*time.Second, "single-key value deleted (no old agent left)", func() bool {
+	testutil.Eventually(t, 5*time.Second, "single-key value deleted (no old agent left)", func() bool {
 		_, _, ok := legacyValue(t, c)
 		return !ok
 	})
