@@ -157,13 +157,9 @@ func (e *env) cleanup() {
 		_ = e.cmd.Process.Kill()
 		<-e.waited
 	}
-	for _, dir := range e.cgroupDirs() {
-		killTree(dir)
-	}
-	// An agent killed here had no chance to remove its cgroup-root lock
-	// file (a clean stop removes it); the next agent would take it over,
-	// but no agent ever uses this test's root again.
-	_ = os.Remove(e.cgroupLock())
+	// Kill what is left in the test's cgroups and remove them, with the
+	// cgroup-root lock file an agent killed here had no chance to remove.
+	testutil.RemoveCgroupRoot(e.root)
 	if e.t.Failed() && e.out != nil {
 		e.t.Logf("agent output:\n%s", e.out)
 	}
@@ -194,48 +190,6 @@ func (e *env) cgroupDirs() []string {
 		}
 	}
 	return dirs
-}
-
-// killTree kills every process in the cgroup tree at dir (processes this
-// test started through the agent) and removes the directories.
-func killTree(dir string) {
-	for i := 0; i < 50; i++ {
-		pids := procsUnder(dir)
-		if len(pids) == 0 {
-			break
-		}
-		for _, p := range pids {
-			_ = syscall.Kill(p, syscall.SIGKILL)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		_ = syscall.Rmdir(dirs[i])
-	}
-}
-
-func procsUnder(dir string) []int {
-	var pids []int
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
-			return nil
-		}
-		b, _ := os.ReadFile(p)
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, n)
-			}
-		}
-		return nil
-	})
-	return pids
 }
 
 // getJSON GETs rawURL with the API's client (api.Client) and decodes a

@@ -341,7 +341,7 @@ func environOf(pid int, name string) string {
 func (a *agent) jobProcs(job string) []int {
 	var pids []int
 	for _, d := range a.cgroupDirs() {
-		pids = append(pids, procsUnder(filepath.Join(d, "jobs", job))...)
+		pids = append(pids, testutil.ProcsUnder(filepath.Join(d, "jobs", job))...)
 	}
 	return uniq(pids)
 }

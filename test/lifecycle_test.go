@@ -37,7 +37,7 @@ name = "orphan"
 	testutil.Eventually(t, 10*time.Second, "both sleeps in the job's cgroup", func() bool {
 		first = nil
 		for _, d := range e.cgroupDirs() {
-			first = append(first, procsUnder(d)...)
+			first = append(first, testutil.ProcsUnder(d)...)
 		}
 		return len(uniq(first)) >= 2
 	})
@@ -101,7 +101,7 @@ group = "pair"
 	js := e.waitRunning("sleeper", "grouped")
 	var pids []int
 	for _, d := range e.cgroupDirs() {
-		pids = append(pids, procsUnder(d)...)
+		pids = append(pids, testutil.ProcsUnder(d)...)
 	}
 	if len(uniq(pids)) < 4 {
 		t.Fatalf("expected at least 4 job processes, found %v", pids)
@@ -296,7 +296,7 @@ name = "never"
 func procsUnderAll(e *env) []int {
 	var ps []int
 	for _, d := range e.cgroupDirs() {
-		ps = append(ps, procsUnder(d)...)
+		ps = append(ps, testutil.ProcsUnder(d)...)
 	}
 	return ps
 }

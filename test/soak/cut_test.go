@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
@@ -165,7 +166,7 @@ func (d *dropProgram) close() { _ = d.prog.Close() }
 // dropped, a connect neither succeeds nor is refused (it times out: no
 // reset); healed again, it works; and the management link is never cut.
 func TestSoakNetworkCuts(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	n := newNetwork(t)
 	h := n.addHost(0)
 	store, err := net.Listen("tcp", net.JoinHostPort(n.store.ip(1).String(), "0"))
@@ -216,7 +217,7 @@ func TestSoakNetworkCuts(t *testing.T) {
 		if err := h.heal(); err != nil {
 			t.Fatal(err)
 		}
-		if !poll(10*time.Second, func() bool { return dial(store.Addr().String()) == nil }) {
+		if !testutil.Poll(10*time.Second, func() bool { return dial(store.Addr().String()) == nil }) {
 			t.Errorf("%s: healed, but no connection within 10s", m)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -170,7 +171,7 @@ func (c *etcdCluster) leader() *etcdMember {
 func (c *etcdCluster) waitLeader(timeout time.Duration) *etcdMember {
 	c.t.Helper()
 	var l *etcdMember
-	if !poll(timeout, func() bool {
+	if !testutil.Poll(timeout, func() bool {
 		l = c.leader()
 		if l == nil {
 			return false

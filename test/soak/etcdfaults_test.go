@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // TestSoakEtcdLeaderKilled SIGKILLs the etcd leader three times, each time
@@ -83,7 +84,7 @@ func TestSoakEtcdMemberLost(t *testing.T) {
 	lostAt := time.Now()
 	f.kill()
 	// 10 s without it, the agents polled all along.
-	eventually(t, 30*time.Second, "10 s with a member lost", func() bool {
+	testutil.Eventually(t, 30*time.Second, "10 s with a member lost", func() bool {
 		return time.Since(lostAt) >= 10*time.Second
 	})
 	f.start()
@@ -118,7 +119,7 @@ func TestSoakEtcdRestartAll(t *testing.T) {
 	for _, m := range w.etcd.members {
 		m.kill()
 	}
-	eventually(t, 30*time.Second, "every agent fenced", func() bool {
+	testutil.Eventually(t, 30*time.Second, "every agent fenced", func() bool {
 		for _, m := range w.agents {
 			var a api.Agent
 			if err := get(m.addr, "/v1/agent", &a); err != nil || a.State != "fenced" {

@@ -67,7 +67,7 @@ func lastLogLine(file string) time.Time {
 // returns, the job's output reaches its log again and the agent says how
 // much was lost.
 func TestSoakLogDirFull(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	dir := t.TempDir()
 	logDir := filepath.Join(dir, "log")
 	mountTmpfs(t, logDir, 2<<20)
@@ -79,7 +79,7 @@ func TestSoakLogDirFull(t *testing.T) {
 	a := startAgent(t, f.write(t), f.listen, filepath.Join(dir, "agent.log"), netns.None())
 	jobLog := filepath.Join(logDir, job+".log")
 	var pid int
-	eventually(t, 60*time.Second, "the job running and its log written", func() bool {
+	testutil.Eventually(t, 60*time.Second, "the job running and its log written", func() bool {
 		js, err := jobsOf(a.addr)
 		if err != nil || js[job].State != worker.Running {
 			return false
@@ -90,11 +90,11 @@ func TestSoakLogDirFull(t *testing.T) {
 
 	filler := fill(t, logDir)
 	fullAt := time.Now()
-	eventually(t, 20*time.Second, "the agent saying the job's log cannot be written", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the agent saying the job's log cannot be written", func() bool {
 		return a.out.count("job log write failed") > 0
 	})
 	// The job goes on, unblocked, for 3 s with the disk full.
-	eventually(t, 30*time.Second, "3 s of heartbeats with log_dir full", func() bool {
+	testutil.Eventually(t, 30*time.Second, "3 s of heartbeats with log_dir full", func() bool {
 		return readNanos(hb).After(fullAt.Add(3 * time.Second))
 	})
 	js, err := jobsOf(a.addr)
@@ -114,7 +114,7 @@ func TestSoakLogDirFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	freeAt := time.Now()
-	eventually(t, 30*time.Second, "the job's output in its log again", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the job's output in its log again", func() bool {
 		return lastLogLine(jobLog).After(freeAt)
 	})
 	resumed := time.Since(freeAt)
@@ -149,7 +149,7 @@ func TestSoakLogDirFull(t *testing.T) {
 //     gone;
 //   - space back: it starts and runs its jobs again.
 func TestSoakDataDirFull(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	mountTmpfs(t, dataDir, 32<<20)
@@ -179,7 +179,7 @@ func TestSoakDataDirFull(t *testing.T) {
 	}
 	runs := func(a *agentProc) {
 		t.Helper()
-		eventually(t, 90*time.Second, "every job running", func() bool {
+		testutil.Eventually(t, 90*time.Second, "every job running", func() bool {
 			js, err := jobsOf(a.addr)
 			if err != nil || !healthy(a.addr) {
 				return false

@@ -126,7 +126,7 @@ type killFigures struct {
 // is alive, no cgroup directory of an earlier run is left in any hierarchy,
 // and the agent's open file count is its baseline (the first run's).
 func TestSoakAgentKills(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	etcd := startEtcd(t, 1, "127.0.0.1")
 	s := &killSoak{t: t, rng: newRand(t), tag: randHex(4), earlierProcs: map[int]uint64{}, earlierDirs: map[string]uint64{},
 		baselineFD: map[int]int{}, fig: killFigures{byMoment: map[killMoment]int{}}}
@@ -232,7 +232,7 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 	t := s.t
 	crash := s.tag + "-crash"
 	var last map[string]string
-	ok := poll(90*time.Second, func() bool {
+	ok := testutil.Poll(90*time.Second, func() bool {
 		if !a.running() {
 			return false
 		}
@@ -383,7 +383,7 @@ func jobOf(rel string) (job string, ok bool) {
 // "jobs/x" for /sys/fs/cgroup/memory/<root>/jobs/x; "" when p is not under
 // root.
 func relUnder(p, root string) string {
-	for _, h := range hierarchies() {
+	for _, h := range testutil.Hierarchies() {
 		if rel, ok := strings.CutPrefix(p, filepath.Join(h, root)+"/"); ok {
 			return rel
 		}

@@ -52,7 +52,7 @@ type member struct {
 // 2 s) and starts its agents; it returns once each runs its own jobs.
 func newWorld(t *testing.T, ttl time.Duration) *world {
 	t.Helper()
-	needRoot(t)
+	testutil.NeedRoot(t)
 	w := &world{t: t, net: newNetwork(t), tag: randHex(3), stamps: t.TempDir(), ttl: ttl}
 	w.etcd = startEtcd(t, 3, w.net.store.ip(1).String())
 	p, q := w.tag+"-p", w.tag+"-q"
@@ -136,7 +136,7 @@ func (w *world) settle(timeout time.Duration) time.Duration {
 	w.t.Helper()
 	start := time.Now()
 	var why string
-	if !poll(timeout, func() bool {
+	if !testutil.Poll(timeout, func() bool {
 		var ok bool
 		ok, why = w.settled()
 		return ok
