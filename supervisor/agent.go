@@ -422,7 +422,19 @@ func (a *Agent) warnDeclarations(force bool) []*config.Problem {
 	all := config.Workload{Groups: cfg.Groups, Connectors: cfg.Connectors}
 	where := "this file"
 	if wl != nil {
-		all.Connectors = append(append([]config.Connector(nil), all.Connectors...), wl.Connectors...)
+		// The file's own definitions are the ones in force after this
+		// reload: the store may still hold their previous version (a task
+		// count just lowered), which must not satisfy a declaration.
+		inFile := map[string]bool{}
+		for _, c := range cfg.Connectors {
+			inFile[c.Name] = true
+		}
+		all.Connectors = append([]config.Connector(nil), all.Connectors...)
+		for _, c := range wl.Connectors {
+			if !inFile[c.Name] {
+				all.Connectors = append(all.Connectors, c)
+			}
+		}
 		where = "this file or the cluster's store"
 	}
 	ws := cfg.CheckDeclarations(&all, where)

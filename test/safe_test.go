@@ -91,6 +91,16 @@ tasks = 3
 		v := e.metrics()["berth_jobs_unassigned"]
 		return !running && v == 1
 	})
+
+	// The file lowers the task count while [static] still names the task
+	// it removed: the reload warns at once, although the store still holds
+	// the connector's previous version when the warning is made.
+	fewer := strings.Replace(good, "tasks = 3", "tasks = 2", 1)
+	e.write(fewer)
+	out, code = runBerth(t, "reload", "--config", e.config)
+	if code != 0 || !strings.Contains(out, `static.tasks[2]: task 2 of connector "ingest" is out of range`) {
+		t.Fatalf("reload lowering tasks: exit %d, want 0 with the out-of-range warning:\n%s", code, out)
+	}
 }
 
 // C20: a user, program or working directory this host does not have is
