@@ -242,31 +242,31 @@ tasks = 2
 
 	for _, job := range jobs {
 		ivs := stampIntervals(t, filepath.Join(stamps, job+".log"))
-		for _, o := range overlaps(ivs) {
-			t.Errorf("job %s: workers overlap: %s (%s) and %s (%s)", job, o[0], owner(o[0].agent, a, b), o[1], owner(o[1].agent, a, b))
+		for _, o := range testutil.Overlaps(ivs) {
+			t.Errorf("job %s: workers overlap: %s (%s) and %s (%s)", job, o[0], owner(o[0].Worker, a, b), o[1], owner(o[1].Worker, a, b))
 		}
 		var seq []string
 		for _, iv := range ivs {
-			seq = append(seq, owner(iv.agent, a, b))
+			seq = append(seq, owner(iv.Worker, a, b))
 		}
 		if strings.Join(seq, ",") != "a,b,a" {
 			t.Errorf("job %s ran on %v; want a, then b, then a", job, seq)
 		}
 		for i := 1; i < len(ivs); i++ {
-			t.Logf("job %s: %s -> %s handoff gap %s", job, owner(ivs[i-1].agent, a, b), owner(ivs[i].agent, a, b),
-				time.Duration(ivs[i].first-ivs[i-1].last).Round(time.Millisecond))
+			t.Logf("job %s: %s -> %s handoff gap %s", job, owner(ivs[i-1].Worker, a, b), owner(ivs[i].Worker, a, b),
+				time.Duration(ivs[i].First-ivs[i-1].Last).Round(time.Millisecond))
 		}
 	}
 }
 
 // stampIntervals reads a stamp log into per-process intervals.
-func stampIntervals(t *testing.T, file string) []interval {
+func stampIntervals(t *testing.T, file string) []testutil.Interval {
 	t.Helper()
-	ss, err := readStamps(file)
+	ss, err := testutil.ReadStamps(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return intervalsOf(ss)
+	return testutil.Intervals(ss)
 }
 
 // twoWatch samples two agents until finish and records every moment at
@@ -669,8 +669,8 @@ tasks = 1
 	}
 	for _, job := range jobs {
 		for _, iv := range stampIntervals(t, filepath.Join(stamps, job+".log")) {
-			if owner(iv.agent, a, b) != "a" {
-				t.Errorf("job %s ran on %s (%s) although a came back within the delay", job, owner(iv.agent, a, b), iv)
+			if owner(iv.Worker, a, b) != "a" {
+				t.Errorf("job %s ran on %s (%s) although a came back within the delay", job, owner(iv.Worker, a, b), iv)
 			}
 		}
 	}

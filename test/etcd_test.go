@@ -6,9 +6,7 @@ package test
 // the job that stamps its own lifetime into a file.
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -401,90 +399,6 @@ func owner(cg string, agents ...*agent) string {
 	return cg
 }
 
-// stamp is one line of a stamp log.
-type stamp struct {
-	agent string
-	pid   int
-	ns    int64 // unix nanoseconds (date +%s%N)
-}
-
-// interval is the life of one worker process as its own stamps show it.
-type interval struct {
-	agent       string
-	pid         int
-	first, last int64 // unix ns
-	n           int
-}
-
-func (iv interval) String() string {
-	return fmt.Sprintf("%s/pid %d [%s .. %s] (%d stamps)", iv.agent, iv.pid,
-		time.Unix(0, iv.first).Format("15:04:05.000000"), time.Unix(0, iv.last).Format("15:04:05.000000"), iv.n)
-}
-
-// readStamps parses a stamp log; a malformed line is an error (lines are
-// appended with O_APPEND by one write each, so they never interleave).
-func readStamps(file string) ([]stamp, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []stamp
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		fs := strings.Fields(sc.Text())
-		if len(fs) != 3 {
-			return nil, fmt.Errorf("%s:%d: malformed stamp %q", file, n, sc.Text())
-		}
-		pid, err1 := strconv.Atoi(fs[1])
-		ns, err2 := strconv.ParseInt(fs[2], 10, 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("%s:%d: malformed stamp %q: %w", file, n, sc.Text(), err)
-		}
-		out = append(out, stamp{agent: fs[0], pid: pid, ns: ns})
-	}
-	return out, sc.Err()
-}
-
-// intervalsOf groups stamps by process (agent, pid) into [first, last]
-// intervals, sorted by first stamp.
-func intervalsOf(ss []stamp) []interval {
-	type key struct {
-		agent string
-		pid   int
-	}
-	m := map[key]*interval{}
-	for _, s := range ss {
-		k := key{s.agent, s.pid}
-		iv, ok := m[k]
-		if !ok {
-			m[k] = &interval{agent: s.agent, pid: s.pid, first: s.ns, last: s.ns, n: 1}
-			continue
-		}
-		iv.first, iv.last, iv.n = min(iv.first, s.ns), max(iv.last, s.ns), iv.n+1
-	}
-	out := make([]interval, 0, len(m))
-	for _, iv := range m {
-		out = append(out, *iv)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].first < out[j].first })
-	return out
-}
-
-// overlaps returns every pair of intervals of different processes that
-// share a moment (touching counts: nothing is allowed).
-func overlaps(ivs []interval) [][2]interval {
-	var out [][2]interval
-	for i := range ivs {
-		for j := i + 1; j < len(ivs); j++ {
-			if ivs[j].first <= ivs[i].last {
-				out = append(out, [2]interval{ivs[i], ivs[j]})
-			}
-		}
-	}
-	return out
-}
-
 // waitStamped waits until each running job of js has written at least one
 // stamp from its current PID to <dir>/<job>.log: "running" in /v1/jobs
 // comes before the worker's shell has stamped its first line.
@@ -492,12 +406,12 @@ func waitStamped(t testing.TB, dir string, js map[string]api.Job) {
 	t.Helper()
 	for id, j := range js {
 		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("a stamp of job %s from pid %d", id, j.PID), func() bool {
-			ss, err := readStamps(filepath.Join(dir, id+".log"))
+			ss, err := testutil.ReadStamps(filepath.Join(dir, id+".log"))
 			if err != nil {
 				return false
 			}
 			for i := len(ss) - 1; i >= 0; i-- {
-				if ss[i].pid == j.PID {
+				if ss[i].PID == j.PID {
 					return true
 				}
 			}

@@ -23,12 +23,12 @@ func checkNoOverlap(t *testing.T, file string, cut time.Time, agents ...*agent) 
 	t.Helper()
 	ivs := stampIntervals(t, file)
 	for _, iv := range ivs {
-		t.Logf("worker on %s: first +%s, last +%s after the cut", owner(iv.agent, agents...),
-			time.Duration(iv.first-cut.UnixNano()), time.Duration(iv.last-cut.UnixNano()))
+		t.Logf("worker on %s: first +%s, last +%s after the cut", owner(iv.Worker, agents...),
+			time.Duration(iv.First-cut.UnixNano()), time.Duration(iv.Last-cut.UnixNano()))
 	}
-	for _, o := range overlaps(ivs) {
-		t.Errorf("two workers at once: %s and %s, overlapping %s", owner(o[0].agent, agents...), owner(o[1].agent, agents...),
-			time.Duration(o[0].last-o[1].first))
+	for _, o := range testutil.Overlaps(ivs) {
+		t.Errorf("two workers at once: %s and %s, overlapping %s", owner(o[0].Worker, agents...), owner(o[1].Worker, agents...),
+			time.Duration(o[0].Last-o[1].First))
 	}
 }
 

@@ -107,18 +107,18 @@ tasks = 2
 	total := time.Since(testStart)
 
 	// The workers' own account.
-	byJob := map[string][]interval{}
+	byJob := map[string][]testutil.Interval{}
 	for _, job := range jobs {
 		ivs := stampIntervals(t, filepath.Join(stamps, job+".log"))
 		byJob[job] = ivs
-		for _, o := range overlaps(ivs) {
+		for _, o := range testutil.Overlaps(ivs) {
 			t.Errorf("job %s: two workers at once: %s (%s) and %s (%s), overlap %s", job,
-				o[0], owner(o[0].agent, a, b), o[1], owner(o[1].agent, a, b), time.Duration(o[0].last-o[1].first))
+				o[0], owner(o[0].Worker, a, b), o[1], owner(o[1].Worker, a, b), time.Duration(o[0].Last-o[1].First))
 		}
 		if want := 2*rounds + 1; len(ivs) != want {
 			t.Errorf("job %s: %d worker processes stamped, want %d (a, then b and a again in each round; more means handoffs without a cut)", job, len(ivs), want)
 			for _, iv := range ivs {
-				t.Logf("  %s on %s: %d stamps, %s", job, owner(iv.agent, a, b), iv.n, iv)
+				t.Logf("  %s on %s: %d stamps, %s", job, owner(iv.Worker, a, b), iv.N, iv)
 			}
 		}
 	}
@@ -131,13 +131,13 @@ tasks = 2
 			ivs := byJob[job]
 			cut := r.cutAt.UnixNano()
 			// a's worker alive at the cut, and b's first worker after it.
-			var lastA, firstB *interval
+			var lastA, firstB *testutil.Interval
 			for k := range ivs {
 				iv := &ivs[k]
-				if owner(iv.agent, a, b) == "a" && iv.first < cut && iv.last >= cut-int64(time.Second) {
+				if owner(iv.Worker, a, b) == "a" && iv.First < cut && iv.Last >= cut-int64(time.Second) {
 					lastA = iv
 				}
-				if owner(iv.agent, a, b) == "b" && iv.first > cut && firstB == nil {
+				if owner(iv.Worker, a, b) == "b" && iv.First > cut && firstB == nil {
 					firstB = iv
 				}
 			}
@@ -145,19 +145,19 @@ tasks = 2
 				t.Errorf("round %d job %s: no a worker at the cut (%v) or no b worker after it (%v)", i, job, lastA, firstB)
 				continue
 			}
-			if lastA.last >= firstB.first {
+			if lastA.Last >= firstB.First {
 				t.Errorf("round %d job %s: a's last stamp %s is not before b's first %s", i, job, lastA, firstB)
 			}
 			// Fenced by the local deadline: the last successful renewal was
 			// sent before the cut, so the deadline (last renewal + TTL − 1 s)
 			// falls within 1 s of it; a worker stamping a whole TTL after the
 			// cut outlived any deadline the agent could have had.
-			if dead := time.Duration(lastA.last - cut); dead >= sessionTTL {
+			if dead := time.Duration(lastA.Last - cut); dead >= sessionTTL {
 				t.Errorf("round %d job %s: a's worker stamped %s after the cut, not fenced within the %s session TTL", i, job, dead, sessionTTL)
 			}
-			gap := time.Duration(firstB.first - lastA.last)
+			gap := time.Duration(firstB.First - lastA.Last)
 			gaps[job] = append(gaps[job], gap)
-			line += fmt.Sprintf(" | %s a-dead +%s gap %s", job, time.Duration(lastA.last-cut).Round(time.Millisecond), gap.Round(time.Millisecond))
+			line += fmt.Sprintf(" | %s a-dead +%s gap %s", job, time.Duration(lastA.Last-cut).Round(time.Millisecond), gap.Round(time.Millisecond))
 		}
 		lines = append(lines, line)
 	}
@@ -174,27 +174,6 @@ tasks = 2
 		t.Errorf("berth_fencing_total of the cut agent = %v after %d cuts, want exactly %d (see fencings per round and the agent log)", v, rounds, rounds)
 	}
 	t.Logf("%d rounds in %s\n%s", rounds, total.Round(time.Millisecond), strings.Join(lines, "\n"))
-}
-
-// The overlap analysis itself: two processes of one job that share a
-// moment are reported, touching included; disjoint ones are not; lines are
-// grouped per (agent, pid) whatever their order in the file.
-func TestStampAnalysis(t *testing.T) {
-	ss := []stamp{
-		{"/r1/jobs/j", 10, 100}, {"/r2/jobs/j", 20, 300}, {"/r1/jobs/j", 10, 200},
-		{"/r2/jobs/j", 20, 400}, {"/r1/jobs/j", 11, 400}, {"/r1/jobs/j", 12, 500},
-	}
-	ivs := intervalsOf(ss)
-	if len(ivs) != 4 || ivs[0].pid != 10 || ivs[0].first != 100 || ivs[0].last != 200 || ivs[0].n != 2 {
-		t.Fatalf("intervals %v", ivs)
-	}
-	ov := overlaps(ivs)
-	if len(ov) != 1 || ov[0][0].pid != 20 || ov[0][1].pid != 11 {
-		t.Fatalf("overlaps %v, want exactly pid 20 [300,400] with pid 11 [400,400]", ov)
-	}
-	if got := overlaps(ivs[:2]); len(got) != 0 {
-		t.Fatalf("disjoint intervals reported as overlapping: %v", got)
-	}
 }
 
 // fencings is the cut agent's berth_fencing_total.

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // verdict is what the workers' own stamps say about a world's run.
@@ -41,21 +43,21 @@ type verdict struct {
 func (w *world) judge() verdict {
 	t := w.t
 	v := verdict{headroom: time.Duration(1<<63 - 1), lateness: -time.Duration(1<<63 - 1)}
-	byAgent := map[string][]interval{} // agent -> its workers, every job
+	byAgent := map[string][]testutil.Interval{} // agent -> its workers, every job
 	for _, job := range w.jobs {
-		ss, err := readStamps(filepath.Join(w.stamps, job+".log"))
+		ss, err := testutil.ReadStamps(filepath.Join(w.stamps, job+".log"))
 		if err != nil {
 			t.Errorf("job %s: %v", job, err)
 			continue
 		}
-		ivs := intervalsOf(ss)
+		ivs := testutil.Intervals(ss)
 		v.workers += len(ivs)
-		for _, o := range overlaps(ivs) {
+		for _, o := range testutil.Overlaps(ivs) {
 			v.overlaps++
-			t.Errorf("job %s: two workers at once: %s and %s, overlap %s", job, o[0], o[1], time.Duration(o[0].last-o[1].first))
+			t.Errorf("job %s: two workers at once: %s and %s, overlap %s", job, o[0], o[1], time.Duration(o[0].Last-o[1].First))
 		}
 		for _, iv := range ivs {
-			a := w.ownerOf(iv.cgroup)
+			a := w.ownerOf(iv.Worker)
 			byAgent[a] = append(byAgent[a], iv)
 		}
 	}
@@ -65,19 +67,19 @@ func (w *world) judge() verdict {
 		for _, l := range m.fencings() {
 			v.losses++
 			expiry := l.lastRenewal.Add(w.ttl)
-			var last *interval
+			var last *testutil.Interval
 			for i := range byAgent[m.id] {
 				iv := &byAgent[m.id][i]
 				// Its workers of that session: started before the fencing,
 				// alive after the last renewal.
-				if iv.first < l.at.UnixNano() && iv.last >= l.lastRenewal.UnixNano() && (last == nil || iv.last > last.last) {
+				if iv.First < l.at.UnixNano() && iv.Last >= l.lastRenewal.UnixNano() && (last == nil || iv.Last > last.Last) {
 					last = iv
 				}
 			}
 			if last == nil {
 				continue // it ran nothing then
 			}
-			lastStamp := time.Unix(0, last.last)
+			lastStamp := time.Unix(0, last.Last)
 			if !lastStamp.Before(expiry) {
 				v.outlived++
 				t.Errorf("agent %s: worker %s stamped at %s, after its lost session's last renewal %s + TTL %s = %s",

@@ -178,12 +178,12 @@ func describe(js map[string]api.Job) string {
 
 // stampedBy reports whether file holds a stamp of pid.
 func stampedBy(file string, pid int) bool {
-	ss, err := readStamps(file)
+	ss, err := testutil.ReadStamps(file)
 	if err != nil {
 		return false
 	}
 	for i := len(ss) - 1; i >= 0; i-- {
-		if ss[i].pid == pid {
+		if ss[i].PID == pid {
 			return true
 		}
 	}
