@@ -157,15 +157,17 @@ func readInto(dirFD int, path string, buf []byte) ([]byte, error) {
 
 var errTooLong = errors.New("longer than the read buffer")
 
-// ReadFileInto reads a small file of procfs or a cgroup file system into
+// ReadFileAt reads a small file of procfs or a cgroup file system into
 // buf (see readInto) and returns the bytes read: the allocation-free read
-// that the per-job metrics use for /proc/PID files.
+// that the per-job metrics use for /proc/PID files. path is relative to
+// the directory fd dirFD (an O_PATH fd of /proc, say), or absolute with
+// unix.AT_FDCWD.
 //
-// Errors: the file cannot be opened or read (fs.PathError, wrapping
-// ENOENT or ESRCH when the process or cgroup is gone), or is longer than
-// buf.
-func ReadFileInto(path string, buf []byte) ([]byte, error) {
-	return readInto(unix.AT_FDCWD, path, buf)
+// Errors: the file cannot be opened or read (fs.PathError naming path,
+// wrapping ENOENT or ESRCH when the process or cgroup is gone), or is
+// longer than buf.
+func ReadFileAt(dirFD int, path string, buf []byte) ([]byte, error) {
+	return readInto(dirFD, path, buf)
 }
 
 // readUnder reads file, under the mount point mount, relative to the

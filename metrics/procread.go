@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/berthd/berth/cgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,8 +28,6 @@ var pageSize = uint64(os.Getpagesize())
 // longest read here, is about 1.5 KiB.
 var procBufs = sync.Pool{New: func() any { b := make([]byte, 8192); return &b }}
 
-var errProcTooLong = errors.New("longer than the read buffer")
-
 // procDir is an fd of /proc, opened once: a file is opened relative to it
 // ("PID/stat"), which skips resolving "/proc" on every open (about half
 // the cost of the open, measured).
@@ -43,25 +42,7 @@ func readProc(pid int, name string, buf []byte) ([]byte, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: "/proc", Err: err}
 	}
-	rel := strconv.Itoa(pid) + "/" + name
-	fd, err := unix.Openat(dir, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: "/proc/" + rel, Err: err}
-	}
-	defer unix.Close(fd)
-	for {
-		n, err := unix.Read(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: "/proc/" + rel, Err: err}
-		}
-		if n == len(buf) {
-			return nil, &fs.PathError{Op: "read", Path: "/proc/" + rel, Err: errProcTooLong}
-		}
-		return buf[:n], nil
-	}
+	return cgroup.ReadFileAt(dir, strconv.Itoa(pid)+"/"+name, buf)
 }
 
 // procStat is what the collector uses of /proc/PID/stat.
