@@ -119,6 +119,12 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 			return err
 		}
 		ccfg.Validate, ccfg.OnRenew = workload.Validator(c.host), env.OnRenew
+		// Every generation this agent publishes as leader is one log line:
+		// why jobs move is then in the leader's log.
+		ccfg.OnPublish = func(p cluster.PublishStats) {
+			c.log.Info("published an assignment as leader", "generation", p.Generation,
+				"shares_written", p.Shares, "transactions", p.Transactions, "compute", p.Compute, "write", p.Write)
+		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		cl, err := cluster.Connect(cctx, ccfg)

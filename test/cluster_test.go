@@ -54,6 +54,10 @@ func declaredJobs(t *testing.T, endpoints []string) {
 	b.checkOnProc(jb)
 	// Members of a shared etcd started outside systemd say what an agent's
 	// SIGKILL would leave running (the test runs them so).
+	// The leader logs each generation it publishes.
+	if !strings.Contains(a.out.String()+b.out.String(), "published an assignment as leader") {
+		t.Errorf("no agent logged a published generation:\n%s\n%s", a.out, b.out)
+	}
 	if os.Getenv("INVOCATION_ID") == "" && !strings.Contains(a.out.String(), "not started by systemd") {
 		t.Errorf("agent a did not warn that it runs outside systemd:\n%s", a.out)
 	}
