@@ -554,7 +554,9 @@ func (c *Cluster) Release(ctx context.Context, job string) error {
 func (c *Cluster) Info() Info {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i := Info{ID: c.member.ID, State: c.state, Leader: c.head.Leader == c.member.ID,
+	// Only a member can lead: a fenced or joining agent's last head may
+	// still name it, from before its session was lost.
+	i := Info{ID: c.member.ID, State: c.state, Leader: c.state == Member && c.head.Leader == c.member.ID,
 		Generation: c.confirmed, Conflicts: c.head.Conflicts}
 	if s := c.session; s != nil {
 		i.LastRenewal, i.Deadline = s.LastRenewal(), s.Deadline()

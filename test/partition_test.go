@@ -83,6 +83,9 @@ tasks = 2
 		testutil.Eventually(t, settle, fmt.Sprintf("round %d: b runs every job", i), func() bool {
 			if ai, err := a.info(); err == nil && ai.State == "fenced" {
 				r.fencedSeen = true
+				if ai.Leader {
+					t.Errorf("round %d: the fenced agent reports itself leader", i)
+				}
 			}
 			js, err := b.tryJobs()
 			return err == nil && len(js) == len(jobs) && sameSet(runningIDs(js), jobs)
