@@ -181,8 +181,10 @@ func (c *Client) WatchActions(ctx context.Context) <-chan struct{} {
 	return c.watchDirs(ctx, c.key("targets")+"/", c.key("restarts")+"/")
 }
 
-// watchDirs signals out whenever a key under one of dirs changes, as
-// WatchActions describes.
+// watchDirs returns a channel signalled once at the start, whenever a key
+// under one of dirs is put or deleted, and again after a broken watch is
+// re-established (jittered backoff); signals coalesce, and the channel is
+// closed when ctx ends. WatchActions and WatchWorkload are built on it.
 func (c *Client) watchDirs(ctx context.Context, dirs ...string) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	signal := func() {

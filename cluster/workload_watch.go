@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/berthd/berth/config"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // WatchWorkload returns a channel that is signalled (never closed before ctx
@@ -20,47 +19,6 @@ import (
 // agent follows its own share instead (WatchShare), whose definition
 // revisions say which definitions to read (Definitions).
 func (c *Client) WatchWorkload(ctx context.Context) <-chan struct{} {
-	out := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case out <- struct{}{}:
-		default:
-		}
-	}
-	go func() {
-		defer close(out)
-		b := newBackoff()
-		for ctx.Err() == nil {
-			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			// Every definition lives under <prefix>/connectors/ or
-			// <prefix>/groups/: one watch each.
-			wch := c.etcd.Watch(wctx, c.defDir(config.DefConnector), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-			gch := c.etcd.Watch(wctx, c.defDir(config.DefGroup), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-			signal() // (re)started: whatever happened before is read afresh
-			broken := false
-			for !broken {
-				select {
-				case wr, ok := <-wch:
-					if !ok || wr.Err() != nil {
-						broken = true
-					} else if len(wr.Events) > 0 {
-						b.Reset()
-						signal()
-					}
-				case wr, ok := <-gch:
-					if !ok || wr.Err() != nil {
-						broken = true
-					} else if len(wr.Events) > 0 {
-						b.Reset()
-						signal()
-					}
-				}
-			}
-			cancel()
-			if !pause(ctx, b) {
-				return
-			}
-		}
-	}()
-	return out
+	// Every definition lives under <prefix>/connectors/ or <prefix>/groups/.
+	return c.watchDirs(ctx, c.defDir(config.DefConnector), c.defDir(config.DefGroup))
 }
