@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -581,6 +582,22 @@ func (c *Cluster) Workload(ctx context.Context) (*config.Workload, error) {
 		return nil, err
 	}
 	groups, err := c.client.Groups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wl, _ := workload.Parse(conns, groups, c.host) // bad definitions are left out
+	return wl, nil
+}
+
+// Definitions implements Source.
+func (c *Cluster) Definitions(ctx context.Context, connectors []string) (*config.Workload, error) {
+	var names []string
+	for _, n := range connectors {
+		if n != "" && !strings.ContainsAny(n, "/\x00") { // one key segment, as the store requires
+			names = append(names, n)
+		}
+	}
+	conns, groups, err := c.client.Definitions(ctx, names)
 	if err != nil {
 		return nil, err
 	}

@@ -139,6 +139,12 @@ type Source interface {
 	// returns a store error; definitions that do not parse here are left
 	// out (workload.Parse), as the agents that would run them leave them.
 	Workload(ctx context.Context) (*config.Workload, error)
+	// Definitions reads the stored definitions of the named connectors and
+	// of the sharing groups they name, by key (cluster.Client.Definitions):
+	// data proportional to the names, for checking the [static] table
+	// against the store. Names not stored, or invalid as names, are left
+	// out. It returns a store error.
+	Definitions(ctx context.Context, connectors []string) (*config.Workload, error)
 	// Stopping tells the source the agent is stopping: a session lost from
 	// now on is fenced, but not joined again.
 	Stopping()

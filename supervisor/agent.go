@@ -277,7 +277,7 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 		}
 	}
 	pass(func() { a.reconcile(ctx, false) })
-	a.warnFile(a.Config(), false)
+	a.warnFile(ctx, a.Config(), false)
 	for {
 		select {
 		case <-ctx.Done():
@@ -289,7 +289,7 @@ func (a *Agent) loop(ctx context.Context, serveErr <-chan error) error {
 			markReady()
 		case <-a.source.Changed():
 			pass(func() { a.reconcile(ctx, false) })
-			a.warnDeclarations(false)
+			a.warnDeclarations(ctx, false)
 		case reply := <-a.reloads:
 			pass(func() { reply <- a.reload(ctx) })
 		case <-retryTimer.Chan():
@@ -385,7 +385,7 @@ func (a *Agent) reload(ctx context.Context) error {
 		warnJournal(a.log, cfg.Agent.LogSink)
 	}
 	a.reconcile(ctx, true)
-	warnings := a.warnFile(cfg, true)
+	warnings := a.warnFile(ctx, cfg, true)
 	a.mu.Lock()
 	a.conf.record(a.clock.Now(), sum, nil, changes, warnings)
 	a.mu.Unlock()
@@ -396,7 +396,7 @@ func (a *Agent) reload(ctx context.Context) error {
 // values that validate but may not mean what was meant, and its [static]
 // entries that name no job of the file or of the cluster's store (with
 // force, now; else once the source knows the store's workload).
-func (a *Agent) warnFile(cfg *config.Config, force bool) []*config.Problem {
+func (a *Agent) warnFile(ctx context.Context, cfg *config.Config, force bool) []*config.Problem {
 	var out []*config.Problem
 	for _, w := range cfg.Warnings {
 		if !strings.HasPrefix(w.Key, "static.") {
@@ -404,14 +404,17 @@ func (a *Agent) warnFile(cfg *config.Config, force bool) []*config.Problem {
 			a.log.Warn("configuration", "warning", w.Error())
 		}
 	}
-	return append(out, a.warnDeclarations(force)...)
+	return append(out, a.warnDeclarations(ctx, force)...)
 }
 
 // warnDeclarations logs the [static] entries of the file in force that
-// name no job of the file or of the workload the source knows (the
-// cluster's store) and returns them. Unless force, it does so once, as
-// soon as the source knows a workload.
-func (a *Agent) warnDeclarations(force bool) []*config.Problem {
+// name no job of the file or of the cluster's store and returns them.
+// Unless force, it does so once, as soon as the source knows a workload.
+// The source's desired workload holds only this member's own share, so the
+// stored definitions of the declared connectors are read by name
+// (Source.Definitions: data proportional to the declarations); when the
+// store does not answer within declTimeout, the desired workload is used.
+func (a *Agent) warnDeclarations(ctx context.Context, force bool) []*config.Problem {
 	a.mu.Lock()
 	cfg, wl := a.cfg, a.desired.Workload
 	if (!force && a.declWarned) || (wl == nil && !force) {
@@ -431,8 +434,15 @@ func (a *Agent) warnDeclarations(force bool) []*config.Problem {
 			inFile[c.Name] = true
 		}
 		all.Connectors = append([]config.Connector(nil), all.Connectors...)
-		for _, c := range wl.Connectors {
+		stored := wl.Connectors
+		dctx, cancel := context.WithTimeout(ctx, declTimeout)
+		if d, err := a.source.Definitions(dctx, declaredConnectors(cfg.Static)); err == nil && d != nil {
+			stored = append(append([]config.Connector(nil), stored...), d.Connectors...)
+		}
+		cancel()
+		for _, c := range stored {
 			if !inFile[c.Name] {
+				inFile[c.Name] = true
 				all.Connectors = append(all.Connectors, c)
 			}
 		}
@@ -443,6 +453,34 @@ func (a *Agent) warnDeclarations(force bool) []*config.Problem {
 		a.log.Warn("a [static] declaration names no job; it is ignored until one is defined", "warning", w.Error())
 	}
 	return ws
+}
+
+// declTimeout bounds the store read of warnDeclarations.
+const declTimeout = 3 * time.Second
+
+// declaredConnectors is the connector names a [static] table may refer to:
+// its connectors, and the connector part of each task ID
+// ("<connector>-<n>", config.TaskID), without duplicates.
+func declaredConnectors(st config.Static) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(n string) {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, c := range st.Connectors {
+		add(c)
+	}
+	for _, t := range st.Tasks {
+		if i := strings.LastIndexByte(t, '-'); i > 0 {
+			if _, err := strconv.Atoi(t[i+1:]); err == nil {
+				add(t[:i])
+			}
+		}
+	}
+	return out
 }
 
 // warnRestartOnly logs the [agent] settings a reload cannot change: they

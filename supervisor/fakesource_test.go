@@ -28,6 +28,7 @@ type fakeSource struct {
 	doneErr  error          // RestartDone fails with it while set
 	rev      int64
 	reloads  int
+	stored   *config.Workload // what Definitions reads from "the store"; nil: Workload's
 }
 
 func newFakeSource() *fakeSource {
@@ -186,6 +187,15 @@ func (f *fakeSource) Workload(context.Context) (*config.Workload, error) {
 		return &config.Workload{}, nil
 	}
 	return f.desired.Workload, nil
+}
+func (f *fakeSource) Definitions(ctx context.Context, _ []string) (*config.Workload, error) {
+	f.mu.Lock()
+	stored := f.stored
+	f.mu.Unlock()
+	if stored != nil {
+		return stored, nil
+	}
+	return f.Workload(ctx)
 }
 func (f *fakeSource) Stopping() {}
 func (f *fakeSource) Close()    {}
