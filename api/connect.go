@@ -213,6 +213,12 @@ func connectorStatus(ctx context.Context, b Backend, c config.Connector, v clust
 			if j, ok := remote[id]; ok {
 				return jobStatus(j, owner)
 			}
+			// A paused or stopped connector's jobs are not run by their
+			// owner: its target state, stored for every host, is their
+			// state whether or not the owner answers (fenced, unreachable).
+			if target == config.TargetPaused || target == config.TargetStopped {
+				return JobStatus{State: targetState(target), WorkerID: owner}
+			}
 			if answered[owner] {
 				return JobStatus{State: StateUnassigned, WorkerID: owner, Trace: "assigned to " + owner + ", not started there yet"}
 			}

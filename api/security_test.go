@@ -33,6 +33,7 @@ type secBackend struct {
 	owners  map[string]string
 	members []Member
 	auth    config.APIClient
+	target  config.TargetState // every connector's; "" is running
 }
 
 func (b *secBackend) Jobs() []Job { return b.jobs }
@@ -56,7 +57,12 @@ func (b *secBackend) Assignment(context.Context) (Assignment, error) {
 }
 func (b *secBackend) Workload(context.Context) (*config.Workload, error) { return b.wl, nil }
 func (b *secBackend) Groups() []Group                                    { return nil }
-func (b *secBackend) Target(string) config.TargetState                   { return config.TargetRunning }
+func (b *secBackend) Target(string) config.TargetState {
+	if b.target == "" {
+		return config.TargetRunning
+	}
+	return b.target
+}
 func (b *secBackend) SetTarget(_ context.Context, c string, st config.TargetState, by string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -346,6 +352,14 @@ func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 	if len(st.Tasks) != 1 || st.Tasks[0].State != "UNASSIGNED" || !strings.Contains(st.Tasks[0].Trace, "did not answer") {
 		b, _ := json.Marshal(st)
 		t.Errorf("status %s: want task 0 UNASSIGNED, b did not answer", b)
+	}
+	// A paused connector's task is PAUSED whether or not its owner answers
+	// (the target state holds on every host; a fenced owner runs nothing).
+	self.target = config.TargetPaused
+	st = connectorStatus(context.Background(), self, wl.Connectors[0], v)
+	if len(st.Tasks) != 1 || st.Tasks[0].State != "PAUSED" || st.Tasks[0].WorkerID != "b" {
+		b, _ := json.Marshal(st)
+		t.Errorf("status %s: want task 0 PAUSED on b although b did not answer", b)
 	}
 }
 
