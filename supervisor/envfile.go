@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/supervisor/plan"
 )
 
 // envFiles holds the values of the env_files this agent's jobs name, read
@@ -62,13 +63,13 @@ func (e *envFiles) get(path string, log *slog.Logger) (map[string]string, error)
 // sees a changed file. It returns, by job ID, why a job's file could not
 // be read: such a job is not started, and a running one keeps its previous
 // definition (Host.CheckJob checks the env_file too).
-func (a *Agent) resolveEnvFiles(want map[string]config.Job) map[string]error {
+func (e *executor) resolveEnvFiles(want map[string]config.Job) map[string]error {
 	var errs map[string]error
 	for id, j := range want {
 		if j.Process.EnvFile == "" {
 			continue
 		}
-		vals, err := a.envFiles.get(j.Process.EnvFile, a.log)
+		vals, err := e.envFiles.get(j.Process.EnvFile, e.log)
 		if err != nil {
 			if errs == nil {
 				errs = map[string]error{}
@@ -89,16 +90,16 @@ func (a *Agent) resolveEnvFiles(want map[string]config.Job) map[string]error {
 // be read: no claim is taken, no cgroup made; it is tried again on reload
 // or when its definition changes. A claim cur held is kept with the job
 // (released when the job stops).
-func (a *Agent) envFailed(cur *job, j config.Job, err error) {
-	nj := &job{spec: j, err: fmt.Sprintf("start: %v", err), permanent: true}
+func (e *executor) envFailed(cur *job, j config.Job, err error) {
+	nj := &job{spec: j, phase: plan.Failed, err: fmt.Sprintf("start: %v", err), permanent: true}
 	if cur != nil {
 		nj.claimed = cur.claimed
 	}
-	a.mu.Lock()
-	a.jobs[j.ID] = nj
-	delete(a.retries, j.ID)
-	a.mu.Unlock()
+	e.tbl.mu.Lock()
+	e.tbl.jobs[j.ID] = nj
+	delete(e.tbl.retries, j.ID)
+	e.tbl.mu.Unlock()
 	if cur == nil || cur.err != nj.err {
-		a.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", j.ID, "error", err)
+		e.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", j.ID, "error", err)
 	}
 }

@@ -46,9 +46,9 @@ func TestFencingKillLoggedOnceInEitherOrder(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			a := &Agent{log: slog.New(slog.NewTextHandler(&buf, nil))}
-			a.fencing.Store(c.fencing)
-			on := a.logTransitions("j")
+			e := &executor{log: slog.New(slog.NewTextHandler(&buf, nil))}
+			e.fencing.Store(c.fencing)
+			on := e.logTransitions("j")
 			for _, st := range c.states {
 				on(st)
 			}
