@@ -33,7 +33,7 @@ func (e *executor) hold(j config.Job, t cluster.Target) {
 		return
 	}
 	e.tbl.jobs[j.ID] = &job{spec: j, phase: plan.Held, target: t.State, heldBy: t.By, heldAt: t.At}
-	delete(e.tbl.retries, j.ID)
+	e.tbl.retries.Forget(j.ID)
 }
 
 // finishActions logs what the pass changed, one line per connector and

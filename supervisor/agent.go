@@ -158,7 +158,7 @@ func (a *Agent) loop(ctx context.Context) {
 			a.mu.Lock()
 			a.cfg = ap.cfg
 			a.mu.Unlock()
-			a.exec.envFiles.reload() // read every env_file again
+			a.exec.envFiles.Reload() // read every env_file again
 			pass(true)
 			close(ap.done)
 		case <-retryTimer.Chan():

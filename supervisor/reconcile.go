@@ -17,6 +17,7 @@ import (
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/supervisor/plan"
+	"github.com/berthd/berth/worker"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -38,8 +39,8 @@ type executor struct {
 	fenceMu sync.RWMutex
 	fencing atomic.Bool // a fence is in progress: no new worker may start
 
-	logs     jobLogs
-	envFiles envFiles // the env_files' values, read on this host
+	logs     worker.JobLogs
+	envFiles config.EnvFiles // the env_files' values, read on this host
 }
 
 // wanted is the assignment's jobs that have a definition, by ID.
@@ -131,11 +132,7 @@ func (e *executor) execute(ctx context.Context, cfg *config.Config, desired sour
 	e.finishActions(ctx, desired, want, p)
 
 	e.tbl.mu.Lock()
-	for id := range e.tbl.retries {
-		if _, ok := want[id]; !ok {
-			delete(e.tbl.retries, id)
-		}
-	}
+	e.tbl.retries.Keep(func(id string) bool { _, ok := want[id]; return ok })
 	assigned := make(map[string]bool, len(want))
 	for id := range want {
 		assigned[id] = true
@@ -153,7 +150,7 @@ func (e *executor) block(j *job, nj config.Job, err error) {
 	e.tbl.mu.Lock()
 	changed := j.blocked != msg
 	j.blocked = msg
-	e.tbl.failedTransiently(j.spec.ID, retry.Store())
+	e.tbl.retries.Failed(j.spec.ID, retry.Store(), e.clock.Now())
 	e.tbl.mu.Unlock()
 	if changed {
 		e.log.Error("job keeps its previous definition: the new one cannot start on this host", "job_id", j.spec.ID,
@@ -169,7 +166,7 @@ func (e *executor) unblock(j *job) {
 	if j.blocked != "" {
 		j.blocked = ""
 		if j.phase == plan.Running && j.refused == "" {
-			delete(e.tbl.retries, j.spec.ID)
+			e.tbl.retries.Forget(j.spec.ID)
 		}
 	}
 }

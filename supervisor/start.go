@@ -104,7 +104,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j config.Jo
 		e.tbl.mu.Lock()
 		prev := e.tbl.jobs[j.ID]
 		e.tbl.jobs[j.ID] = nj
-		e.tbl.failedTransiently(j.ID, retry.Claim())
+		e.tbl.retries.Failed(j.ID, retry.Claim(), e.clock.Now())
 		e.tbl.mu.Unlock()
 		if prev == nil || prev.holder != nj.holder {
 			e.log.Info("job waits for its claim", "job_id", j.ID, "holder", nj.holder, "error", nj.err)
@@ -137,7 +137,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j config.Jo
 		e.tbl.mu.Lock()
 		e.tbl.jobs[j.ID] = nj
 		if !nj.permanent {
-			e.tbl.failedTransiently(j.ID, retry.Store())
+			e.tbl.retries.Failed(j.ID, retry.Store(), e.clock.Now())
 		}
 		e.tbl.mu.Unlock()
 		if nj.permanent {
@@ -151,7 +151,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j config.Jo
 	nj.w = worker.New(e.workerSpec(cfg, j, nj.group))
 	e.tbl.mu.Lock()
 	e.tbl.jobs[j.ID] = nj
-	delete(e.tbl.retries, j.ID)
+	e.tbl.retries.Forget(j.ID)
 	e.tbl.mu.Unlock()
 	nj.w.Start()
 	e.log.Info("job starting", "job_id", j.ID, "cgroup", e.cgroupPath(j))
@@ -177,46 +177,7 @@ func (e *executor) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group)
 		Restart:     j.Process.Restart,
 		StopTimeout: stop,
 		Group:       g,
-		Log:         e.logs.writer(cfg, j.ID, e.log),
-		OnChange:    e.logTransitions(j.ID),
-	}
-}
-
-// logTransitions logs a worker's state changes in the agent's own log, one
-// line per event, so that `journalctl -u berth` tells what happened to
-// every job without reading its output.
-//
-// While the agent fences, an exit is fencing's kill, not the job's doing:
-// it is logged as such (at INFO, after the fencing line that says why),
-// never as a crash to restart. The worker reports it as Exited or
-// BackingOff when its exit step runs before the Stop that fencing sends,
-// and as Stopping then Stopped (with the exit) when the Stop's step runs
-// first; either order gives one line.
-func (e *executor) logTransitions(id string) func(worker.Status) {
-	var prev worker.State // the worker calls OnChange one call at a time
-	return func(st worker.Status) {
-		was := prev
-		prev = st.State
-		if e.fencing.Load() && st.LastExit != nil && (st.State == worker.Exited || st.State == worker.BackingOff ||
-			st.State == worker.Stopped && was == worker.Stopping) {
-			e.log.Info("job killed by fencing", "job_id", id, "exit", st.LastExit.Reason)
-			return
-		}
-		switch st.State {
-		case worker.Running:
-			e.log.Info("job running", "job_id", id, "pid", st.PID, "restarts", st.Restarts)
-		case worker.Failed:
-			e.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", id, "reason", st.Reason)
-		case worker.Exited:
-			if st.LastExit.Code == 0 {
-				e.log.Info("job exited cleanly; its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason)
-			} else {
-				e.log.Error("job failed: it exited and its restart policy does not restart it", "job_id", id, "exit", st.LastExit.Reason,
-					"oom_killed", st.LastExit.OOMKilled)
-			}
-		case worker.BackingOff:
-			e.log.Warn("job exited; restarting", "job_id", id, "exit", st.LastExit.Reason,
-				"oom_killed", st.LastExit.OOMKilled, "restart_at", st.NextRestart.Format(time.RFC3339Nano))
-		}
+		Log:         e.logs.Writer(j.ID, cfg.Agent.LogDir, cfg.Agent.LogMaxSize, cfg.Agent.LogMaxFiles, cfg.Agent.LogSink == "journal", e.log),
+		OnChange:    worker.LogTransitions(e.log, j.ID, e.fencing.Load),
 	}
 }

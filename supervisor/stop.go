@@ -58,7 +58,7 @@ func (e *executor) stopJob(j *job, grace time.Duration) error {
 		}
 	}
 	e.tbl.remove(j.spec.ID, nil)
-	e.logs.release(j.spec.ID)
+	e.logs.Release(j.spec.ID)
 	return err
 }
 
@@ -74,7 +74,7 @@ func (e *executor) stopAll(grace time.Duration) error {
 			err = errors.Join(err, fmt.Errorf("remove %s: %w", sub, cerr))
 		}
 	}
-	e.logs.closeAll()
+	e.logs.CloseAll()
 	return err
 }
 
@@ -133,7 +133,7 @@ func (e *executor) fenceAll() error {
 				_ = j.group.Delete(ctx)
 			}
 			if e.tbl.remove(j.spec.ID, j) {
-				e.logs.release(j.spec.ID)
+				e.logs.Release(j.spec.ID)
 			}
 		}()
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/supervisor/plan"
-	"github.com/cenkalti/backoff/v5"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -26,7 +25,9 @@ type table struct {
 	// jobs (metrics keep their history).
 	desired  source.Desired
 	assigned map[string]bool
-	retries  map[string]*retryState
+	// retries is when each job whose start failed transiently (a held
+	// claim, the store, a busy kernel) is tried again.
+	retries retry.Schedule
 	// handled maps a job to the store revision of the restart request this
 	// agent has carried out for it, until the request is gone from the
 	// store: a request is carried out once even when its removal fails.
@@ -35,7 +36,7 @@ type table struct {
 
 func newTable(clock clockwork.Clock) *table {
 	return &table{clock: clock, jobs: map[string]*job{}, groups: map[string]*groupNode{},
-		assigned: map[string]bool{}, retries: map[string]*retryState{}, handled: map[string]int64{}}
+		assigned: map[string]bool{}, handled: map[string]int64{}}
 }
 
 // get returns job id's entry; nil when there is none.
@@ -82,7 +83,7 @@ func (t *table) current(now time.Time) (map[string]plan.Current, map[string]int6
 	defer t.mu.RUnlock()
 	out := make(map[string]plan.Current, len(t.jobs))
 	for id, j := range t.jobs {
-		c := plan.Current{Spec: j.spec, Phase: j.phase, Target: j.target, Permanent: j.permanent, RetryDue: t.retryDueLocked(id, now)}
+		c := plan.Current{Spec: j.spec, Phase: j.phase, Target: j.target, Permanent: j.permanent, RetryDue: t.retries.Due(id, now)}
 		if j.w != nil {
 			c.Worker = j.w.Status()
 		}
@@ -95,46 +96,10 @@ func (t *table) current(now time.Time) (map[string]plan.Current, map[string]int6
 	return out, handled
 }
 
-// retryState is when a job whose start failed for a transient reason (a
-// held claim, the store, a busy kernel) is tried again: a jittered
-// exponential backoff per job, so that many agents that lost the store
-// together do not retry together.
-type retryState struct {
-	b    *backoff.ExponentialBackOff
-	next time.Time
-}
-
-// failedTransiently schedules job id's next try on policy p's backoff.
-// Callers hold mu.
-func (t *table) failedTransiently(id string, p retry.Policy) {
-	st, ok := t.retries[id]
-	if !ok {
-		st = &retryState{b: p.New()}
-		t.retries[id] = st
-	}
-	st.next = t.clock.Now().Add(st.b.NextBackOff())
-}
-
-// retryDueLocked reports whether job id may be tried again at now: it has
-// no backoff pending, or its next try is due. Callers hold mu.
-func (t *table) retryDueLocked(id string, now time.Time) bool {
-	st, ok := t.retries[id]
-	return !ok || !now.Before(st.next)
-}
-
 // nextRetry returns how long until the earliest pending retry; false when
 // none is pending.
 func (t *table) nextRetry() (time.Duration, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	var first time.Time
-	for _, st := range t.retries {
-		if first.IsZero() || st.next.Before(first) {
-			first = st.next
-		}
-	}
-	if first.IsZero() {
-		return 0, false
-	}
-	return max(0, first.Sub(t.clock.Now())), true
+	return t.retries.Next(t.clock.Now())
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/retry"
+	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/supervisor/plan"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -79,9 +80,9 @@ func (e *executor) updateJob(cur *job, nj config.Job) {
 	case refused != "":
 		// Try again when the job's usage may have changed, not only when
 		// the source next changes.
-		e.tbl.failedTransiently(nj.ID, retry.Store())
+		e.tbl.retries.Failed(nj.ID, retry.Store(), e.clock.Now())
 	case cur.blocked == "" && cur.phase == plan.Running:
-		delete(e.tbl.retries, nj.ID)
+		e.tbl.retries.Forget(nj.ID)
 	}
 	e.tbl.mu.Unlock()
 }
@@ -91,37 +92,11 @@ func (e *executor) updateJob(cur *job, nj config.Job) {
 // refused resource: its key, the value asked and the kernel's error.
 func applyLimits(g *cgroup.Group, res *specs.LinuxResources) []string {
 	var out []string
-	for _, p := range resourcePieces(res) {
-		if err := g.Update(p.res); err != nil {
-			val, _ := json.Marshal(p.value)
-			out = append(out, fmt.Sprintf("limit %s = %s refused by the kernel: %v", p.key, val, err))
+	for _, p := range limits.Pieces(res) {
+		if err := g.Update(p.Resources); err != nil {
+			val, _ := json.Marshal(p.Value)
+			out = append(out, fmt.Sprintf("limit %s = %s refused by the kernel: %v", p.Key, val, err))
 		}
 	}
-	return out
-}
-
-// resourcePiece is one resource of a LinuxResources, alone.
-type resourcePiece struct {
-	key   string // the limits key it comes from
-	value any    // the runtime-spec value, for the report
-	res   *specs.LinuxResources
-}
-
-// resourcePieces splits res into one LinuxResources per resource (cgroup
-// Update leaves a resource that is nil as it is).
-func resourcePieces(res *specs.LinuxResources) []resourcePiece {
-	var out []resourcePiece
-	add := func(key string, v any, ok bool, r specs.LinuxResources) {
-		if ok {
-			out = append(out, resourcePiece{key, v, &r})
-		}
-	}
-	add("memory", res.Memory, res.Memory != nil, specs.LinuxResources{Memory: res.Memory})
-	add("cpu", res.CPU, res.CPU != nil, specs.LinuxResources{CPU: res.CPU})
-	add("pids", res.Pids, res.Pids != nil, specs.LinuxResources{Pids: res.Pids})
-	add("io", res.BlockIO, res.BlockIO != nil, specs.LinuxResources{BlockIO: res.BlockIO})
-	add("hugepages", res.HugepageLimits, res.HugepageLimits != nil, specs.LinuxResources{HugepageLimits: res.HugepageLimits})
-	add("devices", res.Devices, res.Devices != nil, specs.LinuxResources{Devices: res.Devices})
-	add("unified", res.Unified, res.Unified != nil, specs.LinuxResources{Unified: res.Unified})
 	return out
 }
