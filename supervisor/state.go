@@ -71,16 +71,6 @@ func (j *job) move(to plan.Phase) {
 	panic(fmt.Sprintf("job %s: no transition from %s to %s", j.spec.ID, j.phase, to))
 }
 
-// live reports whether the job's worker is running (or starting): an
-// instance worth keeping when its replacement cannot start.
-func (j *job) live() bool {
-	if j.w == nil {
-		return false
-	}
-	st := j.w.Status().State
-	return st == worker.Running || st == worker.Starting
-}
-
 // status is the job's state and why, as the view reports it: the worker's
 // own status for a Running job, a state named for the phase otherwise.
 func (j *job) status() (worker.Status, string) {

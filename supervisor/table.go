@@ -46,13 +46,6 @@ func (t *table) get(id string) *job {
 	return t.jobs[id]
 }
 
-// put makes j job id's entry, replacing any.
-func (t *table) put(j *job) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.jobs[j.spec.ID] = j
-}
-
 // remove forgets job id, if j is still its entry (nil: whatever it is),
 // and reports whether it did.
 func (t *table) remove(id string, j *job) bool {
