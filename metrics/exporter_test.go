@@ -24,6 +24,7 @@ type fakeCluster struct{}
 func (fakeCluster) MemberUp() bool                { return true }
 func (fakeCluster) Conflicts() int                { return 0 }
 func (fakeCluster) Lease() (time.Time, time.Time) { return time.Time{}, time.Time{} }
+func (fakeCluster) Fencings() uint64              { return 0 }
 
 // scrape serves one /metrics request and parses the answer as Prometheus
 // does (the text format), failing on a family written twice.

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,11 +31,11 @@ type Cluster struct {
 	cfg   *config.Config
 	host  *config.Host
 	clock clockwork.Clock
-	env   Env
+	opts  Options
 	log   *slog.Logger
+	addr  string // the agent's API address in its member record
 
-	client   *cluster.Client
-	embedded *cluster.Embedded // nil with external endpoints
+	client *cluster.Client
 
 	// life outlives the agent's run context: fencing must keep watching
 	// the lease while the agent stops its jobs (stop grace can outlast a
@@ -47,8 +45,10 @@ type Cluster struct {
 	wg      sync.WaitGroup
 
 	changed chan struct{}
+	lost    chan Loss
 
 	mu       sync.Mutex
+	fencings uint64
 	member   assign.Member
 	session  *cluster.Session
 	state    State
@@ -69,44 +69,33 @@ type Cluster struct {
 	actionsRead bool
 }
 
+// Options configure a Cluster source.
+type Options struct {
+	// Log receives the source's structured log; nil: slog.Default().
+	Log *slog.Logger
+	// OnRenew, when set, is told the round-trip time of every successful
+	// lease renewal. It must not block.
+	OnRenew func(time.Duration)
+}
+
 // NewCluster returns the cluster source of the agent file cfg, whose
-// definitions are checked against host. It does no I/O; Start joins.
-func NewCluster(cfg *config.Config, host *config.Host) *Cluster {
-	c := &Cluster{cfg: cfg, host: host, clock: clockwork.NewRealClock(), changed: make(chan struct{}, 1),
-		member: memberOf(cfg), state: Joining}
+// definitions are checked against host. It does no I/O: Connect reaches
+// the store, Join makes the agent a member.
+func NewCluster(cfg *config.Config, host *config.Host, opts Options) *Cluster {
+	c := &Cluster{cfg: cfg, host: host, clock: clockwork.NewRealClock(), opts: opts, log: opts.Log,
+		changed: make(chan struct{}, 1), lost: make(chan Loss), member: memberOf(cfg), state: Joining}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
 	c.life, c.endLife = context.WithCancel(context.Background())
 	return c
 }
 
-// Start implements Source: it starts (or connects to) etcd, retrying with
-// backoff while the store is away; applies the agent file's own
-// connectors and groups (create or update, never delete); joins as a
-// member; and starts the leader campaign and the watches. It returns once
-// the agent is a member, or an error when ctx ends first.
-func (c *Cluster) Start(ctx context.Context, env Env) error {
-	c.env, c.log = env, env.Log
-	if c.log == nil {
-		c.log = slog.Default()
-	}
-	endpoints := c.cfg.Cluster.Endpoints
-	if len(endpoints) == 0 {
-		dir := c.cfg.Agent.DataDir
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("embedded etcd: create data_dir %s: %w", dir, err)
-		}
-		e, err := cluster.StartEmbeddedWithFatal(dir, func(err error) {
-			c.log.Error("the embedded etcd cannot go on; the agent exits", "data_dir", dir, "error", err)
-			if env.StoreFailed != nil {
-				env.StoreFailed(err)
-			}
-		})
-		if err != nil {
-			return fmt.Errorf("start embedded etcd in %s: %w", dir, err)
-		}
-		c.embedded = e
-		endpoints = e.Endpoints()
-		c.log.Info("embedded etcd started", "endpoints", endpoints, "data_dir", dir)
-	}
+// Connect connects to the etcd at endpoints ([cluster] endpoints, or the
+// embedded etcd's), retrying with backoff while the store is away. It
+// returns an error when ctx ends first, or at once when the
+// password_file cannot be used.
+func (c *Cluster) Connect(ctx context.Context, endpoints []string) error {
 	// A password_file that cannot be used is a configuration error: say
 	// so at once rather than retry.
 	if _, err := StoreConfig(c.cfg.Cluster, endpoints); err != nil {
@@ -119,7 +108,7 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 		if err != nil {
 			return err
 		}
-		ccfg.Validate, ccfg.OnRenew = workload.Validator(c.host), env.OnRenew
+		ccfg.Validate, ccfg.OnRenew = workload.Validator(c.host), c.opts.OnRenew
 		// Every generation this agent publishes as leader is one log line:
 		// why jobs move is then in the leader's log.
 		ccfg.OnPublish = func(p cluster.PublishStats) {
@@ -142,11 +131,21 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 	if err != nil {
 		return fmt.Errorf("connect to etcd %v: %w", endpoints, err)
 	}
-	if err := c.applyFile(ctx, c.cfg); err != nil {
-		// The store keeps what it has (another host may have applied a
-		// conflicting definition); the agent runs what the cluster says.
-		c.log.Error("the file's connectors were not applied to the cluster", "error", err)
-	}
+	return nil
+}
+
+// Client is the store client Connect made (nil before): the agent's
+// wiring writes the file's workload, target states and restart requests
+// and reads cluster-wide views through it directly.
+func (c *Cluster) Client() *cluster.Client { return c.client }
+
+// Join makes the agent a member whose API others reach at addr (host:port,
+// or https://host:port when it serves TLS), retrying while the store is
+// away or an earlier session of the same member ID still holds its
+// record, and starts the leader campaign and the watches. It returns an
+// error when ctx ends first.
+func (c *Cluster) Join(ctx context.Context, addr string) error {
+	c.addr = addr
 	if err := c.join(ctx); err != nil {
 		return err
 	}
@@ -156,33 +155,6 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 			defer c.wg.Done()
 			f(c.life)
 		}()
-	}
-	return nil
-}
-
-// applyFile stores the agent file's own [[connector]] and [[group]]
-// blocks as this agent's file's (create or update), and gives up the ones
-// that left the file: deleted unless another agent's file holds them or
-// `berth apply` stored them (workload.ApplyFile).
-func (c *Cluster) applyFile(ctx context.Context, cfg *config.Config) error {
-	data, err := os.ReadFile(cfg.File)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", cfg.File, err)
-	}
-	defs, err := config.Definitions(cfg.File, data, c.host)
-	if err != nil {
-		return err
-	}
-	plan, err := workload.ApplyFile(ctx, c.client, defs, cfg.Agent.ID, c.host)
-	if err != nil {
-		return fmt.Errorf("apply the connectors of %s to the cluster: %w", cfg.File, err)
-	}
-	if len(plan.Created)+len(plan.Updated)+len(plan.Deleted)+len(plan.Released) > 0 {
-		c.log.Info("workload applied", "file", cfg.File, "created", plan.Created, "updated", plan.Updated,
-			"deleted", plan.Deleted, "released", plan.Released)
-	}
-	if len(plan.Kept) > 0 {
-		c.log.Warn("definitions left the file but a stored connector still names them; kept until unused", "file", cfg.File, "kept", plan.Kept)
 	}
 	return nil
 }
@@ -199,7 +171,7 @@ func (c *Cluster) join(ctx context.Context) error {
 	err := retry.Do(ctx, c.clock, retry.Store(), func() error {
 		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		s, err := c.client.Join(jctx, c.declared(), c.env.Addr)
+		s, err := c.client.Join(jctx, c.declared(), c.addr)
 		if errors.Is(err, cluster.ErrMemberExists) {
 			// An earlier session of this ID holds the record: join the
 			// moment the store deletes it rather than at the next backoff
@@ -213,7 +185,7 @@ func (c *Cluster) join(ctx context.Context) error {
 			cancel()
 			jctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			s, err = c.client.Join(jctx, c.declared(), c.env.Addr)
+			s, err = c.client.Join(jctx, c.declared(), c.addr)
 		}
 		if err != nil {
 			return err
@@ -249,27 +221,24 @@ func (c *Cluster) declared() assign.Member {
 	return c.member
 }
 
-// Reload implements Source: the file's connectors and groups are applied
-// (create or update), and its [static] table becomes the member record;
-// the change reaches every agent, this one included, through the store.
-func (c *Cluster) Reload(ctx context.Context, cfg *config.Config) error {
-	if err := c.applyFile(ctx, cfg); err != nil {
-		return err
-	}
+// UpdateMember makes the [static] table and protocol of a re-read agent
+// file cfg the member record; the change reaches every agent, this one
+// included, through the store. A record that cannot be written now is
+// logged and written at the next join.
+func (c *Cluster) UpdateMember(ctx context.Context, cfg *config.Config) {
 	nm := memberOf(cfg)
 	c.mu.Lock()
 	old, s := c.member, c.session
 	c.member, c.cfg = nm, cfg
 	c.mu.Unlock()
 	if !changedMember(old, nm) || s == nil {
-		return nil // the next join writes the new record
+		return // the next join writes the new record
 	}
 	if err := s.Update(ctx, nm); err != nil {
 		c.log.Error("update the member record with the reloaded [static] table", "error", err)
-		return nil
+		return
 	}
 	c.log.Info("member record updated", "connectors", nm.Connectors, "tasks", nm.Tasks, "protocol", nm.Protocol)
-	return nil
 }
 
 // changedMember reports whether the member record differs: declarations or
@@ -278,7 +247,8 @@ func changedMember(a, b assign.Member) bool {
 	return a.Protocol != b.Protocol || !slices.Equal(a.Connectors, b.Connectors) || !slices.Equal(a.Tasks, b.Tasks)
 }
 
-// keepMembership fences when the session ends and joins again. It runs for
+// keepMembership hands each loss of the session to the agent (Lost), waits
+// until the agent has fenced (Loss.Fenced), and joins again. It runs for
 // the source's whole life, through the agent's stop: a lease lost while
 // jobs are being stopped with grace still kills them at once.
 func (c *Cluster) keepMembership(ctx context.Context) {
@@ -289,34 +259,35 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 			return
 		case <-s.Done():
 		}
-		// The lease can no longer be proven: kill every worker now, before
-		// the server may expire it and another agent may claim the jobs.
-		// The cause is logged first, then what fencing did to each job.
 		c.mu.Lock()
 		c.state, c.session = Fenced, nil
 		c.mu.Unlock()
 		// The last renewal tells when the store may expire the lease (at
 		// the earliest last_renewal + lease_ttl): every worker dies before.
+		// The cause is logged first, then what fencing did to each job.
 		c.log.Error("session lost: fencing (every worker is killed now)", "member", c.declared().ID,
 			"last_renewal", s.LastRenewal().UTC().Format(time.RFC3339Nano), "lease_ttl", s.TTL(), "error", s.Err())
+		loss := NewLoss(c.declared().ID, s.LastRenewal(), s.TTL(), s.Err())
+		select {
+		case c.lost <- loss:
+		case <-ctx.Done():
+			return
+		}
 		// A worker that survived the kill keeps the lease (no revoke, which
-		// would free its claims at once); it expires on its own and the
-		// kill is repeated.
-		err := retry.Do(ctx, c.clock, retry.Kill(), c.env.Fence, func(err error, _ time.Duration) {
-			c.log.Error("fence: a job's processes survived the kill; retrying", "error", err)
-		})
-		if err != nil {
-			return // ctx ended
+		// would free its claims at once): the agent calls Fenced only once
+		// every worker is gone.
+		select {
+		case <-loss.Done():
+		case <-ctx.Done():
+			return
 		}
-		if c.env.OnFence != nil {
-			c.env.OnFence()
-		}
+		c.mu.Lock()
+		c.fencings++
+		stopping := c.stopping
+		c.mu.Unlock()
 		c.log.Warn("fenced: every worker killed; joining again when the store answers", "member", c.declared().ID)
 		signal(c.changed)
 		_ = s.Close()
-		c.mu.Lock()
-		stopping := c.stopping
-		c.mu.Unlock()
 		if stopping {
 			return
 		}
@@ -325,6 +296,9 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 		}
 	}
 }
+
+// Lost implements Source.
+func (c *Cluster) Lost() <-chan Loss { return c.lost }
 
 // sessionCtx bounds a store call made under the session s: it ends when the
 // session ends or at its local deadline, whichever comes first, so no call
@@ -471,16 +445,6 @@ func (c *Cluster) watchActions(ctx context.Context) {
 	}
 }
 
-// SetTarget implements Source.
-func (c *Cluster) SetTarget(ctx context.Context, connector string, t cluster.Target) error {
-	return c.client.SetTarget(ctx, connector, t)
-}
-
-// RequestRestarts implements Source.
-func (c *Cluster) RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error {
-	return c.client.RequestRestarts(ctx, connector, jobs, onlyFailed, by, c.clock.Now())
-}
-
 // RestartDone implements Source.
 func (c *Cluster) RestartDone(ctx context.Context, r cluster.RestartRequest) error {
 	return c.client.RestartDone(ctx, r)
@@ -515,18 +479,6 @@ func (c *Cluster) Desired() Desired {
 	return d
 }
 
-// Claim implements Source: create-if-absent under this member's lease,
-// bounded by the session.
-func (c *Cluster) Claim(ctx context.Context, job string) (bool, string, error) {
-	s := c.currentSession()
-	if s == nil {
-		return false, "", errors.New("not a member of the cluster")
-	}
-	sctx, cancel := sessionCtx(ctx, s)
-	defer cancel()
-	return s.Claim(sctx, job)
-}
-
 // ClaimMany implements Source: the claims of jobs in batches (each
 // create-if-absent under this member's lease, cluster.Session.ClaimMany),
 // bounded by the session.
@@ -551,70 +503,30 @@ func (c *Cluster) Release(ctx context.Context, job string) error {
 	return s.Release(sctx, job)
 }
 
-// Info implements Source.
+// Info describes the agent as a member, for the API and the metrics.
 func (c *Cluster) Info() Info {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Only a member can lead: a fenced or joining agent's last head may
 	// still name it, from before its session was lost.
 	i := Info{ID: c.member.ID, State: c.state, Leader: c.state == Member && c.head.Leader == c.member.ID,
-		Generation: c.confirmed, Conflicts: c.head.Conflicts}
+		Generation: c.confirmed, Conflicts: c.head.Conflicts, Fencings: c.fencings}
 	if s := c.session; s != nil {
 		i.LastRenewal, i.Deadline = s.LastRenewal(), s.Deadline()
 	}
 	return i
 }
 
-// Members implements Source.
-func (c *Cluster) Members(ctx context.Context) ([]cluster.MemberRecord, error) {
-	return c.client.Members(ctx)
-}
-
-// Assignment implements Source: cluster.Client.Assignment.
-func (c *Cluster) Assignment(ctx context.Context) (cluster.Published, error) {
-	return c.client.Assignment(ctx)
-}
-
-// Workload implements Source: every stored definition, read page by page.
-func (c *Cluster) Workload(ctx context.Context) (*config.Workload, error) {
-	conns, err := c.client.Connectors(ctx)
-	if err != nil {
-		return nil, err
-	}
-	groups, err := c.client.Groups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	wl, _ := workload.Parse(conns, groups, c.host) // bad definitions are left out
-	return wl, nil
-}
-
-// Definitions implements Source.
-func (c *Cluster) Definitions(ctx context.Context, connectors []string) (*config.Workload, error) {
-	var names []string
-	for _, n := range connectors {
-		if n != "" && !strings.ContainsAny(n, "/\x00") { // one key segment, as the store requires
-			names = append(names, n)
-		}
-	}
-	conns, groups, err := c.client.Definitions(ctx, names)
-	if err != nil {
-		return nil, err
-	}
-	wl, _ := workload.Parse(conns, groups, c.host) // bad definitions are left out
-	return wl, nil
-}
-
-// Stopping implements Source.
+// Stopping tells the source the agent is stopping: a session lost from now
+// on is handed over for fencing, but not joined again.
 func (c *Cluster) Stopping() {
 	c.mu.Lock()
 	c.stopping = true
 	c.mu.Unlock()
 }
 
-// Close implements Source: it ends the source's goroutines and waits for
-// them, ends the session (its claims go with its lease), closes the client
-// and stops the embedded etcd.
+// Close ends the source's goroutines and waits for them, ends the session
+// (its claims go with its lease) and closes the client.
 func (c *Cluster) Close() {
 	c.Stopping()
 	c.endLife()
@@ -624,8 +536,5 @@ func (c *Cluster) Close() {
 	}
 	if c.client != nil {
 		_ = c.client.Close()
-	}
-	if c.embedded != nil {
-		c.embedded.Close()
 	}
 }

@@ -2,7 +2,7 @@ package source
 
 import (
 	"context"
-	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/berthd/berth/assign"
@@ -59,98 +59,69 @@ type Info struct {
 	// LastRenewal + TTL - max(1 s, TTL/5); without a renewal by then every
 	// worker is killed. Zero when LastRenewal is.
 	Deadline time.Time
+	// Fencings counts the losses of membership the agent has fenced since
+	// the source started.
+	Fencings uint64
 }
 
-// Env is what a Source needs of the agent that runs it.
-type Env struct {
-	// Log receives the source's structured log.
-	Log *slog.Logger
-	// Addr is the agent's API address other members reach it at: host:port,
-	// or https://host:port when it serves TLS.
-	Addr string
-	// Fence kills every worker of the agent now, without grace. It returns
-	// an error when a job's processes survived; the source then keeps its
-	// lease (its claims) and calls Fence again.
-	Fence func() error
-	// OnFence, when set, is called after each completed fencing.
-	OnFence func()
-	// OnRenew, when set, is told the round-trip time of every successful
-	// lease renewal. It must not block.
-	OnRenew func(time.Duration)
-	// StoreFailed, when set, is called when the store the source runs
-	// inside the agent's process (the embedded etcd) cannot go on — its
-	// WAL cannot be created, a commit to its database failed: a full or
-	// broken data_dir — with the store's reason. The process exits with
-	// status 1 when it returns.
-	StoreFailed func(error)
+// Loss is one loss of the agent's membership: its session's lease can no
+// longer be proven, so another member may soon claim its jobs. The agent
+// kills every worker at once (fencing) and then calls Fenced; only then
+// does the source join again (as etcd's concurrency.Session.Done tells a
+// session's end, a Loss is a value received from Source.Lost, never a
+// callback).
+type Loss struct {
+	// Member is the agent's member ID.
+	Member string
+	// LastRenewal is when the last successful renewal of the lost lease
+	// was sent: the store may expire the lease at LastRenewal + TTL.
+	LastRenewal time.Time
+	// TTL is the lease's time to live.
+	TTL time.Duration
+	// Err is why the session ended, as the session reports it.
+	Err error
+
+	fenced chan struct{}
+	once   *sync.Once
 }
 
-// Source tells an agent which jobs are its to run. Every method but Start
-// may be called from any goroutine once Start has returned.
+// NewLoss returns a Loss of member's session (for sources other than
+// Cluster, and tests).
+func NewLoss(member string, lastRenewal time.Time, ttl time.Duration, err error) Loss {
+	return Loss{Member: member, LastRenewal: lastRenewal, TTL: ttl, Err: err, fenced: make(chan struct{}), once: &sync.Once{}}
+}
+
+// Fenced tells the source that every worker of the agent is gone: it may
+// join the cluster again. Calling it more than once is harmless.
+func (l Loss) Fenced() { l.once.Do(func() { close(l.fenced) }) }
+
+// Done is closed once Fenced has been called.
+func (l Loss) Done() <-chan struct{} { return l.fenced }
+
+// Source tells an agent which jobs are its to run and holds their claims.
+// Every method may be called from any goroutine.
 type Source interface {
-	// Start makes the source ready to answer: a cluster member joins
-	// (retrying while the store is away) and starts following the
-	// assignment; a static source returns at once. It returns an error
-	// when ctx ends first or the store can never be used (bad TLS files).
-	Start(ctx context.Context, env Env) error
 	// Desired returns the current assignment; cheap, called on every
 	// reconcile.
 	Desired() Desired
 	// Changed is signalled (never closed) whenever Desired may have changed.
 	Changed() <-chan struct{}
-	// Claim takes a job's claim before it is started. ok is false, with
-	// the holder's ID, when another member holds it.
-	Claim(ctx context.Context, job string) (ok bool, holder string, err error)
 	// ClaimMany takes the claims of jobs in as few store requests as the
 	// store's limits allow: won lists the jobs whose claims are now this
 	// agent's; held maps every other job to the member that holds it. On
 	// an error a job in neither result may or may not be claimed: claim it
-	// again.
+	// again. It returns an error when the agent is not a member.
 	ClaimMany(ctx context.Context, jobs []string) (won []string, held map[string]string, err error)
 	// Release gives a claim up; called only once no process of the job is
-	// left.
+	// left. It returns a store error.
 	Release(ctx context.Context, job string) error
-	// Reload puts a re-read agent file in force: its workload is stored
-	// (create or update) and its [static] table becomes the member record.
-	// An error refuses the reload and changes nothing.
-	Reload(ctx context.Context, cfg *config.Config) error
-	// SetTarget stores connector's target state for every agent that runs
-	// one of its jobs. It returns an error wrapping cluster.ErrNotFound
-	// when the connector does not exist, or a store error.
-	SetTarget(ctx context.Context, connector string, t cluster.Target) error
-	// RequestRestarts stores a restart request for each of jobs of
-	// connector (KIP-745; onlyFailed: only if FAILED when handled). Errors
-	// as SetTarget.
-	RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error
-	// RestartDone removes request r once it has been carried out; a later
-	// request for the same job is kept. It returns a store error.
+	// RestartDone removes restart request r (from Desired.Restarts) once it
+	// has been carried out; a later request for the same job is kept. It
+	// returns a store error.
 	RestartDone(ctx context.Context, r cluster.RestartRequest) error
-	// Info describes the agent as a member.
-	Info() Info
-	// Members lists the live members, read from the store page by page.
-	Members(ctx context.Context) ([]cluster.MemberRecord, error)
-	// Assignment reads the whole published assignment from the store, page
-	// by page at one revision: data proportional to the cluster, for
-	// cluster-wide views (/v1/assignment, Connect status), never for the
-	// agent's own work. It returns a store error.
-	Assignment(ctx context.Context) (cluster.Published, error)
-	// Workload reads every stored connector and sharing group, page by
-	// page: the cluster-wide workload, for views (GET /connectors). It
-	// returns a store error; definitions that do not parse here are left
-	// out (workload.Parse), as the agents that would run them leave them.
-	Workload(ctx context.Context) (*config.Workload, error)
-	// Definitions reads the stored definitions of the named connectors and
-	// of the sharing groups they name, by key (cluster.Client.Definitions):
-	// data proportional to the names, for checking the [static] table
-	// against the store. Names not stored, or invalid as names, are left
-	// out. It returns a store error.
-	Definitions(ctx context.Context, connectors []string) (*config.Workload, error)
-	// Stopping tells the source the agent is stopping: a session lost from
-	// now on is fenced, but not joined again.
-	Stopping()
-	// Close leaves the cluster (its claims go with its lease) and waits for
-	// every goroutine of the source.
-	Close()
+	// Lost delivers a Loss each time the agent's membership is lost. The
+	// source does not join again until the Loss's Fenced is called.
+	Lost() <-chan Loss
 }
 
 // memberOf is the agent's own member record: its [static] declarations.

@@ -109,8 +109,8 @@ func TestRestartOnlyFailed(t *testing.T) {
 	alive := fa.waitJob(t, "alive", "alive running", running)
 	fa.waitJob(t, "dead", "dead exited", func(j apiJobView) bool { return j.ok && j.State == worker.Exited })
 	d0, _ := fa.Job("dead")
-	if d0.Trace == "" || !strings.Contains(d0.Trace, "exited 3") {
-		t.Errorf("dead's trace %q, want its exit", d0.Trace)
+	if d0.LastExit == nil || !strings.Contains(d0.LastExit.Reason, "exited 3") {
+		t.Errorf("dead's last exit %+v, want its exit 3", d0.LastExit)
 	}
 
 	for _, c := range []string{"alive", "dead"} {

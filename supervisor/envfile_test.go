@@ -59,7 +59,7 @@ func TestEnvFile(t *testing.T) {
 	if n := fa.src.count(fa.src.claims, "sec"); n != 0 {
 		t.Errorf("a job whose env_file is refused took its claim %d times", n)
 	}
-	if _, pending := fa.nextRetry(); pending {
+	if _, pending := fa.tbl.nextRetry(); pending {
 		t.Error("a refused env_file armed a retry timer")
 	}
 

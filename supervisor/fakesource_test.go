@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"sync"
 
@@ -11,15 +10,17 @@ import (
 	"github.com/berthd/berth/source"
 )
 
+var _ source.Source = (*fakeSource)(nil)
+
 // fakeSource is a Source whose assignment and claim answers the test sets:
 // the seam for reconcile decisions. Everything below it (cgroups,
 // processes) is real.
 type fakeSource struct {
 	changed chan struct{}
+	lost    chan source.Loss
 
 	mu       sync.Mutex
 	desired  source.Desired
-	env      source.Env
 	claimErr error  // Claim fails with it while set
 	holder   string // Claim finds the claim held by it while set
 	claims   map[string]int
@@ -27,12 +28,10 @@ type fakeSource struct {
 	done     map[string]int // RestartDone calls per job
 	doneErr  error          // RestartDone fails with it while set
 	rev      int64
-	reloads  int
-	stored   *config.Workload // what Definitions reads from "the store"; nil: Workload's
 }
 
 func newFakeSource() *fakeSource {
-	return &fakeSource{changed: make(chan struct{}, 1), claims: map[string]int{}, releases: map[string]int{}, done: map[string]int{}}
+	return &fakeSource{changed: make(chan struct{}, 1), lost: make(chan source.Loss), claims: map[string]int{}, releases: map[string]int{}, done: map[string]int{}}
 }
 
 // assign makes the source want exactly the jobs of wl (generation +1).
@@ -60,11 +59,6 @@ func (f *fakeSource) count(m map[string]int, id string) int {
 	return m[id]
 }
 
-func (f *fakeSource) Start(_ context.Context, env source.Env) error {
-	f.set(func(f *fakeSource) { f.env = env })
-	return nil
-}
-
 func (f *fakeSource) Desired() source.Desired {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -73,7 +67,7 @@ func (f *fakeSource) Desired() source.Desired {
 
 func (f *fakeSource) Changed() <-chan struct{} { return f.changed }
 
-func (f *fakeSource) Claim(_ context.Context, job string) (bool, string, error) {
+func (f *fakeSource) claim(job string) (bool, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims[job]++
@@ -86,11 +80,11 @@ func (f *fakeSource) Claim(_ context.Context, job string) (bool, string, error) 
 	return true, "sv", nil
 }
 
-func (f *fakeSource) ClaimMany(ctx context.Context, jobs []string) ([]string, map[string]string, error) {
+func (f *fakeSource) ClaimMany(_ context.Context, jobs []string) ([]string, map[string]string, error) {
 	var won []string
 	held := map[string]string{}
 	for _, j := range jobs {
-		ok, holder, err := f.Claim(ctx, j)
+		ok, holder, err := f.claim(j)
 		if err != nil {
 			return won, held, err
 		}
@@ -105,11 +99,6 @@ func (f *fakeSource) ClaimMany(ctx context.Context, jobs []string) ([]string, ma
 
 func (f *fakeSource) Release(_ context.Context, job string) error {
 	f.set(func(f *fakeSource) { f.releases[job]++ })
-	return nil
-}
-
-func (f *fakeSource) Reload(context.Context, *config.Config) error {
-	f.set(func(f *fakeSource) { f.reloads++ })
 	return nil
 }
 
@@ -166,36 +155,4 @@ func (f *fakeSource) signal() {
 	}
 }
 
-func (f *fakeSource) Info() source.Info {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return source.Info{ID: "sv", State: source.Member, Leader: true, Generation: f.desired.Generation}
-}
-
-func (f *fakeSource) Members(context.Context) ([]cluster.MemberRecord, error) {
-	return nil, errors.New("fake source: no members")
-}
-
-func (f *fakeSource) Assignment(context.Context) (cluster.Published, error) {
-	return cluster.Published{}, nil
-}
-
-func (f *fakeSource) Workload(context.Context) (*config.Workload, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.desired.Workload == nil {
-		return &config.Workload{}, nil
-	}
-	return f.desired.Workload, nil
-}
-func (f *fakeSource) Definitions(ctx context.Context, _ []string) (*config.Workload, error) {
-	f.mu.Lock()
-	stored := f.stored
-	f.mu.Unlock()
-	if stored != nil {
-		return stored, nil
-	}
-	return f.Workload(ctx)
-}
-func (f *fakeSource) Stopping() {}
-func (f *fakeSource) Close()    {}
+func (f *fakeSource) Lost() <-chan source.Loss { return f.lost }

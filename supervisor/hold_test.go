@@ -33,11 +33,7 @@ func TestNewDefinitionThatCannotStartKeepsRunning(t *testing.T) {
 		if j.PID != first.PID || j.State != "running" {
 			t.Fatalf("held job: state %s pid %d, want running pid %d", j.State, j.PID, first.PID)
 		}
-		var flagged bool
-		for _, m := range fa.Snapshot().Jobs {
-			flagged = flagged || (m.ID == "a" && m.UpdateBlocked)
-		}
-		if !flagged {
+		if !fa.updateBlocked("a") {
 			t.Error("the metrics snapshot does not flag the held job")
 		}
 	}
@@ -50,7 +46,7 @@ func TestNewDefinitionThatCannotStartKeepsRunning(t *testing.T) {
 	noProg := config.Connector{Name: "a", Run: &config.Process{Command: []string{prog}, Restart: config.RestartNever}}
 	fa.src.assign(workloadOf(noProg))
 	blocked("command[0]: program not found on this host")
-	if _, pending := fa.nextRetry(); !pending {
+	if _, pending := fa.tbl.nextRetry(); !pending {
 		t.Fatal("a held definition armed no re-check")
 	}
 
@@ -63,9 +59,7 @@ func TestNewDefinitionThatCannotStartKeepsRunning(t *testing.T) {
 		j, _ := fa.Job("a")
 		return j.State == "running" && j.PID != first.PID && j.UpdateBlocked == "" && len(j.Command) == 1 && j.Command[0] == prog
 	})
-	for _, m := range fa.Snapshot().Jobs {
-		if m.ID == "a" && m.UpdateBlocked {
-			t.Error("berth_job_update_blocked still set after the new definition started")
-		}
+	if fa.updateBlocked("a") {
+		t.Error("berth_job_update_blocked still set after the new definition started")
 	}
 }

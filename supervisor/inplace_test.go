@@ -41,9 +41,9 @@ func TestRestartAndStopTimeoutApplyInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "inherited stop timeout 3s in force", func() bool {
-		fa.mu.RLock()
-		defer fa.mu.RUnlock()
-		j := fa.jobs["a"]
+		fa.tbl.mu.RLock()
+		defer fa.tbl.mu.RUnlock()
+		j := fa.tbl.jobs["a"]
 		return j != nil && j.spec.Process.StopTimeout == 3*time.Second
 	})
 	if j, _ := fa.Job("a"); j.PID != first.PID || j.State != worker.Running {
@@ -55,9 +55,9 @@ func TestRestartAndStopTimeoutApplyInPlace(t *testing.T) {
 	changed.Run.StopTimeout = 7 * time.Second
 	fa.src.assign(workloadOf(changed))
 	testutil.Eventually(t, 20*time.Second, "new restart policy and stop timeout in force", func() bool {
-		fa.mu.RLock()
-		defer fa.mu.RUnlock()
-		j := fa.jobs["a"]
+		fa.tbl.mu.RLock()
+		defer fa.tbl.mu.RUnlock()
+		j := fa.tbl.jobs["a"]
 		return j != nil && j.spec.Process.Restart == config.RestartAlways && j.spec.Process.StopTimeout == 7*time.Second
 	})
 	if j, _ := fa.Job("a"); j.PID != first.PID || j.State != worker.Running {
@@ -111,9 +111,9 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 	fa.src.assign(hog(limits.Limits{Memory: 256 << 20, Pids: 100}))
 	first := fa.waitJob(t, "m", "m running", running)
 	testutil.Eventually(t, 30*time.Second, "m uses 48MiB", func() bool {
-		fa.mu.RLock()
-		j := fa.jobs["m"]
-		fa.mu.RUnlock()
+		fa.tbl.mu.RLock()
+		j := fa.tbl.jobs["m"]
+		fa.tbl.mu.RUnlock()
 		st, err := j.group.Stats()
 		return err == nil && st.MemoryBytes >= 48<<20
 	})
@@ -129,14 +129,7 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil && n == want
 	}
-	flagged := func() bool {
-		for _, m := range fa.Snapshot().Jobs {
-			if m.ID == "m" {
-				return m.UpdateBlocked
-			}
-		}
-		return false
-	}
+	flagged := func() bool { return fa.updateBlocked("m") }
 
 	fa.src.assign(hog(limits.Limits{Memory: 16 << 20, Pids: 50}))
 	testutil.Eventually(t, 30*time.Second, "memory refusal reported", func() bool {
@@ -157,7 +150,7 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 	for range 2 {
 		fa.src.assign(hog(limits.Limits{Memory: 16 << 20, Pids: 50}))
 		gen := fa.src.Desired().Generation
-		testutil.Eventually(t, 30*time.Second, "reconciled", func() bool { return fa.Snapshot().Generation == gen })
+		testutil.Eventually(t, 30*time.Second, "reconciled", func() bool { return fa.View().Desired.Generation == gen })
 	}
 	if j, _ := fa.Job("m"); !strings.Contains(j.UpdateBlocked, "limit memory") {
 		t.Errorf("mark lost on a later reconcile: %q", j.UpdateBlocked)

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/worker"
 	"github.com/jonboulle/clockwork"
 )
@@ -23,6 +27,7 @@ type fakeAgent struct {
 	*Agent
 	src   *fakeSource
 	clock *clockwork.FakeClock
+	path  string
 }
 
 func runFakeAgent(t *testing.T) *fakeAgent { t.Helper(); return runFakeAgentWith(t, Options{}) }
@@ -44,9 +49,16 @@ func runFakeAgentWith(t *testing.T, opts Options) *fakeAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fa := &fakeAgent{src: newFakeSource(), clock: clockwork.NewFakeClock()}
-	opts.Source, opts.Clock = fa.src, fa.clock
-	fa.Agent = New(cfg, path, opts)
+	hier, err := cgroup.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hier.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	fa := &fakeAgent{src: newFakeSource(), clock: clockwork.NewFakeClock(), path: path}
+	opts.Config, opts.Hierarchy, opts.Source, opts.Clock = cfg, hier, fa.src, fa.clock
+	fa.Agent = New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- fa.Run(ctx) }()
@@ -55,8 +67,57 @@ func runFakeAgentWith(t *testing.T, opts Options) *fakeAgent {
 		if err := <-done; err != nil {
 			t.Errorf("agent stop: %v", err)
 		}
+		rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer rcancel()
+		if err := hier.Remove(rctx); err != nil {
+			t.Errorf("remove cgroup root: %v", err)
+		}
 	})
 	return fa
+}
+
+// testJob is a job's view as the tests read it.
+type testJob struct {
+	State         worker.State
+	PID, Restarts int
+	Reason        string
+	UpdateBlocked string
+	Command       []string
+	LastExit      *worker.Exit
+}
+
+// Job returns job id's view in the tests' shape.
+func (fa *fakeAgent) Job(id string) (testJob, bool) {
+	j, ok := fa.Agent.Job(id)
+	return testJob{State: j.Status.State, PID: j.Status.PID, Restarts: j.Status.Restarts, Reason: j.Reason,
+		UpdateBlocked: j.UpdateBlocked, Command: j.Spec.Process.Command, LastExit: j.Status.LastExit}, ok
+}
+
+// Reload reads the agent's file again and puts it in force (Apply), as the
+// agent's wiring does on SIGHUP.
+func (fa *fakeAgent) Reload(ctx context.Context) error {
+	cfg, err := config.Load(fa.path, worker.LocalHost())
+	if err != nil {
+		return err
+	}
+	return fa.Apply(ctx, cfg)
+}
+
+// SetTarget stores a connector's target state in the fake store.
+func (fa *fakeAgent) SetTarget(ctx context.Context, connector string, st config.TargetState, by string) error {
+	return fa.src.SetTarget(ctx, connector, cluster.Target{State: st, By: by, At: fa.clock.Now()})
+}
+
+// RequestRestarts stores restart requests in the fake store.
+func (fa *fakeAgent) RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error {
+	return fa.src.RequestRestarts(ctx, connector, jobs, onlyFailed, by)
+}
+
+// updateBlocked reports whether the agent's view flags job id's update as
+// blocked (what berth_job_update_blocked reports).
+func (fa *fakeAgent) updateBlocked(id string) bool {
+	j, ok := fa.Agent.Job(id)
+	return ok && j.UpdateBlocked != ""
 }
 
 // sleeper is a connector whose own job sleeps, with limits l.
@@ -98,7 +159,7 @@ func TestLimitsOnlyChangeUpdatesInPlace(t *testing.T) {
 
 	fa.src.assign(workloadOf(sleeper("a", limits.Limits{Memory: 96 << 20})))
 	testutil.Eventually(t, 20*time.Second, "memory limit 96MiB in the kernel", func() bool {
-		g := fa.jobs["a"]
+		g := fa.tbl.get("a")
 		if g == nil || g.group == nil {
 			return false
 		}
@@ -127,7 +188,7 @@ func TestPermanentStartErrorNotRetriedOnATimer(t *testing.T) {
 	if !strings.Contains(j.Reason, "create cgroup") {
 		t.Errorf("reason %q, want the cgroup error", j.Reason)
 	}
-	if _, pending := fa.nextRetry(); pending {
+	if _, pending := fa.tbl.nextRetry(); pending {
 		t.Fatal("a permanent start error armed a retry timer")
 	}
 	claims := fa.src.count(fa.src.claims, "bad")
@@ -157,7 +218,7 @@ func TestTransientClaimErrorRetriedWithBackoff(t *testing.T) {
 	fa.src.set(func(f *fakeSource) { f.claimErr = fmt.Errorf("etcd unreachable") })
 	fa.src.assign(workloadOf(sleeper("t", limits.Limits{})))
 	fa.waitJob(t, "t", "t waiting", func(j apiJobView) bool { return j.ok && j.State == worker.Waiting })
-	if d, pending := fa.nextRetry(); !pending || d > 2*time.Second {
+	if d, pending := fa.tbl.nextRetry(); !pending || d > 2*time.Second {
 		t.Fatalf("retry pending %v in %v, want one within the claim backoff (≤ 2 s)", pending, d)
 	}
 	fa.src.set(func(f *fakeSource) { f.claimErr = nil })
@@ -168,25 +229,32 @@ func TestTransientClaimErrorRetriedWithBackoff(t *testing.T) {
 	})
 }
 
-// TestFenceKillsEverythingAndKeepsClaims: the source's Fence kills every
-// worker at once and forgets every job, without releasing any claim (the
-// claims go with the lost lease).
+// TestFenceKillsEverythingAndKeepsClaims: a loss of membership the source
+// delivers (Lost) makes the agent kill every worker at once and forget
+// every job, without releasing any claim (the claims go with the lost
+// lease), and only then tell the source it may join again (Fenced).
 func TestFenceKillsEverythingAndKeepsClaims(t *testing.T) {
 	fa := runFakeAgent(t)
 	fa.src.assign(workloadOf(sleeper("f1", limits.Limits{}), sleeper("f2", limits.Limits{})))
 	j1 := fa.waitJob(t, "f1", "f1 running", running)
 	j2 := fa.waitJob(t, "f2", "f2 running", running)
-	var fence func() error
-	fa.src.set(func(f *fakeSource) { fence = f.env.Fence })
-	if err := fence(); err != nil {
-		t.Fatalf("fence: %v", err)
+	loss := source.NewLoss("sv", time.Now(), 10*time.Second, errors.New("lease expired"))
+	select {
+	case fa.src.lost <- loss:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent does not receive losses of membership")
+	}
+	select {
+	case <-loss.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the agent did not report the fencing done")
 	}
 	for _, pid := range []int{j1.PID, j2.PID} {
 		if testutil.Alive(pid) {
 			t.Errorf("pid %d alive after fencing", pid)
 		}
 	}
-	if js := fa.Jobs(); len(js) != 0 {
+	if js := fa.View().Jobs; len(js) != 0 {
 		t.Errorf("jobs after fencing: %+v", js)
 	}
 	if n := fa.src.count(fa.src.releases, "f1") + fa.src.count(fa.src.releases, "f2"); n != 0 {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/config"
-	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/daemon"
 	"github.com/berthd/berth/worker"
-	"github.com/coreos/go-systemd/v22/daemon"
+	sd "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 )
 
@@ -72,7 +72,7 @@ func runAgent(path string) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	agent := supervisor.New(cfg, path, supervisor.Options{Logger: log, Host: host, Version: version, Commit: commit})
+	agent := daemon.New(cfg, path, daemon.Options{Logger: log, Host: host, Version: version, Commit: commit})
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx) }()
 	log.Info("agent starting", "version", version, "commit", commit, "config", path, "id", cfg.Agent.ID)
@@ -80,7 +80,7 @@ func runAgent(path string) error {
 	// systemd's watchdog (WatchdogSec=) is fed at half its interval, and
 	// only while the agent's loop is healthy; STATUS= is refreshed with it.
 	var watchdog <-chan time.Time
-	if interval, err := daemon.SdWatchdogEnabled(false); err == nil && interval > 0 {
+	if interval, err := sd.SdWatchdogEnabled(false); err == nil && interval > 0 {
 		t := time.NewTicker(interval / 2)
 		defer t.Stop()
 		watchdog = t.C
@@ -94,7 +94,7 @@ func runAgent(path string) error {
 	reloading, reloadAgain := false, false
 	startReload := func() {
 		reloading = true
-		_, _ = daemon.SdNotify(false, daemon.SdNotifyReloading)
+		_, _ = sd.SdNotify(false, sd.SdNotifyReloading)
 		go func() {
 			_ = agent.Reload(ctx) // a refused reload is logged and changes nothing
 			reloaded <- struct{}{}
@@ -104,20 +104,20 @@ func runAgent(path string) error {
 		select {
 		case <-ready:
 			ready = nil // once
-			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS="+agent.Summary())
+			_, _ = sd.SdNotify(false, sd.SdNotifyReady+"\nSTATUS="+agent.Summary())
 			log.Info("agent ready", "status", agent.Summary())
 		case <-watchdog:
 			if agent.Healthy() {
-				_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+				_, _ = sd.SdNotify(false, sd.SdNotifyWatchdog)
 			} else {
 				log.Error("agent loop stuck; not feeding the watchdog")
 			}
 		case <-status.C:
-			_, _ = daemon.SdNotify(false, "STATUS="+agent.Summary())
+			_, _ = sd.SdNotify(false, "STATUS="+agent.Summary())
 		case sig := <-sigs:
 			if sig != syscall.SIGHUP {
 				log.Info("stopping", "signal", sig.String())
-				_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+				_, _ = sd.SdNotify(false, sd.SdNotifyStopping)
 				cancel()
 				break
 			}
@@ -133,7 +133,7 @@ func runAgent(path string) error {
 				startReload()
 				break
 			}
-			_, _ = daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS="+agent.Summary())
+			_, _ = sd.SdNotify(false, sd.SdNotifyReady+"\nSTATUS="+agent.Summary())
 		case err := <-done:
 			if reloading {
 				<-reloaded // the reload goroutine ends with the agent's loop

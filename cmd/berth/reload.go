@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
-	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/daemon"
 	"github.com/spf13/cobra"
 )
 
@@ -51,7 +51,7 @@ for a bad command line.`,
 			if err != nil {
 				return configError(err)
 			}
-			pid, err := agentPID(supervisor.LockFile(ag.DataDir))
+			pid, err := agentPID(daemon.LockFile(ag.DataDir))
 			if err != nil {
 				return err
 			}
@@ -66,7 +66,7 @@ for a bad command line.`,
 				return fmt.Errorf("the agent (pid %d) does not answer at %s: %w", pid, ag.Listen, err)
 			}
 			if before.PID != pid {
-				return fmt.Errorf("the agent at %s has pid %d, but %s names pid %d: not signalling", ag.Listen, before.PID, supervisor.LockFile(ag.DataDir), pid)
+				return fmt.Errorf("the agent at %s has pid %d, but %s names pid %d: not signalling", ag.Listen, before.PID, daemon.LockFile(ag.DataDir), pid)
 			}
 			if !sameConfigFile(before.Config.File, pid, *configPath) {
 				return fmt.Errorf("the agent (pid %d) runs %s, not %s: it re-reads only its own file on reload (run berth reload -c %s, or restart the agent with --config %s)",

@@ -1,4 +1,4 @@
-package supervisor
+package worker
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/berthd/berth/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,10 +29,9 @@ func TestJobLogOnFullDisk(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	var out bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&out, nil))
-	cfg := &config.Config{Agent: config.Agent{LogDir: dir, LogMaxSize: 1 << 20, LogMaxFiles: 1}}
-	var logs jobLogs
-	defer logs.closeAll()
-	w := logs.writer(cfg, "chatty", log)
+	var logs JobLogs
+	defer logs.CloseAll()
+	w := logs.Writer("chatty", dir, 1<<20, 1, false, log)
 	line := append(bytes.Repeat([]byte("x"), 1023), '\n')
 	write := func(n int) {
 		t.Helper()
@@ -83,9 +81,8 @@ func (zeroReader) Read(p []byte) (int, error) {
 // writer opens the file again, appending, when the job comes back.
 func TestJobLogReleased(t *testing.T) {
 	dir := t.TempDir()
-	cfg := &config.Config{Agent: config.Agent{LogDir: dir, LogMaxSize: 1 << 20, LogMaxFiles: 1}}
-	var logs jobLogs
-	defer logs.closeAll()
+	var logs JobLogs
+	defer logs.CloseAll()
 	file := filepath.Join(dir, "moved.log")
 	open := func() bool {
 		es, _ := os.ReadDir("/proc/self/fd")
@@ -96,16 +93,16 @@ func TestJobLogReleased(t *testing.T) {
 		}
 		return false
 	}
-	w := logs.writer(cfg, "moved", slog.Default())
+	w := logs.Writer("moved", dir, 1<<20, 1, false, slog.Default())
 	_, _ = w.Write([]byte("first\n"))
 	if !open() {
 		t.Fatal("the log file is not open after a write")
 	}
-	logs.release("moved")
+	logs.Release("moved")
 	if open() {
 		t.Fatal("the log file is still open after release")
 	}
-	w = logs.writer(cfg, "moved", slog.Default())
+	w = logs.Writer("moved", dir, 1<<20, 1, false, slog.Default())
 	_, _ = w.Write([]byte("second\n"))
 	b, err := os.ReadFile(file)
 	if err != nil || string(b) != "first\nsecond\n" {

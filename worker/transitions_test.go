@@ -1,4 +1,4 @@
-package supervisor
+package worker
 
 import (
 	"bytes"
@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/berthd/berth/worker"
 )
 
 // While the agent fences, each job's end is one "job killed by fencing"
@@ -16,39 +14,37 @@ import (
 // Stopped with the exit); never a crash to restart. Outside fencing a stop
 // is not logged as a kill.
 func TestFencingKillLoggedOnceInEitherOrder(t *testing.T) {
-	killed := &worker.Exit{Time: time.Now(), Code: -1, Signal: "SIGKILL", Reason: "killed by SIGKILL"}
+	killed := &Exit{Time: time.Now(), Code: -1, Signal: "SIGKILL", Reason: "killed by SIGKILL"}
 	for _, c := range []struct {
 		name     string
 		fencing  bool
-		states   []worker.Status
+		states   []Status
 		want     int
 		notWants []string
 	}{
-		{"exit then stop", true, []worker.Status{
-			{State: worker.Running, PID: 10},
-			{State: worker.BackingOff, LastExit: killed},
-			{State: worker.Stopped, LastExit: killed},
+		{"exit then stop", true, []Status{
+			{State: Running, PID: 10},
+			{State: BackingOff, LastExit: killed},
+			{State: Stopped, LastExit: killed},
 		}, 1, []string{"restarting"}},
-		{"stop then exit", true, []worker.Status{
-			{State: worker.Running, PID: 10},
-			{State: worker.Stopping, PID: 10},
-			{State: worker.Stopped, LastExit: killed},
+		{"stop then exit", true, []Status{
+			{State: Running, PID: 10},
+			{State: Stopping, PID: 10},
+			{State: Stopped, LastExit: killed},
 		}, 1, []string{"restarting"}},
-		{"exit with restart never", true, []worker.Status{
-			{State: worker.Running, PID: 10},
-			{State: worker.Exited, LastExit: killed},
+		{"exit with restart never", true, []Status{
+			{State: Running, PID: 10},
+			{State: Exited, LastExit: killed},
 		}, 1, []string{"job failed"}},
-		{"an ordinary stop", false, []worker.Status{
-			{State: worker.Running, PID: 10},
-			{State: worker.Stopping, PID: 10},
-			{State: worker.Stopped, LastExit: killed},
+		{"an ordinary stop", false, []Status{
+			{State: Running, PID: 10},
+			{State: Stopping, PID: 10},
+			{State: Stopped, LastExit: killed},
 		}, 0, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			a := &Agent{log: slog.New(slog.NewTextHandler(&buf, nil))}
-			a.fencing.Store(c.fencing)
-			on := a.logTransitions("j")
+			on := LogTransitions(slog.New(slog.NewTextHandler(&buf, nil)), "j", func() bool { return c.fencing })
 			for _, st := range c.states {
 				on(st)
 			}

@@ -1,28 +1,28 @@
-package supervisor
+package worker
 
 import (
 	"io"
 	"log/slog"
 	"path"
 	"sync"
-
-	"github.com/berthd/berth/config"
-	"github.com/berthd/berth/worker"
 )
 
-// jobLogs holds one rotating log file per job, <log_dir>/<job_id>.log, for
-// the agent's life: every worker the job ever has writes to the same one,
-// so that its size (when to rotate) is known without a stat per write.
-type jobLogs struct {
+// JobLogs holds one rotating log file per job, <dir>/<job_id>.log, for the
+// agent's life: every worker the job ever has writes to the same one, so
+// that its size (when to rotate) is known without a stat per write. The
+// zero value is ready to use.
+type JobLogs struct {
 	mu    sync.Mutex
 	files map[string]*logFile
 }
 
-// writer returns the job's log writer, and with log_sink = "journal" the
-// journal beside it (every line with BERTH_JOB_ID set). A write the file
-// refuses (log_dir full or gone) is reported on log, once per run of
-// failures, and never stops the journal copy nor the job.
-func (l *jobLogs) writer(cfg *config.Config, id string, log *slog.Logger) io.Writer {
+// Writer returns job id's log writer, the file <dir>/<id>.log rotated at
+// maxBytes bytes keeping maxFiles rotated files (LogConfig), and with
+// journal the journal beside it (every line with BERTH_JOB_ID set: the
+// agent's log_sink = "journal"). A write the file refuses (the directory
+// full or gone) is reported on log, once per run of failures, and never
+// stops the journal copy nor the job.
+func (l *JobLogs) Writer(id, dir string, maxBytes int64, maxFiles int, journal bool, log *slog.Logger) io.Writer {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.files == nil {
@@ -30,25 +30,21 @@ func (l *jobLogs) writer(cfg *config.Config, id string, log *slog.Logger) io.Wri
 	}
 	w, ok := l.files[id]
 	if !ok {
-		lc := worker.LogConfig{
-			Path:     path.Join(cfg.Agent.LogDir, id+".log"),
-			MaxBytes: cfg.Agent.LogMaxSize,
-			MaxFiles: cfg.Agent.LogMaxFiles,
-		}
+		lc := LogConfig{Path: path.Join(dir, id+".log"), MaxBytes: maxBytes, MaxFiles: maxFiles}
 		w = &logFile{file: lc.Open(), job: id, path: lc.Path, log: log}
 		l.files[id] = w
 	}
-	if cfg.Agent.LogSink == "journal" {
-		return io.MultiWriter(w, &worker.JournalWriter{JobID: id})
+	if journal {
+		return io.MultiWriter(w, &JournalWriter{JobID: id})
 	}
 	return w
 }
 
-// release closes the job's log file when the agent no longer runs the job
+// Release closes the job's log file when the agent no longer runs the job
 // (stopped, moved, fenced): its descriptor is not held for nothing. The
 // writer is kept, and opens the file again on its next write should the
 // job come back.
-func (l *jobLogs) release(id string) {
+func (l *JobLogs) Release(id string) {
 	l.mu.Lock()
 	w := l.files[id]
 	l.mu.Unlock()
@@ -59,8 +55,8 @@ func (l *jobLogs) release(id string) {
 	}
 }
 
-// closeAll closes every job log file (at agent stop).
-func (l *jobLogs) closeAll() {
+// CloseAll closes every job log file (at agent stop).
+func (l *JobLogs) CloseAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for id, w := range l.files {

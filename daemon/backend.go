@@ -1,0 +1,362 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/metrics"
+	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/workload"
+)
+
+// This file is how the API (api.Backend) and the metrics collectors
+// (metrics.Lister, metrics.ClusterState) see the agent: the supervisor's
+// view of its jobs, the source's membership, and the store read and
+// written directly.
+
+var (
+	_ api.Backend          = (*Agent)(nil)
+	_ metrics.Lister       = (*Agent)(nil)
+	_ metrics.ClusterState = (*Agent)(nil)
+)
+
+// view is the supervisor's view; empty before it runs.
+func (a *Agent) view() supervisor.View {
+	select {
+	case <-a.started:
+		return a.sup.View()
+	default:
+		return supervisor.View{}
+	}
+}
+
+// info is the source's membership; joining before Run made it.
+func (a *Agent) info() source.Info {
+	select {
+	case <-a.started:
+		return a.src.Info()
+	default:
+		return source.Info{ID: a.Config().Agent.ID, State: source.Joining}
+	}
+}
+
+// Jobs implements api.Backend: every job this agent runs, sorted by ID.
+func (a *Agent) Jobs() []api.Job {
+	v := a.view()
+	out := make([]api.Job, 0, len(v.Jobs))
+	for _, j := range v.Jobs {
+		out = append(out, a.jobInfo(j))
+	}
+	return out
+}
+
+// Job implements api.Backend.
+func (a *Agent) Job(id string) (api.Job, bool) {
+	select {
+	case <-a.started:
+	default:
+		return api.Job{}, false
+	}
+	j, ok := a.sup.Job(id)
+	if !ok {
+		return api.Job{}, false
+	}
+	return a.jobInfo(j), true
+}
+
+// jobInfo is j as the API shows it, with its cgroup's usage read now.
+func (a *Agent) jobInfo(j supervisor.JobView) api.Job {
+	spec, st := j.Spec, j.Status
+	info := api.Job{
+		ID:            spec.ID,
+		Connector:     spec.Connector,
+		Kind:          string(spec.Kind),
+		Group:         spec.Group,
+		Cgroup:        j.Cgroup,
+		Limits:        spec.Process.Limits,
+		Command:       spec.Process.Command,
+		UpdateBlocked: j.UpdateBlocked,
+		State:         st.State,
+		Reason:        j.Reason,
+		PID:           st.PID,
+		Restarts:      st.Restarts,
+		LastExit:      st.LastExit,
+	}
+	if spec.Kind == config.KindTask {
+		t := spec.Task
+		info.Task = &t
+	}
+	if !st.StartedAt.IsZero() {
+		t := st.StartedAt
+		info.StartedAt = &t
+	}
+	if !st.NextRestart.IsZero() {
+		t := st.NextRestart
+		info.NextRestart = &t
+	}
+	if api.ConnectState(info) == api.StateFailed {
+		info.Trace = a.trace(spec.ID, info)
+	}
+	if j.Group != nil {
+		if s, err := j.Group.Stats(); err == nil {
+			info.Usage = &api.Usage{
+				CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
+				CPULimitCores:    s.CPUQuotaCores,
+				MemoryBytes:      s.MemoryBytes,
+				MemoryLimitBytes: s.MemoryLimitBytes,
+				OOMKills:         s.OOMKills,
+				Pids:             s.Pids,
+				PidsLimit:        s.PidsLimit,
+				IOReadBytes:      s.IOReadBytes,
+				IOWriteBytes:     s.IOWriteBytes,
+				Pressure:         pressureOf(j.Group),
+			}
+		}
+	}
+	return info
+}
+
+// AgentInfo implements api.Backend.
+func (a *Agent) AgentInfo() api.Agent {
+	i := a.info()
+	a.mu.Lock()
+	conf := a.conf.info(a.path)
+	a.mu.Unlock()
+	out := api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation, PID: os.Getpid(), Config: conf}
+	if !i.LastRenewal.IsZero() {
+		r, d := i.LastRenewal, i.Deadline
+		out.LastRenewal, out.LeaseDeadline = &r, &d
+	}
+	return out
+}
+
+// Groups implements api.Backend: the sharing groups with jobs here.
+func (a *Agent) Groups() []api.Group {
+	v := a.view()
+	out := make([]api.Group, 0, len(v.Groups))
+	for _, g := range v.Groups {
+		ag := api.Group{Name: g.Name, Cgroup: g.Cgroup, Limits: g.Limits, Jobs: g.Jobs}
+		if s, err := g.Group.Stats(); err == nil {
+			ag.Usage = &api.GroupUsage{
+				CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
+				CPULimitCores:    s.CPUQuotaCores,
+				MemoryBytes:      s.MemoryBytes,
+				MemoryLimitBytes: s.MemoryLimitBytes,
+				OOMKills:         s.OOMKills,
+				Pids:             s.Pids,
+				PidsLimit:        s.PidsLimit,
+				IOReadBytes:      s.IOReadBytes,
+				IOWriteBytes:     s.IOWriteBytes,
+			}
+		}
+		out = append(out, ag)
+	}
+	return out
+}
+
+// Reconciled implements api.Backend.
+func (a *Agent) Reconciled() bool {
+	select {
+	case <-a.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// client is the store client once the agent is a member; an error before.
+func (a *Agent) client() (*cluster.Client, error) {
+	if a.info().State == source.Joining {
+		return nil, api.ErrNotMember
+	}
+	return a.src.Client(), nil
+}
+
+// Members implements api.Backend: read from the store, page by page.
+func (a *Agent) Members(ctx context.Context) ([]api.Member, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, errors.New("not a member of the cluster yet")
+	}
+	ms, err := c.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Member, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, api.Member{ID: m.ID, Protocol: string(m.Protocol), Connectors: m.Connectors, Tasks: m.Tasks, Addr: m.Addr, Started: m.Started})
+	}
+	return out, nil
+}
+
+// Assignment implements api.Backend: the whole published assignment, read
+// from the store page by page at one revision.
+func (a *Agent) Assignment(ctx context.Context) (api.Assignment, error) {
+	c, err := a.client()
+	if err != nil {
+		return api.Assignment{}, err
+	}
+	p, err := c.Assignment(ctx)
+	if err != nil {
+		return api.Assignment{}, err
+	}
+	out := api.Assignment{Generation: p.Generation, Leader: p.Leader, Members: p.Assignment.Members,
+		Unassigned: p.Assignment.Unassigned, Conflicts: []api.Conflict{}}
+	for _, c := range p.Assignment.Conflicts {
+		out.Conflicts = append(out.Conflicts, api.Conflict{Job: c.Job, Members: c.Members, Winner: c.Winner})
+	}
+	return out, nil
+}
+
+// Workload implements api.Backend: every stored definition, read page by
+// page (an agent holds only the definitions of its own jobs); definitions
+// that do not parse here are left out (workload.Parse), as the agents that
+// would run them leave them.
+func (a *Agent) Workload(ctx context.Context) (*config.Workload, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	conns, err := c.Connectors(ctx)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := c.Groups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wl, _ := workload.Parse(conns, groups, a.host)
+	return wl, nil
+}
+
+// definitions reads by key the stored definitions of the named connectors
+// and of the sharing groups they name (data proportional to the names).
+// Names not stored, or not one key segment, are left out.
+func (a *Agent) definitions(ctx context.Context, connectors []string) (*config.Workload, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, n := range connectors {
+		if n != "" && !strings.ContainsAny(n, "/\x00") {
+			names = append(names, n)
+		}
+	}
+	conns, groups, err := c.Definitions(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	wl, _ := workload.Parse(conns, groups, a.host)
+	return wl, nil
+}
+
+// Target implements api.Backend: the target as the agent's source last
+// read it from the store (what the agent is carrying out, or about to).
+func (a *Agent) Target(connector string) config.TargetState {
+	var d source.Desired
+	select {
+	case <-a.started:
+		d = a.src.Desired()
+	default:
+	}
+	t, ok := d.Targets[connector]
+	if !ok || t.State == "" {
+		return config.TargetRunning
+	}
+	return t.State
+}
+
+// SetTarget implements api.Backend: the target is stored in the cluster,
+// and every agent, this one included, holds it when it reads it back.
+func (a *Agent) SetTarget(ctx context.Context, connector string, state config.TargetState, by string) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	return storeErr(c.SetTarget(ctx, connector, cluster.Target{State: state, By: by, At: a.clock.Now().UTC()}))
+}
+
+// RequestRestarts implements api.Backend.
+func (a *Agent) RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	return storeErr(c.RequestRestarts(ctx, connector, jobs, onlyFailed, by, a.clock.Now()))
+}
+
+// storeErr turns cluster.ErrNotFound into api.ErrNotFound.
+func storeErr(err error) error {
+	if errors.Is(err, cluster.ErrNotFound) {
+		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+	}
+	return err
+}
+
+// PeerClient implements api.Backend: a client for another agent's API at
+// addr with the [agent.client] credentials in force.
+func (a *Agent) PeerClient(addr string) (*api.Client, error) {
+	return api.NewClientFor(addr, a.Config().Agent.Client, false)
+}
+
+// Snapshot implements metrics.Lister.
+func (a *Agent) Snapshot() metrics.Snapshot {
+	v := a.view()
+	a.mu.Lock()
+	s := metrics.Snapshot{Jobs: make([]metrics.Job, 0, len(v.Jobs)), Assigned: v.Assigned,
+		Generation: v.Desired.Generation, Unassigned: v.Desired.Unassigned,
+		ReloadSuccessful: a.conf.lastOK, ReloadSuccessTime: a.conf.lastSuccess}
+	a.mu.Unlock()
+	for _, g := range v.Groups {
+		s.Groups = append(s.Groups, metrics.Group{Name: g.Name, Jobs: len(g.Jobs), Cgroup: g.Group})
+	}
+	for _, j := range v.Jobs {
+		s.Jobs = append(s.Jobs, metrics.Job{ID: j.Spec.ID, Connector: j.Spec.Connector, Kind: string(j.Spec.Kind),
+			Group: j.Spec.Group, State: j.Status.State, Restarts: j.Status.Restarts, Cgroup: j.Group, UpdateBlocked: j.UpdateBlocked != ""})
+	}
+	return s
+}
+
+// MemberUp implements metrics.ClusterState.
+func (a *Agent) MemberUp() bool { return a.info().State == source.Member }
+
+// Conflicts implements metrics.ClusterState.
+func (a *Agent) Conflicts() int { return a.info().Conflicts }
+
+// Fencings implements metrics.ClusterState.
+func (a *Agent) Fencings() uint64 { return a.info().Fencings }
+
+// Lease implements metrics.ClusterState.
+func (a *Agent) Lease() (lastRenewal, deadline time.Time) {
+	i := a.info()
+	return i.LastRenewal, i.Deadline
+}
+
+// pressureOf is the group's pressure stall information for the API; nil
+// when the kernel keeps none for it (cgroup.ErrNoPressure, which the
+// pressure collector logs once) or it cannot be read now.
+func pressureOf(g *cgroup.Group) *api.Pressure {
+	p, err := g.Pressure()
+	if err != nil {
+		return nil
+	}
+	stall := func(st cgroup.StallTime) api.Stall {
+		s := api.Stall{SomeSeconds: st.SomeSeconds}
+		if st.HasFull {
+			full := st.FullSeconds
+			s.FullSeconds = &full
+		}
+		return s
+	}
+	return &api.Pressure{CPU: stall(p.CPU), Memory: stall(p.Memory), IO: stall(p.IO)}
+}

@@ -1,0 +1,337 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/metrics"
+	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/plan"
+	"github.com/berthd/berth/worker"
+	"github.com/jonboulle/clockwork"
+)
+
+// Agent is one berth agent as a process runs it: its supervisor and
+// everything around it. Create it with New and run it with Run; every
+// other method may be called from any goroutine.
+type Agent struct {
+	log   *slog.Logger
+	path  string // configuration file, re-read by Reload
+	host  *config.Host
+	clock clockwork.Clock
+	build [2]string // version, commit
+
+	// Set by Run before the supervisor starts, then read only.
+	hier     *cgroup.Hierarchy
+	src      *source.Cluster
+	sup      *supervisor.Agent
+	registry *metrics.Registry
+	embedded *cluster.Embedded // nil with [cluster] endpoints
+	started  chan struct{}     // closed once sup is set
+	ready    chan struct{}     // closed once sup is ready
+
+	mu         sync.Mutex // guards what follows
+	handler    http.Handler
+	conf       confState
+	cfg        *config.Config
+	declWarned bool
+	reloadMu   sync.Mutex // one reload at a time
+}
+
+// Options configure an Agent beyond its configuration file.
+type Options struct {
+	// Logger receives the agent's structured log; nil: slog.Default().
+	Logger *slog.Logger
+	// Host holds the facts definitions are checked against; nil:
+	// worker.LocalHost().
+	Host *config.Host
+	// Version and Commit are the agent's build, as GET / reports them.
+	Version, Commit string
+}
+
+// New returns an agent for cfg, whose file is path (re-read on Reload). It
+// does not touch cgroups, processes or the store.
+func New(cfg *config.Config, path string, opts Options) *Agent {
+	a := &Agent{log: opts.Logger, path: path, host: opts.Host, clock: clockwork.NewRealClock(), cfg: cfg,
+		build: [2]string{opts.Version, opts.Commit}, started: make(chan struct{}), ready: make(chan struct{})}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.host == nil {
+		a.host = worker.LocalHost()
+	}
+	a.conf.started(cfg, a.clock.Now())
+	return a
+}
+
+// Config returns the configuration in force.
+func (a *Agent) Config() *config.Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg
+}
+
+// Run locks the agent's data_dir and cgroup root, listens, opens the cgroup
+// hierarchy and kills whatever an earlier run left in <cgroup_root>/jobs
+// and <cgroup_root>/groups, serves HTTP, joins the cluster (starting an
+// embedded etcd when [cluster] names no endpoints) and runs the supervisor
+// until ctx is cancelled. It then stops every worker, leaves the cluster,
+// removes every cgroup it made and returns nil. It returns an error when
+// another agent holds its data_dir or cgroup root, the hierarchy cannot be
+// opened, leftovers cannot be removed, or the listen address cannot be
+// bound; in each case nothing is left running.
+func (a *Agent) Run(ctx context.Context) (err error) {
+	cfg := a.Config()
+	// Nothing is touched before this agent knows it is the only one on this
+	// data_dir and cgroup root, and holds its listen address.
+	release, err := lockAgent(cfg.Agent.DataDir, cfg.Agent.CgroupRoot)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ln, err := net.Listen("tcp", cfg.Agent.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (agent.listen): %w", cfg.Agent.Listen, err)
+	}
+	defer ln.Close()
+	// TLS and authentication of the listener: a web configuration that
+	// does not load is refused before anything is touched.
+	webTLS, err := api.CheckWebConfig(cfg.Agent.WebConfigFile)
+	if err != nil {
+		return fmt.Errorf("agent.web_config_file: %w", err)
+	}
+
+	// The agent reaps every process of every job (a child subreaper):
+	// refuse to start if it cannot be one.
+	if err := worker.Prepare(); err != nil {
+		return fmt.Errorf("start the worker reaper: %w", err)
+	}
+	hier, err := cgroup.Open(cfg.Agent.CgroupRoot)
+	if err != nil {
+		return fmt.Errorf("open cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
+	}
+	a.hier = hier
+	hier.SetLogger(a.log)
+	a.log.Info("cgroup hierarchy", "mode", hier.Mode().String(), "root", cfg.Agent.CgroupRoot)
+	warnJournal(a.log, cfg.Agent.LogSink)
+	warnUnsupervised(a.log, cfg)
+	if err := hier.Prepare(); err != nil {
+		return fmt.Errorf("prepare cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
+	}
+	// A job that nobody claims must not run: kill what an earlier run of the
+	// agent left behind before anything else (failure case C1).
+	for _, sub := range cgroup.Subtrees() {
+		if err := hier.Cleanup(ctx, sub); err != nil {
+			return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, sub, err)
+		}
+	}
+	// From here on, leave no cgroup of ours behind: the root too, unless it
+	// is the cgroup systemd delegated to the agent (which systemd owns).
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if rerr := hier.Remove(rctx); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+
+	a.registry, err = metrics.NewRegistry(a.log, a, a)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
+	// until the agent is a member and has reconciled.
+	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
+		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name})
+	a.mu.Lock()
+	a.handler = h
+	a.mu.Unlock()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		serveErr <- api.Serve(ln, srv, cfg.Agent.WebConfigFile, a.log)
+	}()
+	// Other members reach this agent at the address of its member record:
+	// with its scheme when it serves TLS.
+	addr := ln.Addr().String()
+	if webTLS {
+		addr = "https://" + addr
+	}
+	a.log.Info("serving", "listen", ln.Addr().String(), "tls", webTLS, "web_config_file", cfg.Agent.WebConfigFile)
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+		<-served
+	}()
+
+	if err := a.join(ctx, cfg, addr); err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop while joining: a clean stop
+		}
+		return err
+	}
+	defer a.leave()
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	a.sup = supervisor.New(supervisor.Options{Config: cfg, Hierarchy: hier, Source: a.src, Logger: a.log, Host: a.host})
+	close(a.started)
+	supDone := make(chan error, 1)
+	go func() { supDone <- a.sup.Run(runCtx) }()
+	ready := a.sup.Ready()
+	for {
+		select {
+		case <-ready:
+			ready = nil
+			close(a.ready)
+			a.warnFile(runCtx, cfg, false)
+		case serr := <-serveErr:
+			err = fmt.Errorf("http server: %w", serr)
+			stop()
+			a.src.Stopping() // a lease lost from here on fences, and does not rejoin
+			return errors.Join(err, <-supDone)
+		case <-ctx.Done():
+			a.src.Stopping()
+			return <-supDone
+		}
+	}
+}
+
+// join starts the store the cluster lives in when [cluster] names no
+// endpoints (an embedded etcd under data_dir), connects to it, stores the
+// agent file's workload (create or update, never delete) and joins as a
+// member whose API is at addr.
+func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string) error {
+	a.src = source.NewCluster(cfg, a.host, source.Options{Log: a.log, OnRenew: a.registry.Cluster.ObserveRenew})
+	endpoints := cfg.Cluster.Endpoints
+	if len(endpoints) == 0 {
+		dir := cfg.Agent.DataDir
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("embedded etcd: create data_dir %s: %w", dir, err)
+		}
+		e, err := cluster.StartEmbeddedWithFatal(dir, func(err error) {
+			a.log.Error("the embedded etcd cannot go on; the agent exits", "data_dir", dir, "error", err)
+			a.storeFailed(err)
+		})
+		if err != nil {
+			return fmt.Errorf("start embedded etcd in %s: %w", dir, err)
+		}
+		a.embedded = e
+		endpoints = e.Endpoints()
+		a.log.Info("embedded etcd started", "endpoints", endpoints, "data_dir", dir)
+	}
+	if err := a.src.Connect(ctx, endpoints); err != nil {
+		a.leave()
+		return err
+	}
+	if err := a.applyFile(ctx, cfg); err != nil {
+		// The store keeps what it has (another host may have applied a
+		// conflicting definition); the agent runs what the cluster says.
+		a.log.Error("the file's connectors were not applied to the cluster", "error", err)
+	}
+	if err := a.src.Join(ctx, addr); err != nil {
+		a.leave()
+		return err
+	}
+	return nil
+}
+
+// leave closes the source (its claims go with its lease) and stops the
+// embedded etcd.
+func (a *Agent) leave() {
+	a.src.Close()
+	if a.embedded != nil {
+		a.embedded.Close()
+	}
+}
+
+// storeFailed is called, on one of the embedded etcd's goroutines, when
+// that store cannot go on and the process is about to exit (status 1).
+// The claims of this agent's jobs live in that store: none of the jobs may
+// run on unseen, so every worker is killed at once (fencing) and every
+// cgroup of the agent removed before the exit. Under systemd the unit's
+// Restart= starts the agent again, which then reports why the store does
+// not start.
+func (a *Agent) storeFailed(err error) {
+	a.log.Error("the embedded etcd failed: killing every job before the agent exits", "error", err)
+	select {
+	case <-a.started:
+		if ferr := a.sup.Fence(); ferr != nil {
+			a.log.Error("kill jobs before exit: processes survived the kill", "error", ferr)
+		}
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if cerr := a.hier.Cleanup(ctx, cgroup.JobsDir); cerr != nil {
+		a.log.Error("remove job cgroups before exit", "error", cerr)
+		return
+	}
+	if rerr := a.hier.Remove(ctx); rerr != nil {
+		a.log.Error("remove the cgroup root before exit", "error", rerr)
+	}
+}
+
+// Ready is closed once the first reconcile has finished: every assigned job
+// has been started (or has failed with a reason).
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Healthy reports whether the supervisor's loop is waiting for work, or
+// has been working on one pass for less than its bound (before it starts:
+// true). The service manager's watchdog is fed only while it holds.
+func (a *Agent) Healthy() bool {
+	select {
+	case <-a.started:
+		return a.sup.Healthy()
+	default:
+		return true
+	}
+}
+
+// Handler returns the agent's HTTP API with /metrics, as Run serves it on
+// the listen address; nil before Run has opened the hierarchy.
+func (a *Agent) Handler() http.Handler {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.handler
+}
+
+// Summary is a one-line state of the agent for the service manager's
+// STATUS= (systemctl status): jobs by state and the assignment generation.
+func (a *Agent) Summary() string {
+	v := a.view()
+	var running, failed, waiting, other int
+	for _, j := range v.Jobs {
+		switch {
+		case j.Phase == plan.Waiting:
+			waiting++
+		case j.Phase == plan.Failed || j.Status.State == worker.Failed:
+			failed++
+		case j.Status.State == worker.Running:
+			running++
+		default:
+			other++
+		}
+	}
+	jobs := "jobs"
+	if running == 1 {
+		jobs = "job"
+	}
+	return fmt.Sprintf("%s; %d %s running, %d failed, %d waiting for a claim, %d other; assignment generation %d",
+		a.info().State, running, jobs, failed, waiting, other, v.Desired.Generation)
+}

@@ -1,0 +1,156 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berthd/berth/config"
+	"github.com/coreos/go-systemd/v22/journal"
+)
+
+// warnFile logs the warnings of the file in force and returns them: its
+// values that validate but may not mean what was meant, and its [static]
+// entries that name no job of the file or of the cluster's store (with
+// force, now; else once the source knows the store's workload).
+func (a *Agent) warnFile(ctx context.Context, cfg *config.Config, force bool) []*config.Problem {
+	var out []*config.Problem
+	for _, w := range cfg.Warnings {
+		if !strings.HasPrefix(w.Key, "static.") {
+			out = append(out, w)
+			a.log.Warn("configuration", "warning", w.Error())
+		}
+	}
+	return append(out, a.warnDeclarations(ctx, force)...)
+}
+
+// warnDeclarations logs the [static] entries of the file in force that
+// name no job of the file or of the cluster's store and returns them.
+// Unless force, it does so once, as soon as the source knows a workload.
+// The source's desired workload holds only this member's own share, so the
+// stored definitions of the declared connectors are read by name
+// (by key: data proportional to the declarations); when the
+// store does not answer within declTimeout, the desired workload is used.
+func (a *Agent) warnDeclarations(ctx context.Context, force bool) []*config.Problem {
+	wl := a.sup.View().Desired.Workload
+	a.mu.Lock()
+	cfg := a.cfg
+	if (!force && a.declWarned) || (wl == nil && !force) {
+		a.mu.Unlock()
+		return nil
+	}
+	a.declWarned = a.declWarned || wl != nil
+	a.mu.Unlock()
+	all := config.Workload{Groups: cfg.Groups, Connectors: cfg.Connectors}
+	where := "this file"
+	if wl != nil {
+		// The file's own definitions are the ones in force after this
+		// reload: the store may still hold their previous version (a task
+		// count just lowered), which must not satisfy a declaration.
+		inFile := map[string]bool{}
+		for _, c := range cfg.Connectors {
+			inFile[c.Name] = true
+		}
+		all.Connectors = append([]config.Connector(nil), all.Connectors...)
+		stored := wl.Connectors
+		dctx, cancel := context.WithTimeout(ctx, declTimeout)
+		if d, err := a.definitions(dctx, declaredConnectors(cfg.Static)); err == nil && d != nil {
+			stored = append(append([]config.Connector(nil), stored...), d.Connectors...)
+		}
+		cancel()
+		for _, c := range stored {
+			if !inFile[c.Name] {
+				inFile[c.Name] = true
+				all.Connectors = append(all.Connectors, c)
+			}
+		}
+		where = "this file or the cluster's store"
+	}
+	ws := cfg.CheckDeclarations(&all, where)
+	for _, w := range ws {
+		a.log.Warn("a [static] declaration names no job; it is ignored until one is defined", "warning", w.Error())
+	}
+	return ws
+}
+
+// declTimeout bounds the store read of warnDeclarations.
+const declTimeout = 3 * time.Second
+
+// declaredConnectors is the connector names a [static] table may refer to:
+// its connectors, and the connector part of each task ID
+// ("<connector>-<n>", config.TaskID), without duplicates.
+func declaredConnectors(st config.Static) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(n string) {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, c := range st.Connectors {
+		add(c)
+	}
+	for _, t := range st.Tasks {
+		if i := strings.LastIndexByte(t, '-'); i > 0 {
+			if _, err := strconv.Atoi(t[i+1:]); err == nil {
+				add(t[:i])
+			}
+		}
+	}
+	return out
+}
+
+// warnRestartOnly logs the [agent] settings a reload cannot change: they
+// take effect when the agent restarts. log_max_size and log_max_files are
+// among them: a job's log writer is made once per job and agent run (it
+// outlives the job's stops and starts). Not logged, because a reload does
+// apply them: stop_timeout (the next stop), log_sink (each job's next
+// start) and [agent.client] (every request to a peer reads the settings in
+// force).
+func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
+	for _, c := range []struct {
+		key      string
+		old, new string
+	}{
+		{"agent.id", old.ID, new.ID},
+		{"agent.listen", old.Listen, new.Listen},
+		{"agent.cgroup_root", old.CgroupRoot, new.CgroupRoot},
+		{"agent.data_dir", old.DataDir, new.DataDir},
+		{"agent.log_dir", old.LogDir, new.LogDir},
+		{"agent.log_max_size", strconv.FormatInt(old.LogMaxSize, 10), strconv.FormatInt(new.LogMaxSize, 10)},
+		{"agent.log_max_files", strconv.Itoa(old.LogMaxFiles), strconv.Itoa(new.LogMaxFiles)},
+		{"agent.web_config_file", old.WebConfigFile, new.WebConfigFile},
+	} {
+		if c.old != c.new {
+			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)
+		}
+	}
+}
+
+// warnUnsupervised warns when a member of a shared etcd (endpoints set) was
+// not started by systemd: if this agent is SIGKILLed, the processes its jobs
+// forked keep running in their cgroups while the jobs' claims expire with
+// its lease, and another member may start the same jobs. Under the packaged
+// unit, KillMode=control-group (systemd.kill(5)) kills them with the agent.
+// INVOCATION_ID is set by systemd in the environment of every unit it
+// starts (systemd.exec(5), "Environment Variables in Spawned Processes").
+func warnUnsupervised(log *slog.Logger, cfg *config.Config) {
+	if len(cfg.Cluster.Endpoints) == 0 || os.Getenv("INVOCATION_ID") != "" {
+		return
+	}
+	log.Warn("not started by systemd: if this agent is killed with SIGKILL, processes its jobs forked keep running while their claims expire and another member may start the same jobs; run it under the packaged unit (KillMode=control-group) or a supervisor that kills its whole cgroup when it dies")
+}
+
+// warnJournal warns when log_sink = "journal" but this host has no journal
+// to write to (no /run/systemd/journal/socket, sd_journal_send(3)): jobs'
+// output then goes only to their files, and without this line nothing would
+// say so.
+func warnJournal(log *slog.Logger, sink string) {
+	if sink == "journal" && !journal.Enabled() {
+		log.Warn("log_sink = \"journal\" but this host has no journal (no /run/systemd/journal/socket): job output goes to the log files only", "key", "agent.log_sink")
+	}
+}

@@ -1,0 +1,98 @@
+package supervisor
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/limits"
+)
+
+// reconcileGroups makes or updates in place the parent cgroup of every
+// sharing group that has a job in want, with the group's limits.
+func (e *executor) reconcileGroups(wl *config.Workload, want map[string]config.Job) {
+	used := map[string]bool{}
+	for _, j := range want {
+		if j.Group != "" {
+			used[j.Group] = true
+		}
+	}
+	if wl == nil {
+		return
+	}
+	for _, g := range wl.Groups {
+		if !used[g.Name] {
+			continue
+		}
+		res, notes, err := g.Limits.Resources(nil)
+		for _, n := range notes {
+			e.log.Info("group limits", "group", g.Name, "note", n)
+		}
+		if err != nil {
+			e.log.Error("group limits", "group", g.Name, "error", err)
+			continue
+		}
+		e.tbl.mu.RLock()
+		cur := e.tbl.groups[g.Name]
+		e.tbl.mu.RUnlock()
+		if cur == nil {
+			cg, err := e.hier.New(cgroup.GroupRel(g.Name), res)
+			if err != nil {
+				e.log.Error("create group cgroup", "group", g.Name, "error", err)
+				continue
+			}
+			e.tbl.mu.Lock()
+			e.tbl.groups[g.Name] = &groupNode{name: g.Name, res: res, limits: g.Limits, group: cg}
+			e.tbl.mu.Unlock()
+			continue
+		}
+		if limits.Removed(cur.limits, g.Limits) {
+			e.log.Warn("a limit was removed from a sharing group: it stays in force until the group's jobs are all stopped and its cgroup is made anew", "group", g.Name)
+		}
+		e.tbl.mu.Lock()
+		old := cur.limits
+		cur.limits = g.Limits
+		e.tbl.mu.Unlock()
+		if reflect.DeepEqual(cur.res, res) {
+			continue
+		}
+		if err := cur.group.Update(res); err != nil {
+			e.log.Error("update group cgroup", "group", g.Name, "error", err)
+			continue
+		}
+		cur.res = res
+		e.log.Info("group limits updated in place", "group", g.Name,
+			"changes", changeList(config.DiffJobs(config.Job{Process: config.Process{Limits: old}}, config.Job{Process: config.Process{Limits: g.Limits}})))
+	}
+}
+
+// removeUnusedGroups removes the cgroup of every sharing group with no job
+// in want.
+func (e *executor) removeUnusedGroups(want map[string]config.Job) {
+	used := map[string]bool{}
+	for _, j := range want {
+		used[j.Group] = true
+	}
+	e.tbl.mu.RLock()
+	var drop []*groupNode
+	for name, g := range e.tbl.groups {
+		if !used[name] {
+			drop = append(drop, g)
+		}
+	}
+	e.tbl.mu.RUnlock()
+	for _, g := range drop {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := g.group.Delete(ctx)
+		cancel()
+		if err != nil {
+			e.log.Error("remove group cgroup", "group", g.name, "error", err)
+			continue
+		}
+		e.tbl.mu.Lock()
+		delete(e.tbl.groups, g.name)
+		e.tbl.mu.Unlock()
+	}
+}

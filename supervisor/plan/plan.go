@@ -1,0 +1,379 @@
+package plan
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/worker"
+)
+
+// Phase is where one assigned job stands on this agent, apart from its
+// worker's own state (worker.State says whether a running job's process is
+// starting, running, backing off or exited).
+type Phase uint8
+
+// The phases of a job. A job enters the agent's table in one of them when
+// a pass plans it (Plan) and leaves it when it is stopped and forgotten;
+// moves between them follow transitions.
+const (
+	// Waiting: another member holds the job's claim, or the claim could
+	// not be taken (the store failed); retried with backoff.
+	Waiting Phase = iota + 1
+	// Failed: the job could not be started (its cgroup, its limits or its
+	// env_file); permanent failures wait for a reload or a new definition,
+	// the others are retried with backoff.
+	Failed
+	// Running: the job holds its claim and has a worker in its cgroup.
+	Running
+	// Held: the job's connector is paused or stopped (its target state):
+	// no worker, no cgroup, no claim.
+	Held
+	// Restarting: the job is being stopped to carry out a restart request;
+	// a new start replaces it.
+	Restarting
+)
+
+var phaseNames = [...]string{Waiting: "waiting", Failed: "failed", Running: "running", Held: "held", Restarting: "restarting"}
+
+// String is the phase's name, as logs say it.
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) && phaseNames[p] != "" {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("phase(%d)", p)
+}
+
+// Package plan decides what one pass of the agent's loop does; it does
+// nothing itself. Decide turns what must run (the
+// assignment, the definitions, the operators' target states and restart
+// requests) and what runs (each job's phase and worker state) into a Plan:
+// which jobs to stop, hold, start, update in place or keep on their
+// previous definition. The supervisor's executor carries the plan out.
+// Decide reads no clock, no kernel and no store, so every decision is a
+// table test (plan_test.go).
+
+// Current is one job in the agent's table as Decide sees it.
+type Current struct {
+	// Spec is the definition the job runs (or failed to start with).
+	Spec config.Job
+	// Phase is where the job stands; Target is a Held job's target state.
+	Phase  Phase
+	Target config.TargetState
+	// Worker is the job's worker status (State 0 when it has none).
+	Worker worker.Status
+	// Permanent says a Failed job's error cannot heal by waiting.
+	Permanent bool
+	// RetryDue says the backoff of a Failed or Waiting job has passed.
+	RetryDue bool
+}
+
+// live reports whether the job has a worker whose process runs or starts.
+func (c Current) live() bool {
+	return c.Phase == Running && (c.Worker.State == worker.Running || c.Worker.State == worker.Starting)
+}
+
+// connectState is the job's state in Kafka Connect's words (RUNNING,
+// FAILED, ...), as restart requests with only_failed (KIP-745) test it.
+func (c Current) connectState() string {
+	switch c.Phase {
+	case Held:
+		if c.Target == config.TargetPaused {
+			return "PAUSED"
+		}
+		return "STOPPED"
+	case Waiting:
+		return "UNASSIGNED"
+	case Failed:
+		return "FAILED"
+	case Restarting:
+		return "RESTARTING"
+	}
+	switch c.Worker.State {
+	case worker.Running:
+		return "RUNNING"
+	case worker.Failed:
+		return "FAILED"
+	case worker.Exited:
+		if c.Worker.LastExit != nil && c.Worker.LastExit.Code != 0 {
+			return "FAILED"
+		}
+		return "STOPPED"
+	case worker.Stopping, worker.Stopped:
+		return "STOPPED"
+	}
+	return "RESTARTING"
+}
+
+// Input is everything one pass decides from.
+type Input struct {
+	// Want maps each job assigned here that has a definition to it (its
+	// env_file's values already merged into its environment).
+	Want map[string]config.Job
+	// Targets maps a connector to the target state operators set; absent
+	// means running.
+	Targets map[string]cluster.Target
+	// Restarts maps a job to its pending restart request.
+	Restarts map[string]cluster.RestartRequest
+	// Handled maps a job to the revision of the restart request this agent
+	// has carried out already (its removal from the store may have failed).
+	Handled map[string]int64
+	// Current is the agent's table of jobs.
+	Current map[string]Current
+	// EnvErrs says, by job, why a job's env_file cannot be read.
+	EnvErrs map[string]error
+	// RetryFailed (a reload) tries every failed job again, permanent
+	// failures included: the operator may have fixed what was missing.
+	RetryFailed bool
+	// CanStart checks a new definition against this host (user, program,
+	// working directory) before a running job is stopped for it; nil
+	// accepts every definition.
+	CanStart func(config.Job) error
+}
+
+// StopReason says why Decide stops a job.
+type StopReason uint8
+
+// Why a job is stopped.
+const (
+	// StopRemoved: the job is no longer assigned here (or no longer defined).
+	StopRemoved StopReason = iota + 1
+	// StopChanged: its new definition needs a new process (needsRestart).
+	StopChanged
+	// StopHeld: its connector was paused or stopped.
+	StopHeld
+	// StopRequested: a restart request is carried out (stop, then start).
+	StopRequested
+	// StopRetry: a reload retries a job whose worker failed to start.
+	StopRetry
+)
+
+// Stop is one job to stop: every process gone, its cgroup removed, its
+// claim released.
+type Stop struct {
+	ID     string
+	Reason StopReason
+	// New is the definition that replaces the job (StopChanged).
+	New config.Job
+}
+
+// Block is a running job whose new definition cannot start on this host:
+// it keeps running its previous definition, with Err as the reason.
+type Block struct {
+	ID  string
+	New config.Job
+	Err error
+}
+
+// Hold is a wanted job held by its connector's target state.
+type Hold struct {
+	Job    config.Job
+	Target cluster.Target
+}
+
+// EnvFailure is a job whose env_file cannot be read: it is not started.
+type EnvFailure struct {
+	Job config.Job
+	Err error
+}
+
+// Note is a decision about a restart request worth one log line.
+type Note struct {
+	Request cluster.RestartRequest
+	Msg     string
+}
+
+// Plan is what one pass does, in this order: stops (all at once), sharing
+// groups' cgroups, holds, env failures, starts (claims first), in-place
+// updates, then the restart requests' removal from the store.
+type Plan struct {
+	Stop      []Stop
+	Block     []Block
+	Hold      []Hold
+	EnvFailed []EnvFailure
+	Start     []config.Job
+	Update    []config.Job
+	// Restart are the requests carried out in this pass (their jobs are in
+	// Stop and Start); Done the requests handled without a restart (held,
+	// not FAILED with only_failed, starting anyway, carried out before).
+	Restart map[string]cluster.RestartRequest
+	Done    []cluster.RestartRequest
+	Notes   []Note
+	// Handled is Input.Handled without the requests that are gone from
+	// the store or were replaced by a newer one.
+	Handled map[string]int64
+	// Before is each wanted job's target state before the pass ("" for a
+	// job new here), to log what the pass changed.
+	Before map[string]config.TargetState
+	// Held maps each held wanted job to its target.
+	Held map[string]cluster.Target
+}
+
+// TargetOf is connector's target in targets; running when none is set.
+func TargetOf(targets map[string]cluster.Target, connector string) cluster.Target {
+	t, ok := targets[connector]
+	if !ok || t.State == "" {
+		t.State = config.TargetRunning
+	}
+	return t
+}
+
+// Decide plans one pass. Rules (docs/design.md, "A job's life"):
+//   - a job no longer wanted is stopped; a held job's placeholder too;
+//   - a definition that needs a new process (needsRestart) stops the job
+//     and starts it anew, unless the job runs and the new definition
+//     cannot start here (CanStart): then the old one keeps running
+//     (Block); a change of limits, restart policy or stop timeout alone is
+//     an in-place update;
+//   - a paused or stopped connector's jobs are stopped and held; resumed,
+//     they start;
+//   - a restart request is carried out once (stop, then start) unless the
+//     job is held, starts anyway, or is not FAILED with only_failed;
+//   - a Failed or Waiting job starts again when its backoff is due (not a
+//     permanent failure), its definition changed, or on reload.
+func Decide(in Input) Plan {
+	p := Plan{Restart: map[string]cluster.RestartRequest{}, Handled: map[string]int64{},
+		Before: map[string]config.TargetState{}, Held: map[string]cluster.Target{}}
+	for id, rev := range in.Handled {
+		if r, ok := in.Restarts[id]; ok && r.Rev == rev {
+			p.Handled[id] = rev
+		}
+	}
+	for id, j := range in.Want {
+		if t := TargetOf(in.Targets, j.Connector); t.State != config.TargetRunning {
+			p.Held[id] = t
+		}
+		switch cur, ok := in.Current[id]; {
+		case !ok:
+			p.Before[id] = ""
+		case cur.Phase == Held:
+			p.Before[id] = cur.Target
+		default:
+			p.Before[id] = config.TargetRunning
+		}
+	}
+	decideRestarts(in, &p)
+
+	// Stops, in ID order.
+	blocked := map[string]bool{}
+	stopped := map[string]bool{}
+	for _, id := range slices.Sorted(maps.Keys(in.Current)) {
+		cur := in.Current[id]
+		nj, ok := in.Want[id]
+		_, hold := p.Held[id]
+		restart := ok && needsRestart(cur.Spec, nj)
+		if restart && !hold && cur.live() && in.CanStart != nil {
+			if err := in.CanStart(nj); err != nil {
+				p.Block = append(p.Block, Block{ID: id, New: nj, Err: err})
+				blocked[id] = true
+				delete(p.Restart, id) // a requested restart waits for a definition that can start
+				continue
+			}
+		}
+		_, requested := p.Restart[id]
+		var why StopReason
+		switch {
+		case !ok:
+			why = StopRemoved
+		case hold && cur.Phase != Held:
+			why = StopHeld
+		case restart && !hold && cur.Phase != Held:
+			why = StopChanged
+		case restart:
+			why = StopRemoved // a held placeholder whose definition changed: made anew
+		case requested:
+			why = StopRequested
+		case in.RetryFailed && cur.Phase == Running && cur.Worker.State == worker.Failed:
+			why = StopRetry
+		default:
+			continue
+		}
+		p.Stop = append(p.Stop, Stop{ID: id, Reason: why, New: nj})
+		stopped[id] = true
+	}
+
+	// Holds, env failures, starts and updates, in ID order.
+	for _, id := range slices.Sorted(maps.Keys(in.Want)) {
+		if blocked[id] {
+			continue // runs its previous definition
+		}
+		nj := in.Want[id]
+		if t, held := p.Held[id]; held {
+			p.Hold = append(p.Hold, Hold{Job: nj, Target: t})
+			continue
+		}
+		cur, ok := in.Current[id]
+		if stopped[id] {
+			ok = false
+		}
+		switch {
+		case in.EnvErrs[id] != nil:
+			p.EnvFailed = append(p.EnvFailed, EnvFailure{Job: nj, Err: in.EnvErrs[id]})
+		case !ok || cur.Phase == Held:
+			p.Start = append(p.Start, nj)
+		case cur.Phase == Failed || cur.Phase == Waiting:
+			if in.RetryFailed || (!cur.Permanent && cur.RetryDue) || !reflect.DeepEqual(cur.Spec, nj) {
+				p.Start = append(p.Start, nj) // replaces cur
+			}
+		default:
+			p.Update = append(p.Update, nj)
+		}
+	}
+	return p
+}
+
+// decideRestarts sorts the restart requests for wanted jobs into those
+// carried out now (p.Restart) and those handled without a restart (p.Done,
+// with a note saying why). Requests for jobs other agents run are theirs.
+func decideRestarts(in Input, p *Plan) {
+	for _, id := range slices.Sorted(maps.Keys(in.Restarts)) {
+		r := in.Restarts[id]
+		if _, ok := in.Want[id]; !ok {
+			continue
+		}
+		if rev, ok := p.Handled[id]; ok && rev == r.Rev {
+			p.Done = append(p.Done, r)
+			continue
+		}
+		cur, ok := in.Current[id]
+		var msg string
+		switch t, held := p.Held[id]; {
+		case held:
+			msg = "restart request not carried out: the connector is " + string(t.State)
+		case !ok || cur.Phase == Held:
+			msg = "restart request: the job starts now"
+		case r.OnlyFailed && cur.connectState() != "FAILED":
+			msg = "restart request not carried out: only failed jobs were to restart, and the job is " + cur.connectState()
+		default:
+			p.Restart[id] = r
+			continue
+		}
+		p.Notes = append(p.Notes, Note{Request: r, Msg: msg})
+		p.Done = append(p.Done, r)
+	}
+}
+
+// needsRestart reports whether going from old to new needs a new process
+// (and a new cgroup): anything but the limits changed, or a limit was
+// removed. A limit that is added or changed is written in place; a removed
+// one has no value to write that means "as if never set" in every
+// controller (v1 pids.max, blkio throttles, cpuset), so the job's cgroup is
+// made anew.
+//
+// The restart policy and the stop timeout do not touch the running
+// process either: they are handed to its worker (worker.Retune) and take
+// effect at its next exit or stop, as systemd applies Restart= and
+// TimeoutStopSec= on daemon-reload. Everything else of the process
+// (command, environment, env_file, user, working directory) needs a new
+// one.
+func needsRestart(old, new config.Job) bool {
+	o, n := old.Process, new.Process
+	o.Limits, n.Limits = limits.Limits{}, limits.Limits{}
+	o.Restart, n.Restart = "", ""
+	o.StopTimeout, n.StopTimeout = 0, 0
+	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limits.Removed(old.Process.Limits, new.Process.Limits)
+}

@@ -1,0 +1,202 @@
+package plan
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/worker"
+)
+
+// job is a connector's own job running cmd with limits l.
+func job(id string, l limits.Limits, cmd ...string) config.Job {
+	if len(cmd) == 0 {
+		cmd = []string{"sleep", "1000"}
+	}
+	return config.Job{ID: id, Connector: id, Kind: config.KindConnector, Task: -1,
+		Process: config.Process{Command: cmd, Limits: l, Restart: config.RestartOnFailure}}
+}
+
+func running(j config.Job) Current {
+	return Current{Spec: j, Phase: Running, Worker: worker.Status{State: worker.Running, PID: 10}}
+}
+
+// summary is a plan as IDs, for comparing.
+type summary struct {
+	Stop, Start, Update, Hold, Block, EnvFailed []string
+	Reasons                                     []StopReason
+	Restart, Done                               []string
+}
+
+func summarize(p Plan) summary {
+	var s summary
+	for _, x := range p.Stop {
+		s.Stop, s.Reasons = append(s.Stop, x.ID), append(s.Reasons, x.Reason)
+	}
+	for _, j := range p.Start {
+		s.Start = append(s.Start, j.ID)
+	}
+	for _, j := range p.Update {
+		s.Update = append(s.Update, j.ID)
+	}
+	for _, h := range p.Hold {
+		s.Hold = append(s.Hold, h.Job.ID)
+	}
+	for _, b := range p.Block {
+		s.Block = append(s.Block, b.ID)
+	}
+	for _, f := range p.EnvFailed {
+		s.EnvFailed = append(s.EnvFailed, f.Job.ID)
+	}
+	for id := range p.Restart {
+		s.Restart = append(s.Restart, id)
+	}
+	for _, r := range p.Done {
+		s.Done = append(s.Done, r.Job)
+	}
+	return s
+}
+
+func TestDecide(t *testing.T) {
+	a := job("a", limits.Limits{Memory: 64 << 20})
+	aMoreMemory := job("a", limits.Limits{Memory: 96 << 20})
+	aNoMemory := job("a", limits.Limits{})
+	aNewCommand := job("a", limits.Limits{Memory: 64 << 20}, "sleep", "2000")
+	aNeverRestart := a
+	aNeverRestart.Process.Restart = config.RestartNever
+	b := job("b", limits.Limits{})
+	paused := map[string]cluster.Target{"a": {State: config.TargetPaused, By: "ops"}}
+	req := func(id string, rev int64, onlyFailed bool) map[string]cluster.RestartRequest {
+		return map[string]cluster.RestartRequest{id: {Connector: id, Job: id, Rev: rev, OnlyFailed: onlyFailed}}
+	}
+	want := func(js ...config.Job) map[string]config.Job {
+		m := map[string]config.Job{}
+		for _, j := range js {
+			m[j.ID] = j
+		}
+		return m
+	}
+	cur := func(cs ...Current) map[string]Current {
+		m := map[string]Current{}
+		for _, c := range cs {
+			m[c.Spec.ID] = c
+		}
+		return m
+	}
+	cannot := func(config.Job) error { return errors.New("user berth-x does not exist") }
+
+	for _, c := range []struct {
+		name string
+		in   Input
+		want summary
+	}{
+		{"a new job starts", Input{Want: want(a)}, summary{Start: []string{"a"}}},
+		{"an unchanged running job is only updated (a no-op)", Input{Want: want(a), Current: cur(running(a))},
+			summary{Update: []string{"a"}}},
+		{"a job no longer assigned stops", Input{Want: want(b), Current: cur(running(a), running(b))},
+			summary{Stop: []string{"a"}, Reasons: []StopReason{StopRemoved}, Update: []string{"b"}}},
+		{"a changed limit is written in place", Input{Want: want(aMoreMemory), Current: cur(running(a))},
+			summary{Update: []string{"a"}}},
+		{"a changed restart policy is applied in place", Input{Want: want(aNeverRestart), Current: cur(running(a))},
+			summary{Update: []string{"a"}}},
+		{"a removed limit remakes the cgroup: stop, then start", Input{Want: want(aNoMemory), Current: cur(running(a))},
+			summary{Stop: []string{"a"}, Reasons: []StopReason{StopChanged}, Start: []string{"a"}}},
+		{"a changed command restarts the job", Input{Want: want(aNewCommand), Current: cur(running(a))},
+			summary{Stop: []string{"a"}, Reasons: []StopReason{StopChanged}, Start: []string{"a"}}},
+		{"a new definition that cannot start keeps the old one running",
+			Input{Want: want(aNewCommand), Current: cur(running(a)), CanStart: cannot},
+			summary{Block: []string{"a"}}},
+		{"a job whose worker failed to start is not stopped for a new one it cannot start either",
+			Input{Want: want(aNewCommand), Current: cur(Current{Spec: a, Phase: Running, Worker: worker.Status{State: worker.Failed}}), CanStart: cannot},
+			summary{Stop: []string{"a"}, Reasons: []StopReason{StopChanged}, Start: []string{"a"}}},
+		{"a paused connector's running job is stopped and held", Input{Want: want(a), Current: cur(running(a)), Targets: paused},
+			summary{Stop: []string{"a"}, Reasons: []StopReason{StopHeld}, Hold: []string{"a"}}},
+		{"a held job stays held", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Held, Target: config.TargetPaused}), Targets: paused},
+			summary{Hold: []string{"a"}}},
+		{"a resumed job starts", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Held, Target: config.TargetPaused})},
+			summary{Start: []string{"a"}}},
+		{"a transient failure waits for its backoff", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Failed})},
+			summary{}},
+		{"a transient failure is retried when due", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Failed, RetryDue: true})},
+			summary{Start: []string{"a"}}},
+		{"a held claim is retried when due", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Waiting, RetryDue: true})},
+			summary{Start: []string{"a"}}},
+		{"a permanent failure is not retried on a timer", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Failed, Permanent: true, RetryDue: true})},
+			summary{}},
+		{"a permanent failure is retried on reload", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Failed, Permanent: true}), RetryFailed: true},
+			summary{Start: []string{"a"}}},
+		{"a permanent failure is retried with a new definition", Input{Want: want(aMoreMemory), Current: cur(Current{Spec: a, Phase: Failed, Permanent: true})},
+			summary{Start: []string{"a"}}},
+		{"a reload restarts a job whose worker failed to start",
+			Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Running, Worker: worker.Status{State: worker.Failed}}), RetryFailed: true},
+			summary{Stop: []string{"a"}, Reasons: []StopReason{StopRetry}, Start: []string{"a"}}},
+		{"an unreadable env_file fails the job", Input{Want: want(a), EnvErrs: map[string]error{"a": errors.New("no such file")}},
+			summary{EnvFailed: []string{"a"}}},
+		{"a restart request stops and starts a running job once", Input{Want: want(a), Current: cur(running(a)), Restarts: req("a", 7, false)},
+			summary{Stop: []string{"a"}, Reasons: []StopReason{StopRequested}, Start: []string{"a"}, Restart: []string{"a"}}},
+		{"a restart request carried out before is only removed", Input{Want: want(a), Current: cur(running(a)), Restarts: req("a", 7, false), Handled: map[string]int64{"a": 7}},
+			summary{Update: []string{"a"}, Done: []string{"a"}}},
+		{"only_failed leaves a running job alone", Input{Want: want(a), Current: cur(running(a)), Restarts: req("a", 7, true)},
+			summary{Update: []string{"a"}, Done: []string{"a"}}},
+		{"only_failed restarts a job that exited non-zero",
+			Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Running, Worker: worker.Status{State: worker.Exited, LastExit: &worker.Exit{Code: 3}}}), Restarts: req("a", 7, true)},
+			summary{Stop: []string{"a"}, Reasons: []StopReason{StopRequested}, Start: []string{"a"}, Restart: []string{"a"}}},
+		{"a held job's restart request is dropped", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Held, Target: config.TargetPaused}), Targets: paused, Restarts: req("a", 7, false)},
+			summary{Hold: []string{"a"}, Done: []string{"a"}}},
+		{"a restart request of a job another agent runs is not this agent's", Input{Want: want(b), Restarts: req("a", 7, false)},
+			summary{Start: []string{"b"}}},
+		{"a requested restart waits for a definition that can start",
+			Input{Want: want(aNewCommand), Current: cur(running(a)), Restarts: req("a", 7, false), CanStart: cannot},
+			summary{Block: []string{"a"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := summarize(Decide(c.in)); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("plan\n got %+v\nwant %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// Stops and starts come in job ID order, whatever the maps' order, so a
+// pass is the same on every run.
+func TestDecideOrder(t *testing.T) {
+	in := Input{Want: map[string]config.Job{}, Current: map[string]Current{}}
+	for _, id := range []string{"c", "a", "d", "b"} {
+		in.Want[id] = job(id, limits.Limits{})
+		in.Current["old-"+id] = running(job("old-"+id, limits.Limits{}))
+	}
+	for range 10 {
+		s := summarize(Decide(in))
+		if !reflect.DeepEqual(s.Start, []string{"a", "b", "c", "d"}) || !reflect.DeepEqual(s.Stop, []string{"old-a", "old-b", "old-c", "old-d"}) {
+			t.Fatalf("order: starts %v, stops %v", s.Start, s.Stop)
+		}
+	}
+}
+
+// Decide forgets the restart revisions carried out once the request is gone
+// from the store or replaced, and reports each job's target before the pass.
+func TestDecideHandledAndBefore(t *testing.T) {
+	a, b := job("a", limits.Limits{}), job("b", limits.Limits{})
+	p := Decide(Input{Want: map[string]config.Job{"a": a, "b": b},
+		Current:  map[string]Current{"a": {Spec: a, Phase: Held, Target: config.TargetStopped}},
+		Restarts: map[string]cluster.RestartRequest{"a": {Job: "a", Rev: 9}},
+		Handled:  map[string]int64{"a": 8, "gone": 3}})
+	if len(p.Handled) != 0 {
+		t.Errorf("handled %v, want none (a's request was replaced, gone's removed)", p.Handled)
+	}
+	if p.Before["a"] != config.TargetStopped || p.Before["b"] != "" {
+		t.Errorf("before %v, want a stopped and b new", p.Before)
+	}
+}
+
+// A phase moves in place only as transitions allow; names are as logs say.
+func TestPhaseNames(t *testing.T) {
+	for p, want := range map[Phase]string{Waiting: "waiting", Failed: "failed", Running: "running", Held: "held", Restarting: "restarting", 0: "phase(0)"} {
+		if p.String() != want {
+			t.Errorf("%d is %q, want %q", p, p.String(), want)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/retry"
+	"github.com/berthd/berth/supervisor/plan"
+	"github.com/berthd/berth/worker"
+)
+
+// startParallel bounds how many jobs startJobs makes cgroups for and
+// hands to their workers at once: enough to keep both the kernel (cgroup
+// directories, limit files) and the launcher threads busy while one start
+// waits on the other, few enough that a thousand starts do not become a
+// thousand goroutines.
+func startParallel() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
+
+// claimTimeout bounds each store transaction of the claims of a start.
+const claimTimeout = 5 * time.Second
+
+// claimBatch is how many claims one store transaction takes (etcd's
+// default --max-txn-ops is 128).
+const claimBatch = 127
+
+// startJobs takes the claims of js in as few store transactions as the
+// store allows (Source.ClaimMany), then starts the claimed jobs,
+// startParallel at a time (startJob). A claim held by another member
+// leaves its job Waiting; a claim that could not be taken (the store
+// failed) is retried with backoff.
+func (e *executor) startJobs(ctx context.Context, cfg *config.Config, js []config.Job) {
+	if len(js) == 0 {
+		return
+	}
+	e.fenceMu.RLock()
+	defer e.fenceMu.RUnlock()
+	ids := make([]string, len(js))
+	for i, j := range js {
+		ids[i] = j.ID
+	}
+	txns := (len(ids) + claimBatch - 1) / claimBatch
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(txns)*claimTimeout)
+	won, held, err := e.source.ClaimMany(cctx, ids)
+	cancel()
+	ours := make(map[string]bool, len(won))
+	for _, id := range won {
+		ours[id] = true
+	}
+	sem := make(chan struct{}, startParallel())
+	var wg sync.WaitGroup
+	for _, j := range js {
+		c := claim{got: ours[j.ID], holder: held[j.ID]}
+		if !c.got && c.holder == "" {
+			c.err = err
+			if c.err == nil {
+				c.err = errors.New("the store answered for neither")
+			}
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			e.startJob(ctx, cfg, j, c)
+		}()
+	}
+	wg.Wait()
+}
+
+// claim is what startJobs learned of one job's claim.
+type claim struct {
+	got    bool   // this agent holds it
+	holder string // another member holds it
+	err    error  // it could not be taken
+}
+
+// startJob makes the job's cgroup with its limits and starts its worker in
+// it, once startJobs has tried its claim (c). A claim held by another
+// member leaves the job Waiting; a failure leaves it Failed with the
+// reason: a transient one (the store, a busy kernel) is retried with
+// backoff, a permanent one (the kernel refuses a limit, a device is gone)
+// only on reload or when the definition changes. Neither stops the agent.
+// The caller holds fenceMu shared.
+func (e *executor) startJob(ctx context.Context, cfg *config.Config, j config.Job, c claim) {
+	nj := &job{spec: j}
+	switch {
+	case c.err != nil:
+		nj.phase, nj.holder, nj.err = plan.Waiting, "?", fmt.Sprintf("claim: %v", c.err)
+	case !c.got:
+		nj.phase, nj.holder = plan.Waiting, c.holder
+	default:
+		nj.claimed = true
+	}
+	if nj.claimed && e.fencing.Load() {
+		return // fencing: the claim goes with the lease
+	}
+	if !nj.claimed {
+		e.tbl.mu.Lock()
+		prev := e.tbl.jobs[j.ID]
+		e.tbl.jobs[j.ID] = nj
+		e.tbl.retries.Failed(j.ID, retry.Claim(), e.clock.Now())
+		e.tbl.mu.Unlock()
+		if prev == nil || prev.holder != nj.holder {
+			e.log.Info("job waits for its claim", "job_id", j.ID, "holder", nj.holder, "error", nj.err)
+		}
+		return
+	}
+	rel := cgroup.JobRel(j.ID, j.Group)
+	res, notes, err := j.Process.Limits.Resources(nil)
+	for _, n := range notes {
+		e.log.Info("job limits", "job_id", j.ID, "note", n)
+	}
+	if err != nil {
+		nj.permanent = true // the device of an io limit does not resolve
+	} else {
+		nj.res = res
+		nj.group, err = e.hier.New(rel, res)
+		if err != nil {
+			nj.permanent = permanent(err)
+			// Leave no half-made cgroup behind (failure case C16).
+			if g, lerr := e.hier.Load(rel); lerr == nil {
+				dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+				_ = g.Delete(dctx)
+				dcancel()
+			}
+			nj.group = nil
+		}
+	}
+	if err != nil {
+		nj.phase, nj.err = plan.Failed, fmt.Sprintf("create cgroup: %v", err)
+		e.tbl.mu.Lock()
+		e.tbl.jobs[j.ID] = nj
+		if !nj.permanent {
+			e.tbl.retries.Failed(j.ID, retry.Store(), e.clock.Now())
+		}
+		e.tbl.mu.Unlock()
+		if nj.permanent {
+			e.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", j.ID, "error", err)
+		} else {
+			e.log.Error("job failed to start; retrying with backoff", "job_id", j.ID, "error", err)
+		}
+		return
+	}
+	nj.phase = plan.Running
+	nj.w = worker.New(e.workerSpec(cfg, j, nj.group))
+	e.tbl.mu.Lock()
+	e.tbl.jobs[j.ID] = nj
+	e.tbl.retries.Forget(j.ID)
+	e.tbl.mu.Unlock()
+	nj.w.Start()
+	e.log.Info("job starting", "job_id", j.ID, "cgroup", e.cgroupPath(j))
+}
+
+// workerSpec is the worker of job j in cgroup g.
+func (e *executor) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group) worker.Spec {
+	stop := cfg.Agent.StopTimeout
+	if j.Process.StopTimeout > 0 {
+		stop = j.Process.StopTimeout
+	}
+	dir := j.Process.Dir
+	if dir == "" {
+		dir = "/" // as systemd's WorkingDirectory= defaults for a system service
+	}
+	return worker.Spec{
+		JobID:       j.ID,
+		Path:        j.Process.Command[0],
+		Args:        j.Process.Command,
+		Env:         j.Env(e.cgroupPath(j)),
+		Dir:         dir,
+		User:        j.Process.User,
+		Restart:     j.Process.Restart,
+		StopTimeout: stop,
+		Group:       g,
+		Log:         e.logs.Writer(j.ID, cfg.Agent.LogDir, cfg.Agent.LogMaxSize, cfg.Agent.LogMaxFiles, cfg.Agent.LogSink == "journal", e.log),
+		OnChange:    worker.LogTransitions(e.log, j.ID, e.fencing.Load),
+	}
+}

@@ -1,0 +1,102 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/retry"
+	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/supervisor/plan"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// updateJob applies in place what changed without needing a new process:
+// the limits (written to the job's cgroup) and the restart policy and stop
+// timeout (handed to its worker). The process keeps running.
+//
+// A limit the kernel refuses (memory below the group's usage on cgroup v1:
+// EBUSY) does not keep the others from being applied: each resource is
+// then written on its own (applyLimits), the refused ones are reported
+// (job.refused: the API's update_blocked, berth status,
+// berth_job_update_blocked, one log line per new reason) and tried again
+// at each reconcile, and with backoff meanwhile, until the kernel accepts
+// them (the job's usage fell) or a later definition changes them.
+func (e *executor) updateJob(cur *job, nj config.Job) {
+	if cur.w != nil && (cur.spec.Process.Restart != nj.Process.Restart || cur.spec.Process.StopTimeout != nj.Process.StopTimeout) {
+		cur.w.Retune(nj.Process.Restart, nj.Process.StopTimeout)
+		var o, n config.Job
+		o.Process.Restart, o.Process.StopTimeout = cur.spec.Process.Restart, cur.spec.Process.StopTimeout
+		n.Process.Restart, n.Process.StopTimeout = nj.Process.Restart, nj.Process.StopTimeout
+		e.log.Info("job restart policy and stop timeout updated in place; they apply at its next exit or stop",
+			"job_id", nj.ID, "changes", changeList(config.DiffJobs(o, n)))
+	}
+	res, notes, err := nj.Process.Limits.Resources(nil)
+	if err != nil {
+		e.log.Error("job limits", "job_id", nj.ID, "error", err)
+		return
+	}
+	applied := cur.res
+	refused := ""
+	if cur.group != nil && !reflect.DeepEqual(cur.res, res) {
+		e.tbl.mu.RLock()
+		wasRefused := cur.refused
+		e.tbl.mu.RUnlock()
+		if wasRefused == "" {
+			for _, n := range notes {
+				e.log.Info("job limits", "job_id", nj.ID, "note", n)
+			}
+		}
+		var refusals []string
+		if err := cur.group.Update(res); err != nil {
+			refusals = applyLimits(cur.group, res)
+		}
+		refused = strings.Join(refusals, "; ")
+		switch {
+		case refused != "":
+			// Some resources hold the new values, some the old: nothing
+			// to compare the next definition against, so it is written
+			// whatever it is (a definition going back to the old values
+			// must undo the accepted part).
+			applied = nil
+		case wasRefused != "":
+			applied = res
+			e.log.Info("job limits accepted by the kernel now; all are in force", "job_id", nj.ID, "changes", changeList(config.DiffJobs(cur.spec, nj)))
+		default:
+			applied = res
+			e.log.Info("job limits updated in place", "job_id", nj.ID, "changes", changeList(config.DiffJobs(cur.spec, nj)))
+		}
+		if refused != "" && refused != wasRefused {
+			e.log.Error("the kernel refused some job limits; the others are in force, the refused ones are tried again at every reconcile",
+				"job_id", nj.ID, "refused", refused, "changes", changeList(config.DiffJobs(cur.spec, nj)))
+		}
+	}
+	e.tbl.mu.Lock()
+	cur.res, cur.spec, cur.refused = applied, nj, refused
+	switch {
+	case refused != "":
+		// Try again when the job's usage may have changed, not only when
+		// the source next changes.
+		e.tbl.retries.Failed(nj.ID, retry.Store(), e.clock.Now())
+	case cur.blocked == "" && cur.phase == plan.Running:
+		e.tbl.retries.Forget(nj.ID)
+	}
+	e.tbl.mu.Unlock()
+}
+
+// applyLimits writes each resource of res to g on its own, so that one the
+// kernel refuses does not keep the others out, and returns one line per
+// refused resource: its key, the value asked and the kernel's error.
+func applyLimits(g *cgroup.Group, res *specs.LinuxResources) []string {
+	var out []string
+	for _, p := range limits.Pieces(res) {
+		if err := g.Update(p.Resources); err != nil {
+			val, _ := json.Marshal(p.Value)
+			out = append(out, fmt.Sprintf("limit %s = %s refused by the kernel: %v", p.Key, val, err))
+		}
+	}
+	return out
+}
