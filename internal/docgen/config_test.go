@@ -2,6 +2,7 @@ package docgen
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,12 +16,24 @@ import (
 // docs/config.md is what ConfigMarkdown writes now: a key added, removed
 // or changed in config/keys.go without `make docs` fails here.
 func TestConfigMarkdownFresh(t *testing.T) {
+	checkFresh(t, ConfigMarkdownPath, ConfigMarkdown)
+}
+
+// docs/metrics.md is what MetricsMarkdown writes now: a metric added,
+// removed or changed in package metrics without `make docs` fails here.
+func TestMetricsMarkdownFresh(t *testing.T) {
+	checkFresh(t, MetricsMarkdownPath, MetricsMarkdown)
+}
+
+// checkFresh fails when the file at path (relative to the repository
+// root) is not what gen writes now, naming the first line that differs.
+func checkFresh(t *testing.T, path string, gen func(io.Writer) error) {
+	t.Helper()
 	var b bytes.Buffer
-	if err := ConfigMarkdown(&b); err != nil {
+	if err := gen(&b); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("..", "..", ConfigMarkdownPath)
-	have, err := os.ReadFile(path)
+	have, err := os.ReadFile(filepath.Join("..", "..", path))
 	if err != nil {
 		t.Fatalf("%v (run make docs)", err)
 	}
@@ -38,7 +51,7 @@ func TestConfigMarkdownFresh(t *testing.T) {
 		if line < len(got) {
 			g = got[line]
 		}
-		t.Fatalf("%s is stale: run make docs\nfirst difference at line %d:\n  file:      %q\n  generated: %q", ConfigMarkdownPath, line+1, g, w)
+		t.Fatalf("%s is stale: run make docs\nfirst difference at line %d:\n  file:      %q\n  generated: %q", path, line+1, g, w)
 	}
 }
 
