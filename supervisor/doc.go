@@ -1,5 +1,7 @@
-// Package supervisor is the berth agent's loop: it turns what its Source
-// says the agent must run into workers in cgroups (reconcile: stop what is
+// Package supervisor is the berth agent's loop.
+//
+// It turns what its Source says the agent must run into workers in cgroups
+// (reconcile: stop what is
 // no longer assigned, restart what changed in a way that needs a new
 // process, update limits in place, start what is missing), fences when the
 // source loses its membership, kills what an earlier run left behind before
