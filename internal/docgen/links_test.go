@@ -181,7 +181,7 @@ func TestMarkdownLinkChecker(t *testing.T) {
 	for _, c := range []struct{ target, want string }{
 		{"docs/design.md", ""},
 		{"docs/nothing.md", "no such file"},
-		{"../shared/DESIGN.md", "outside the repository"},
+		{"../elsewhere/notes.md", "outside the repository"},
 		{"/etc/passwd", "absolute path"},
 		{"docs/design.md#how-berth-works", ""},
 		{"docs/design.md#no-such-heading", "no heading"},
