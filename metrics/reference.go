@@ -19,8 +19,9 @@ type Family struct {
 	Help string
 	// Labels are the family's label names, sorted.
 	Labels []string
-	// Values are the fixed values of a per-job family's extra label
-	// (mode: user, system), in output order; nil for other families.
+	// Values are the fixed values of the family's one label beyond job_id,
+	// connector, kind and group (mode: user, system), in output order; nil
+	// when it has none.
 	Values []string
 }
 
@@ -57,7 +58,7 @@ func reference() []struct {
 		{"pressure", "each job's pressure stall information (cpu.pressure, memory.pressure, io.pressure; Documentation/accounting/psi.rst); absent on a kernel without PSI",
 			[]any{famCPUWaiting, famCPUStalled, famMemWaiting, famMemStalled, famIOWaiting, famIOStalled}},
 		{"group", "each sharing group's parent cgroup: its jobs on this agent together, and the group's limits",
-			[]any{descGroupJobs, descGroupCPU, descGroupCPULimit, descGroupThrottled, descGroupMem, descGroupMemLimit, descGroupOOM, descGroupPids, descGroupPidsLimit, descGroupIO}},
+			[]any{descGroupJobs, valued{descGroupCPU, []string{"user", "system"}}, descGroupCPULimit, descGroupThrottled, descGroupMem, descGroupMemLimit, descGroupOOM, descGroupPids, descGroupPidsLimit, valued{descGroupIO, []string{"read", "write"}}}},
 		{"cluster", "the agent's membership: its session lease, renewals, fencings and declaration conflicts",
 			[]any{descMemberUp, descConflicts, descRenewal, descDeadline, cm.renew, cm.fencings}},
 		{"exporter", "the exporter itself: how long each collector's read took and whether it succeeded, as node_exporter reports its collectors",
@@ -95,12 +96,22 @@ func describe(f any) Family {
 		return Family{Name: f.name, Type: f.typ, Help: f.help, Labels: labels, Values: values}
 	case *prometheus.Desc:
 		return describeDesc(f, typeByName)
+	case valued:
+		fam := describeDesc(f.desc, typeByName)
+		fam.Values = f.values
+		return fam
 	case prometheus.Histogram:
 		return describeCollector(f, "histogram")
 	case prometheus.Counter:
 		return describeCollector(f, "counter")
 	}
 	panic(fmt.Sprintf("metrics: cannot describe %T", f))
+}
+
+// valued is a descriptor whose label beyond group takes fixed values.
+type valued struct {
+	desc   *prometheus.Desc
+	values []string
 }
 
 // typeByName is the type a plain descriptor's family has by Prometheus'

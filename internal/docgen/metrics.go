@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/berthd/berth/metrics"
@@ -17,9 +18,9 @@ const MetricsMarkdownPath = "docs/metrics.md"
 const metricsIntro = `berth serves its metrics at ` + "`GET /metrics`" + ` on ` + "`agent.listen`" + `, read when
 Prometheus scrapes. The answer is the Prometheus text format (version
 0.0.4), gzip-compressed when the scraper accepts it; scrapes run one at a
-time. Each collector below reads one source of numbers; a collector that
-fails is reported by ` + "`berth_scrape_collector_success`" + ` and never fails the
-scrape.
+time. Each collector below reads one source of numbers (the last table is
+the exporter's own); a collector that fails is reported by
+` + "`berth_scrape_collector_success`" + ` and never fails the scrape.
 
 - Every per-job series is labelled ` + "`job_id`" + `, ` + "`connector`" + `, ` + "`kind`" + `
   (` + "`connector`" + ` or ` + "`task`" + `) and ` + "`group`" + ` (the sharing group, empty for
@@ -65,23 +66,20 @@ func MetricsMarkdown(w io.Writer) error {
 }
 
 // labelsText is how the reference names a family's labels: "per job" for
-// the four labels every per-job series has, then any other label, with
-// its fixed values when it has them.
+// the four labels every per-job series has (job_id, connector, kind,
+// group), then any other label, with its fixed values when it has them.
 func labelsText(f metrics.Family) string {
+	perJob := slices.Contains(f.Labels, "job_id")
 	var parts []string
-	rest := f.Labels
-	if f.Values != nil || hasJobLabels(f.Labels) {
+	if perJob {
 		parts = append(parts, "per job")
-		rest = nil
-		for _, l := range f.Labels {
-			if !isJobLabel(l) {
-				rest = append(rest, l)
-			}
-		}
 	}
-	for _, l := range rest {
+	for _, l := range f.Labels {
+		if perJob && (l == "job_id" || l == "connector" || l == "kind" || l == "group") {
+			continue
+		}
 		s := code(l)
-		if len(f.Values) > 0 {
+		if len(f.Values) > 0 && l != "group" {
 			vs := make([]string, len(f.Values))
 			for i, v := range f.Values {
 				vs[i] = code(v)
@@ -91,18 +89,4 @@ func labelsText(f metrics.Family) string {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
-}
-
-func isJobLabel(l string) bool {
-	return l == "job_id" || l == "connector" || l == "kind" || l == "group"
-}
-
-// hasJobLabels reports whether labels hold job_id (and so all four).
-func hasJobLabels(labels []string) bool {
-	for _, l := range labels {
-		if l == "job_id" {
-			return true
-		}
-	}
-	return false
 }
