@@ -92,8 +92,8 @@ test-systemd: build ## install the .deb in Debian with systemd under qemu and ch
 deb: build ## dist/berth_<version>_amd64.deb (nfpm), with man pages and completion
 	VERSION=$(VERSION) test/vm/deb.sh
 
-docs: ## regenerate docs/config.md from config/keys.go (a test fails when it is stale)
-	$(GO) run ./cmd/berth gendocs --config-md docs/config.md
+docs: ## regenerate docs/config.md from config/keys.go and docs/metrics.md from the metrics descriptors (a test fails when either is stale)
+	$(GO) run ./cmd/berth gendocs --config-md docs/config.md --metrics-md docs/metrics.md
 
 man: build ## bin/man: berth(1), one page per command, berth.toml(5) (man -l bin/man/berth.1)
 	rm -rf bin/man

@@ -1,7 +1,9 @@
-// Package cluster is berth's membership over etcd: the session lease that
-// proves an agent is a live member, leader election, the workload store, the
-// publication of assignments with a generation, and job claims
-// (docs/design.md "Membership, claims and fencing").
+// Package cluster is berth's membership over etcd.
+//
+// It holds the session lease that proves an agent is a live member, leader
+// election, the workload store, the publication of assignments with a
+// generation, and job claims (docs/design.md "Membership, claims and
+// fencing").
 //
 // Lifetime is a value, as in etcd's client/v3/concurrency: a *Session has a
 // Done channel that closes when membership can no longer be proven, and a

@@ -1,5 +1,6 @@
-// Package config is berth's file model and its one vocabulary: the agent
-// file (/etc/berth/berth.toml: [agent], [static], [cluster]), connector and
+// Package config is berth's file model and its one vocabulary.
+//
+// It covers the agent file (/etc/berth/berth.toml: [agent], [static], [cluster]), connector and
 // sharing-group definitions ([[connector]], [[group]]), TOML decoding with
 // the position of every key, defaults, and the names every other package
 // uses (job kind, task ID, protocol, restart policy, definition kind).

@@ -1,5 +1,6 @@
-// Package limits is what a job's or a sharing group's resource limits are:
-// the Limits type with its units (cores, bytes, bytes/s, I/O per second),
+// Package limits defines the resource limits of a job or a sharing group.
+//
+// It holds the Limits type with its units (cores, bytes, bytes/s, I/O per second),
 // the kernel's bounds for each value (bounds.go, with the kernel document
 // that sets each), the parsing of byte sizes and CPU lists as operators
 // write them, the resolution of an io limit's device to its whole disk, and

@@ -7,7 +7,7 @@ import (
 
 var (
 	famUp          = jobGauge("berth_job_up", "1 when the job's worker process is running, else 0.")
-	famState       = newJobFamily("berth_job_state", "1 for the job's current state (waiting, starting, running, backoff, exited, failed, stopping, stopped).", "gauge", "state", stateNames()...)
+	famState       = newJobFamily("berth_job_state", "1 for the job's current state, 0 for every other state (one sample per state).", "gauge", "state", stateNames()...)
 	famRestarts    = jobCounter("berth_job_restarts_total", "Times the job's worker was started again after it ended.")
 	descJobs       = prometheus.NewDesc("berth_jobs", "Jobs run by this agent, by state.", []string{"state"}, nil)
 	descGeneration = prometheus.NewDesc("berth_assignment_generation", "Generation of the assignment this agent runs.", nil, nil)

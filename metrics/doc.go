@@ -1,5 +1,7 @@
-// Package metrics is berth's Prometheus exposition, built as node_exporter
-// builds its own: small collectors, one per source of numbers (agent: job
+// Package metrics serves berth's Prometheus metrics: per job, per sharing
+// group and of the agent itself.
+//
+// It is built as node_exporter builds its own: small collectors, one per source of numbers (agent: job
 // states, reloads; cgroup: kernel accounting per job; group: kernel
 // accounting per sharing group; procfs: per-process counters; pressure:
 // per-job PSI; cluster: membership), each read at scrape time by one method,
@@ -22,4 +24,8 @@
 // never `job`, which Prometheus reserves for the scrape target. Counters
 // never go down: a value that resets (a cgroup made anew, a process that
 // exited) is carried over (accounting.go; failure case C12).
+//
+// Reference lists every family with its collector, type, labels and help;
+// docs/metrics.md is generated from it (`make docs`), and a test fails when
+// a family the package declares is missing from it.
 package metrics

@@ -1,6 +1,3 @@
-// Package test holds berth's end-to-end tests: they build the real binary,
-// run `berth agent` as a child process against real cgroups, and read its
-// HTTP API and /proc. They need root.
 package test
 
 import (

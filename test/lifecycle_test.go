@@ -59,7 +59,7 @@ name = "orphan"
 		return !testutil.Alive(main)
 	})
 	if !testutil.Alive(forked[0]) {
-		t.Errorf("forked child %d died with the agent: the README says it keeps running until the next start", forked[0])
+		t.Errorf("forked child %d died with the agent: docs/operating.md says it keeps running until the next start", forked[0])
 	}
 	e.start()
 	e.waitRunning("orphan")

@@ -24,7 +24,7 @@ import (
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the status page screenshot to docs/status-page.png")
 
-// screenshotPath is the screenshot the README shows, relative to test/.
+// screenshotPath is the screenshot docs/operating.md shows, relative to test/.
 const screenshotPath = "../docs/status-page.png"
 
 // showcase is an agent file whose jobs show every column of the status

@@ -1,5 +1,7 @@
 // Package worker runs one job's process, and all its descendants, inside
-// that job's cgroup: it shows how a job's process is born and how it dies.
+// that job's cgroup.
+//
+// It is where a job's process is born and where it dies.
 //
 // Birth. A worker's main process never runs outside its cgroup, not even for
 // a moment, and nothing of the agent's is charged to the job. Every start

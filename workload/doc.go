@@ -1,5 +1,7 @@
 // Package workload moves connector and sharing-group definitions between a
-// file and the cluster store: it validates every definition before the
+// file and the cluster store.
+//
+// It validates every definition before the
 // store keeps it (Validator), reads the stored definitions back into a
 // validated config.Workload that leaves out only the definitions that are
 // broken (Parse), and computes and applies the change that makes the store

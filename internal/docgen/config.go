@@ -114,9 +114,12 @@ every error is listed, and the agent does not start (on reload: keeps its
 running configuration untouched). ` + "`berth validate --config FILE`" + ` checks a file.
 
 Units: byte sizes are a string with a unit (` + "`\"512MiB\"`" + `; ` + "`KiB MiB GiB TiB`" + ` are
-powers of 1024, ` + "`K M G T`" + ` and ` + "`kB MB GB TB`" + ` powers of 1000) or an integer number
-of bytes; durations are Go durations (` + "`\"10s\"`" + `, ` + "`\"1m30s\"`" + `, ` + "`\"500ms\"`" + `); cores are a
-number (` + "`cpu = 1.5`" + `).
+powers of 1024, ` + "`K M G T`" + ` and ` + "`kB MB GB TB`" + ` powers of 1000, so ` + "`\"1G\"`" + ` is 10^9
+bytes where systemd's ` + "`MemoryMax=1G`" + ` is 2^30: validation warns and suggests
+` + "`\"1GiB\"`" + `) or an integer number of bytes; a rate in bytes per second is written
+the same way (` + "`write_bps = \"20MiB\"`" + `); I/O operations per second are an
+integer (` + "`write_iops = 500`" + `); durations are Go durations (` + "`\"10s\"`" + `, ` + "`\"1m30s\"`" + `,
+` + "`\"500ms\"`" + `); cores are a number (` + "`cpu = 1.5`" + `).
 `
 
 // ConfigMarkdown writes the configuration reference, docs/config.md: every

@@ -2,9 +2,7 @@ package docgen
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,31 +13,7 @@ import (
 // docs/config.md is what ConfigMarkdown writes now: a key added, removed
 // or changed in config/keys.go without `make docs` fails here.
 func TestConfigMarkdownFresh(t *testing.T) {
-	var b bytes.Buffer
-	if err := ConfigMarkdown(&b); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join("..", "..", ConfigMarkdownPath)
-	have, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run make docs)", err)
-	}
-	if !bytes.Equal(have, b.Bytes()) {
-		want := strings.Split(b.String(), "\n")
-		got := strings.Split(string(have), "\n")
-		line := 0
-		for line < len(want) && line < len(got) && want[line] == got[line] {
-			line++
-		}
-		var w, g string
-		if line < len(want) {
-			w = want[line]
-		}
-		if line < len(got) {
-			g = got[line]
-		}
-		t.Fatalf("%s is stale: run make docs\nfirst difference at line %d:\n  file:      %q\n  generated: %q", ConfigMarkdownPath, line+1, g, w)
-	}
+	checkFresh(t, ConfigMarkdownPath, ConfigMarkdown)
 }
 
 // Every key of the reference is in the Markdown and in the man page, and

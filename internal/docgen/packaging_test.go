@@ -257,24 +257,29 @@ func TestShippedConfigsAgreeWithReference(t *testing.T) {
 	}
 }
 
-// The README's TOML examples are checked the same way.
-func TestREADMEConfigsAgreeWithReference(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := regexp.MustCompile("(?s)```toml\n(.*?)\\s*```").FindAllStringSubmatch(string(b), -1)
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no ```toml block")
-	}
-	for i, m := range blocks {
-		var lines []string
-		for _, l := range strings.Split(m[1], "\n") {
-			lines = append(lines, strings.TrimPrefix(l, "   ")) // blocks inside a list item are indented
+// The TOML examples of every Markdown file (the README and docs/) are
+// checked the same way.
+func TestMarkdownConfigsAgreeWithReference(t *testing.T) {
+	block := regexp.MustCompile("(?s)```toml\n(.*?)\\s*```")
+	n := 0
+	for _, file := range markdownFiles(t) {
+		b, err := os.ReadFile(filepath.Join(repoRoot, file))
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, p := range checkShipped(fmt.Sprintf("README.md toml block %d", i+1), strings.Join(lines, "\n"), false) {
-			t.Error(p)
+		for i, m := range block.FindAllStringSubmatch(string(b), -1) {
+			n++
+			var lines []string
+			for _, l := range strings.Split(m[1], "\n") {
+				lines = append(lines, strings.TrimPrefix(l, "   ")) // blocks inside a list item are indented
+			}
+			for _, p := range checkShipped(fmt.Sprintf("%s toml block %d", file, i+1), strings.Join(lines, "\n"), false) {
+				t.Error(p)
+			}
 		}
+	}
+	if n < 3 {
+		t.Errorf("found only %d toml blocks in the Markdown files", n)
 	}
 }
 

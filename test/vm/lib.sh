@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Shared helpers of the qemu test lanes (lane1.sh, lane2.sh) and deb.sh.
-# Sourced, not run. See /work/shared/VM.md for the measured facts behind
-# every choice here (TCG only, virtio modules and their order, timeout -s KILL).
+# Sourced, not run. The choices here (TCG only, virtio modules and their
+# order, timeout -s KILL) follow from measurements on the CI hosts; each is
+# explained where it is made.
 
 set -euo pipefail
 

@@ -1,10 +1,3 @@
-// Command plot draws the figures of test/scale's CSV output against N as
-// one PNG (four panels: time from joining the cluster to all jobs running
-// beside the fork+exec floor, scrape p50, CPU per scrape, RSS), berth beside process-exporter where both were measured:
-//
-//	go run ./test/scale/plot -csv scale.csv -o docs/scale.png
-//
-// For each N the last line of the CSV is used.
 package main
 
 import (

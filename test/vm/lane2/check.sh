@@ -98,7 +98,7 @@ journal_has() { journalctl -u berth -o cat --no-pager | grep -q -- "$1"; }
 
 echo "LANE2 START systemd $(systemctl --version | head -n1 | cut -d' ' -f2), kernel $(uname -r)"
 
-# 1. Install the package offline, as the README says.
+# 1. Install the package offline, as docs/systemd.md says.
 if out=$(apt-get install -y /root/berth.deb 2>&1); then
 	pass "install (apt-get install ./berth_*.deb, offline)"
 else

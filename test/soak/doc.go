@@ -1,0 +1,24 @@
+// Package soak holds berth's soak tests.
+//
+// They run the real agent binary, real etcd
+// processes (Debian's etcd-server), real cgroups and real network
+// namespaces, hammered for many rounds, with figures printed at the end.
+//
+//   - TestSoakAgentKills: the agent SIGKILLed at random moments (start-up,
+//     claims, a reload, a stop, a restart backoff, steady running); after
+//     each restart no process and no cgroup of an earlier run is left and
+//     the agent's open file count is back to its baseline.
+//   - TestSoakPartitions: agents in their own network namespaces cut from a
+//     three-member etcd cluster (link down, or every packet dropped) while
+//     other processes burn CPU; the workers' own timestamps show no job ever
+//     ran twice and every cut agent's workers died before its lease could
+//     expire on the server.
+//   - TestSoakEtcd*: the etcd leader killed, one member lost, every member
+//     restarted.
+//   - TestSoakFull*: log_dir and data_dir on a full file system.
+//
+// The test files carry the build tag "soak": `make soak` runs the long form
+// (100 kills, 100 partitions), `make soak-short` (and .ci/run) the short
+// one. They need root; a test skips, saying why, where the host lacks what
+// it needs.
+package soak
