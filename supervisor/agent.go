@@ -65,6 +65,7 @@ type Agent struct {
 	logs     jobLogs
 	envFiles envFiles // the env_files' values, read on this host
 
+	rt       *worker.Runtime // starts the jobs' processes; set by Run
 	registry *metrics.Registry
 	handler  http.Handler // the API and /metrics, set by Run before it serves
 }
@@ -160,10 +161,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	// The agent reaps every process of every job (a child subreaper):
-	// refuse to start if it cannot be one.
-	if err := worker.Prepare(); err != nil {
-		return fmt.Errorf("start the worker reaper: %w", err)
+	// refuse to start if it cannot be one. Closed after stopAll.
+	rt, err := worker.StartRuntime()
+	if err != nil {
+		return fmt.Errorf("start the worker runtime: %w", err)
 	}
+	defer func() {
+		if err := rt.Close(); err != nil {
+			a.log.Error("stop the worker runtime", "err", err)
+		}
+	}()
+	a.rt = rt
 	hier, err := cgroup.Open(cfg.Agent.CgroupRoot)
 	if err != nil {
 		return fmt.Errorf("open cgroup root %q: %w", cfg.Agent.CgroupRoot, err)

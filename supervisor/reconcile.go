@@ -613,6 +613,7 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 		Group:       g,
 		Log:         out,
 		OnChange:    a.logTransitions(j.ID),
+		Runtime:     a.rt,
 	}
 }
 

@@ -75,7 +75,7 @@ func spawn(spec *Spec, g Group, logw *os.File, onExit func(unix.WaitStatus)) (*p
 		p.exits = make(chan unix.WaitStatus, 1)
 		onExit = func(ws unix.WaitStatus) { p.exits <- ws } // room for one
 	}
-	p.pid, err = launch(g, path, argv, attr, onExit)
+	p.pid, err = spec.Runtime.launch(g, path, argv, attr, onExit)
 	if errors.Is(err, unix.EAGAIN) {
 		// The child is forked as root, so RLIMIT_NPROC does not apply: the
 		// pids controller refused it.

@@ -71,6 +71,9 @@ type Spec struct {
 	// Group is the job's cgroup (a *cgroup.Group); required. The worker
 	// never deletes it: the caller does, after Stop.
 	Group Group
+	// Runtime starts the job's processes and reads their output; required.
+	// It must stay open until the worker has ended (Done).
+	Runtime *Runtime
 }
 
 // Worker supervises the runs of one job: start inside the cgroup, wait for
@@ -91,6 +94,7 @@ type Worker struct {
 
 	startOnce sync.Once
 	stopOnce  sync.Once
+	entered   bool          // counted by Spec.Runtime (enter) until done is closed
 	stopCh    chan struct{} // closed by Stop
 	done      chan struct{} // closed when the worker has ended and its log copy too
 
@@ -140,6 +144,17 @@ func (w *Worker) Start() {
 			return
 		default:
 		}
+		if w.spec.Runtime == nil {
+			w.fail(errors.New("no worker runtime"))
+			close(w.done)
+			return
+		}
+		if err := w.spec.Runtime.enter(); err != nil {
+			w.fail(err)
+			close(w.done)
+			return
+		}
+		w.entered = true
 		w.setState(func(s *Status) { s.State = Starting })
 		go w.begin()
 	})
@@ -369,11 +384,19 @@ func (w *Worker) end() {
 	}
 	w.ended = true
 	if w.logs == nil {
-		close(w.done)
+		w.closeDone()
 		return
 	}
-	w.logs.onDone(func() { close(w.done) })
+	w.logs.onDone(w.closeDone)
 	w.logs.closeWriter()
+}
+
+// closeDone closes done and tells the Runtime the worker has ended.
+func (w *Worker) closeDone() {
+	if w.entered {
+		w.spec.Runtime.leave()
+	}
+	close(w.done)
 }
 
 // killGroup kills every process left in the cgroup and waits until it is
@@ -410,5 +433,5 @@ func (w *Worker) openLog() (*logPipe, error) {
 	case w.spec.Log != nil:
 		sink = w.spec.Log
 	}
-	return newLogPipe(sink, closer)
+	return w.spec.Runtime.newLogPipe(sink, closer)
 }

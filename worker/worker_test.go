@@ -22,11 +22,12 @@ var testPATH = "PATH=/usr/local/bin:/usr/bin:/bin"
 // sh returns a Spec running script with /bin/sh in group g.
 func sh(g *testGroup, script string) Spec {
 	return Spec{
-		JobID: "job",
-		Path:  "/bin/sh",
-		Args:  []string{"sh", "-c", script},
-		Env:   []string{testPATH},
-		Group: g,
+		JobID:   "job",
+		Path:    "/bin/sh",
+		Args:    []string{"sh", "-c", script},
+		Env:     []string{testPATH},
+		Group:   g,
+		Runtime: testRT,
 	}
 }
 
@@ -519,9 +520,6 @@ func TestExitKillsDescendants(t *testing.T) {
 func TestStopTimeoutKills(t *testing.T) {
 	g := newTestGroup(t, 0)
 	var logs testutil.SyncBuffer
-	if err := startLauncher(); err != nil { // process-wide, lives as long as the agent
-		t.Fatal(err)
-	}
 	before := runtime.NumGoroutine()
 	spec := sh(g, `trap "" TERM; while :; do sleep 1; done`)
 	spec.StopTimeout = time.Second
