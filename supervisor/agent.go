@@ -17,6 +17,7 @@ import (
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/worker"
@@ -78,7 +79,7 @@ type Options struct {
 	// over etcd ([cluster]; an embedded etcd when it names no endpoints).
 	Source source.Source
 	// Host holds the facts definitions are checked against; nil:
-	// worker.LocalHost().
+	// host.Local().
 	Host *config.Host
 	// Clock times retries; nil: the real clock.
 	Clock clockwork.Clock
@@ -109,7 +110,7 @@ func New(cfg *config.Config, path string, opts Options) *Agent {
 		a.log = slog.Default()
 	}
 	if a.host == nil {
-		a.host = worker.LocalHost()
+		a.host = host.Local()
 	}
 	if a.clock == nil {
 		a.clock = clockwork.NewRealClock()

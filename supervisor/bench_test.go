@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/worker"
 )
@@ -31,7 +32,7 @@ func startAgent(tb testing.TB, body string) *Agent {
 	if err := os.WriteFile(path, []byte(cfgText), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	cfg, err := config.Load(path, worker.LocalHost())
+	cfg, err := config.Load(path, host.Local())
 	if err != nil {
 		tb.Fatal(err)
 	}

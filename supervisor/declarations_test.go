@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/source"
-	"github.com/berthd/berth/worker"
 )
 
 // A member's desired workload holds only its own share's definitions (per
@@ -25,7 +25,7 @@ func TestDeclarationsCheckedAgainstTheStore(t *testing.T) {
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, worker.LocalHost())
+	cfg, err := config.Load(path, host.Local())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/worker"
@@ -40,7 +41,7 @@ func runFakeAgentWith(t *testing.T, opts Options) *fakeAgent {
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, worker.LocalHost())
+	cfg, err := config.Load(path, host.Local())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	jobspec "github.com/berthd/berth/spec"
+
 	"github.com/berthd/berth/cgroup"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -230,7 +231,7 @@ func TestRestartsRunInFreshLeaf(t *testing.T) {
 	}
 	var logs testutil.SyncBuffer
 	spec := sh(g, `cat /proc/self/cgroup | grep '^0::'; exit 1`)
-	spec.Restart = config.RestartAlways
+	spec.Restart = jobspec.RestartAlways
 	spec.Backoff = fastBackoff
 	spec.Log = &logs
 	w := startWorker(t, spec)

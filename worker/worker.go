@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,12 +49,12 @@ type Spec struct {
 	// supplementary groups are the user's. "" runs it as the agent.
 	User string
 	// Restart is the restart policy (systemd Restart=); "" means
-	// config.RestartNever.
-	Restart config.Restart
+	// spec.RestartNever.
+	Restart spec.Restart
 	// Backoff shapes restart delays; zero fields take DefaultBackoff()'s.
 	Backoff Backoff
 	// StopTimeout is the grace in Stop between SIGTERM and killing the
-	// cgroup; 0 means config.DefaultStopTimeout.
+	// cgroup; 0 means spec.DefaultStopTimeout.
 	StopTimeout time.Duration
 	// Log receives the job's stdout and stderr, each chunk as the job wrote
 	// it, plus the agent's "berth: ..." marker lines. When LogFile is set
@@ -116,17 +116,17 @@ type Worker struct {
 	ended     bool
 }
 
-// New returns a worker for spec in state Stopped; it does not start it.
-func New(spec Spec) *Worker {
-	if spec.StopTimeout <= 0 {
-		spec.StopTimeout = config.DefaultStopTimeout
+// New returns a worker for s in state Stopped; it does not start it.
+func New(s Spec) *Worker {
+	if s.StopTimeout <= 0 {
+		s.StopTimeout = spec.DefaultStopTimeout
 	}
-	if spec.Restart == "" {
-		spec.Restart = config.RestartNever
+	if s.Restart == "" {
+		s.Restart = spec.RestartNever
 	}
-	spec.Backoff = spec.Backoff.withDefaults()
+	s.Backoff = s.Backoff.withDefaults()
 	return &Worker{
-		spec:   spec,
+		spec:   s,
 		stopCh: make(chan struct{}),
 		done:   make(chan struct{}),
 		status: Status{State: Stopped},
@@ -185,16 +185,16 @@ func (w *Worker) Stop(ctx context.Context) error {
 // be running, as systemd applies a unit's Restart= and TimeoutStopSec= on
 // daemon-reload: the current process keeps running, and the new values
 // take effect at its next exit (restart) or next Stop (stopTimeout). A
-// restart "" means config.RestartNever, a stopTimeout <= 0 means
-// config.DefaultStopTimeout. A Stop already under way keeps the grace it
+// restart "" means spec.RestartNever, a stopTimeout <= 0 means
+// spec.DefaultStopTimeout. A Stop already under way keeps the grace it
 // began with. Safe for concurrent use: it runs as one of the worker's
 // steps.
-func (w *Worker) Retune(restart config.Restart, stopTimeout time.Duration) {
+func (w *Worker) Retune(restart spec.Restart, stopTimeout time.Duration) {
 	if stopTimeout <= 0 {
-		stopTimeout = config.DefaultStopTimeout
+		stopTimeout = spec.DefaultStopTimeout
 	}
 	if restart == "" {
-		restart = config.RestartNever
+		restart = spec.RestartNever
 	}
 	w.step.Lock()
 	defer w.step.Unlock()
