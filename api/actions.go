@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // The operator actions in Kafka Connect's shapes and status codes: pause
@@ -41,8 +41,8 @@ func storeFailed(w http.ResponseWriter, name string, err error) {
 
 // setTarget is PUT /connectors/{name}/pause, /resume and /stop: store the
 // target state, answer code with no body.
-func (s *server) setTarget(state config.TargetState, code int) http.HandlerFunc {
-	return s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
+func (s *server) setTarget(state spec.TargetState, code int) http.HandlerFunc {
+	return s.withConnector(func(w http.ResponseWriter, r *http.Request, c spec.Connector) {
 		if err := s.b.SetTarget(r.Context(), c.Name, state, s.requester(r)); err != nil {
 			storeFailed(w, c.Name, err)
 			return
@@ -79,7 +79,7 @@ func (s *server) restartConnector(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
+	s.withConnector(func(w http.ResponseWriter, r *http.Request, c spec.Connector) {
 		v, err := readView(r.Context(), s.b)
 		if err != nil {
 			WriteError(w, http.StatusServiceUnavailable, err.Error())
@@ -87,7 +87,7 @@ func (s *server) restartConnector(w http.ResponseWriter, r *http.Request) {
 		}
 		owners := v.owners
 		st := connectorStatus(r.Context(), s.b, c, v)
-		running := s.b.Target(c.Name) == config.TargetRunning
+		running := s.b.Target(c.Name) == spec.TargetRunning
 		var jobs []string
 		pick := func(id string, js *JobStatus) {
 			if running && owners[id] != "" && (!onlyFailed || js.State == StateFailed) {
@@ -100,7 +100,7 @@ func (s *server) restartConnector(w http.ResponseWriter, r *http.Request) {
 		}
 		if includeTasks {
 			for i := range st.Tasks {
-				pick(config.TaskID(c.Name, st.Tasks[i].ID), &st.Tasks[i].JobStatus)
+				pick(spec.TaskID(c.Name, st.Tasks[i].ID), &st.Tasks[i].JobStatus)
 			}
 		}
 		legacy := !includeTasks && !onlyFailed
@@ -126,12 +126,12 @@ func (s *server) restartConnector(w http.ResponseWriter, r *http.Request) {
 // request is stored; 404 for an unknown connector or task; 409 when no
 // agent runs the task.
 func (s *server) restartTask(w http.ResponseWriter, r *http.Request) {
-	s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
+	s.withConnector(func(w http.ResponseWriter, r *http.Request, c spec.Connector) {
 		n, ok := task(w, r, c, s.b.Target(c.Name))
 		if !ok {
 			return
 		}
-		id := config.TaskID(c.Name, n)
+		id := spec.TaskID(c.Name, n)
 		v, err := readView(r.Context(), s.b)
 		if err != nil {
 			WriteError(w, http.StatusServiceUnavailable, err.Error())

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 	promconfig "github.com/prometheus/common/config"
 )
 
@@ -36,13 +37,13 @@ func NewClient(addr string) *Client {
 // NewClientFor returns a client for the agent at addr ("host:port" or a
 // URL) that presents what auth ([agent.client]) gives: the CA that signed
 // the agents' certificates, a client certificate, basic-auth credentials
-// (password_file read now, config.ReadPasswordFile). A bare host:port is
+// (password_file read now, host.ReadPasswordFile). A bare host:port is
 // reached over https when tls is true (the agent's web configuration turns
 // TLS on: WebTLS), else over http; a URL keeps its scheme. The transport
 // is the Prometheus HTTP client's (prometheus/common/config, what a scrape
 // configuration's tls_config and basic_auth build). It returns an error
 // when the password file cannot be used or the TLS settings are invalid.
-func NewClientFor(addr string, auth config.APIClient, tls bool) (*Client, error) {
+func NewClientFor(addr string, auth spec.APIClient, tls bool) (*Client, error) {
 	if !strings.Contains(addr, "://") {
 		scheme := "http://"
 		if tls {
@@ -57,7 +58,7 @@ func NewClientFor(addr string, auth config.APIClient, tls bool) (*Client, error)
 		pw := auth.Password
 		if auth.PasswordFile != "" {
 			var err error
-			if pw, err = config.ReadPasswordFile(auth.PasswordFile); err != nil {
+			if pw, err = host.ReadPasswordFile(auth.PasswordFile); err != nil {
 				return nil, fmt.Errorf("agent.client: %w", err)
 			}
 		}

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 )
 
 // Hidden stands for every environment value in the API's views: the name
 // of a variable is shown, its value never (Kafka Connect's
 // Password.HIDDEN, what it shows for a PASSWORD-type config).
-const Hidden = config.Hidden
+const Hidden = spec.Hidden
 
 // The states of connectors and tasks in Kafka Connect's words (its
 // AbstractStatus.State; STOPPED from KIP-875).
@@ -78,9 +78,9 @@ func jobStatus(j Job, workerID string) JobStatus {
 // connectorInfo is GET /connectors/{name}: berth's definition flattened
 // into Connect-style dotted keys. A stopped connector lists no tasks
 // (KIP-875).
-func connectorInfo(c config.Connector, target config.TargetState) ConnectorInfo {
+func connectorInfo(c spec.Connector, target spec.TargetState) ConnectorInfo {
 	tasks := []TaskRef{}
-	if target != config.TargetStopped {
+	if target != spec.TargetStopped {
 		for i := 0; i < c.Tasks; i++ {
 			tasks = append(tasks, TaskRef{Connector: c.Name, Task: i})
 		}
@@ -90,12 +90,12 @@ func connectorInfo(c config.Connector, target config.TargetState) ConnectorInfo 
 
 // connectorConfig is GET /connectors/{name}/config: "name", "tasks.max",
 // "group" and each process's keys under "run." and "task.".
-func connectorConfig(c config.Connector) map[string]string {
+func connectorConfig(c spec.Connector) map[string]string {
 	cfg := map[string]string{"name": c.Name, "tasks.max": fmt.Sprint(c.Tasks)}
 	if c.Group != "" {
 		cfg["group"] = c.Group
 	}
-	for prefix, p := range map[string]*config.Process{"run": c.Run, "task": c.Task} {
+	for prefix, p := range map[string]*spec.Process{"run": c.Run, "task": c.Task} {
 		if p != nil {
 			flattenProcess(cfg, prefix, p)
 		}
@@ -105,14 +105,14 @@ func connectorConfig(c config.Connector) map[string]string {
 
 // taskInfos is GET /connectors/{name}/tasks: each task's own job, its
 // command expanded; none for a stopped connector (KIP-875).
-func taskInfos(c config.Connector, target config.TargetState) []TaskInfo {
+func taskInfos(c spec.Connector, target spec.TargetState) []TaskInfo {
 	out := []TaskInfo{}
-	if target == config.TargetStopped {
+	if target == spec.TargetStopped {
 		return out
 	}
-	wl := config.Workload{Connectors: []config.Connector{c}}
+	wl := spec.Workload{Connectors: []spec.Connector{c}}
 	for _, j := range wl.Jobs(0) {
-		if j.Kind != config.KindTask {
+		if j.Kind != spec.KindTask {
 			continue
 		}
 		cfg := map[string]string{"connector": c.Name, "task.id": fmt.Sprint(j.Task), "job.id": j.ID}
@@ -122,7 +122,7 @@ func taskInfos(c config.Connector, target config.TargetState) []TaskInfo {
 	return out
 }
 
-func flattenProcess(cfg map[string]string, prefix string, p *config.Process) {
+func flattenProcess(cfg map[string]string, prefix string, p *spec.Process) {
 	enc := func(v any) string {
 		var b strings.Builder
 		e := json.NewEncoder(&b)
@@ -196,7 +196,7 @@ func readView(ctx context.Context, b Backend) (clusterView, error) {
 // the agent that runs it reports it (its /v1/jobs), as a Connect worker
 // reads its peers' statuses. A connector without its own job reports its
 // target state; a stopped connector has no tasks (KIP-875).
-func connectorStatus(ctx context.Context, b Backend, c config.Connector, v clusterView) ConnectorStatus {
+func connectorStatus(ctx context.Context, b Backend, c spec.Connector, v clusterView) ConnectorStatus {
 	self, owners := v.self, v.owners
 	target := b.Target(c.Name)
 	remote, answered := remoteStates(ctx, b, owners, self)
@@ -216,7 +216,7 @@ func connectorStatus(ctx context.Context, b Backend, c config.Connector, v clust
 			// A paused or stopped connector's jobs are not run by their
 			// owner: its target state, stored for every host, is their
 			// state whether or not the owner answers (fenced, unreachable).
-			if target == config.TargetPaused || target == config.TargetStopped {
+			if target == spec.TargetPaused || target == spec.TargetStopped {
 				return JobStatus{State: targetState(target), WorkerID: owner}
 			}
 			if answered[owner] {
@@ -239,21 +239,21 @@ func connectorStatus(ctx context.Context, b Backend, c config.Connector, v clust
 			out.Connector.WorkerID = v.leader
 		}
 	}
-	if target == config.TargetStopped {
+	if target == spec.TargetStopped {
 		return out
 	}
 	for i := 0; i < c.Tasks; i++ {
-		out.Tasks = append(out.Tasks, TaskStatus{ID: i, JobStatus: state(config.TaskID(c.Name, i))})
+		out.Tasks = append(out.Tasks, TaskStatus{ID: i, JobStatus: state(spec.TaskID(c.Name, i))})
 	}
 	return out
 }
 
 // targetState is a target state in Connect's words.
-func targetState(t config.TargetState) string {
+func targetState(t spec.TargetState) string {
 	switch t {
-	case config.TargetPaused:
+	case spec.TargetPaused:
 		return StatePaused
-	case config.TargetStopped:
+	case spec.TargetStopped:
 		return StateStopped
 	}
 	return StateRunning

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 )
 
@@ -69,10 +69,10 @@ func (b fakeBackend) Assignment(context.Context) (Assignment, error) {
 		Unassigned: map[string]string{}, Conflicts: []Conflict{}}, nil
 }
 
-func (b fakeBackend) Workload(context.Context) (*config.Workload, error) {
-	return &config.Workload{Connectors: []config.Connector{
-		{Name: "sink", Tasks: 2, Run: &config.Process{Command: []string{"/bin/sleep", "1"}, Restart: config.RestartAlways,
-			Env: map[string]string{"URL": "http://x"}}, Task: &config.Process{Command: []string{"x"}, Restart: config.RestartOnFailure}},
+func (b fakeBackend) Workload(context.Context) (*spec.Workload, error) {
+	return &spec.Workload{Connectors: []spec.Connector{
+		{Name: "sink", Tasks: 2, Run: &spec.Process{Command: []string{"/bin/sleep", "1"}, Restart: spec.RestartAlways,
+			Env: map[string]string{"URL": "http://x"}}, Task: &spec.Process{Command: []string{"x"}, Restart: spec.RestartOnFailure}},
 		{Name: "idle", Tasks: 0},
 	}}, nil
 }
@@ -81,14 +81,14 @@ func (b fakeBackend) Groups() []Group {
 	return []Group{{Name: "g", Cgroup: "/berth/jobs/g-g", Limits: limits.Limits{Memory: 1 << 30}, Jobs: []string{}}}
 }
 
-func (b fakeBackend) Target(connector string) config.TargetState {
+func (b fakeBackend) Target(connector string) spec.TargetState {
 	if connector == "idle" && b.mode&16 != 0 {
-		return config.TargetStopped
+		return spec.TargetStopped
 	}
-	return config.TargetRunning
+	return spec.TargetRunning
 }
 
-func (b fakeBackend) SetTarget(_ context.Context, connector string, _ config.TargetState, _ string) error {
+func (b fakeBackend) SetTarget(_ context.Context, connector string, _ spec.TargetState, _ string) error {
 	if connector != "sink" && connector != "idle" {
 		return fmt.Errorf("connector %s: %w", connector, ErrNotFound)
 	}
@@ -99,7 +99,7 @@ func (b fakeBackend) SetTarget(_ context.Context, connector string, _ config.Tar
 }
 
 func (b fakeBackend) RequestRestarts(ctx context.Context, connector string, _ []string, _ bool, by string) error {
-	return b.SetTarget(ctx, connector, config.TargetRunning, by)
+	return b.SetTarget(ctx, connector, spec.TargetRunning, by)
 }
 
 // methodToken is what net/http's server lets through to a handler as a
@@ -178,5 +178,5 @@ func FuzzHandler(f *testing.F) {
 // PeerClient answers for peers as an agent without an API client config does:
 // plain HTTP to their address, no credentials.
 func (b fakeBackend) PeerClient(addr string) (*Client, error) {
-	return NewClientFor(addr, config.APIClient{}, false)
+	return NewClientFor(addr, spec.APIClient{}, false)
 }

@@ -16,8 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -27,13 +28,13 @@ type secBackend struct {
 	Backend // nil: the methods these tests do not call
 	mu      sync.Mutex
 	writes  []string // SetTarget calls: "connector state by who"
-	wl      *config.Workload
+	wl      *spec.Workload
 	jobs    []Job
 	self    string
 	owners  map[string]string
 	members []Member
-	auth    config.APIClient
-	target  config.TargetState // every connector's; "" is running
+	auth    spec.APIClient
+	target  spec.TargetState // every connector's; "" is running
 }
 
 func (b *secBackend) Jobs() []Job { return b.jobs }
@@ -55,15 +56,15 @@ func (b *secBackend) Assignment(context.Context) (Assignment, error) {
 	}
 	return a, nil
 }
-func (b *secBackend) Workload(context.Context) (*config.Workload, error) { return b.wl, nil }
-func (b *secBackend) Groups() []Group                                    { return nil }
-func (b *secBackend) Target(string) config.TargetState {
+func (b *secBackend) Workload(context.Context) (*spec.Workload, error) { return b.wl, nil }
+func (b *secBackend) Groups() []Group                                  { return nil }
+func (b *secBackend) Target(string) spec.TargetState {
 	if b.target == "" {
-		return config.TargetRunning
+		return spec.TargetRunning
 	}
 	return b.target
 }
-func (b *secBackend) SetTarget(_ context.Context, c string, st config.TargetState, by string) error {
+func (b *secBackend) SetTarget(_ context.Context, c string, st spec.TargetState, by string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.writes = append(b.writes, c+" "+string(st)+" by "+by)
@@ -77,18 +78,18 @@ func (b *secBackend) member(id, addr string) *secBackend {
 	return b
 }
 func (b *secBackend) owns(job, member string) *secBackend { b.owners[job] = member; return b }
-func newSecBackend(self string, wl *config.Workload, jobs ...Job) *secBackend {
+func newSecBackend(self string, wl *spec.Workload, jobs ...Job) *secBackend {
 	return &secBackend{wl: wl, jobs: jobs, self: self, owners: map[string]string{}}
 }
 
 // secretWorkload is one connector whose run and task processes carry
 // environment values and an env_file.
-func secretWorkload() *config.Workload {
-	return &config.Workload{Connectors: []config.Connector{{
+func secretWorkload() *spec.Workload {
+	return &spec.Workload{Connectors: []spec.Connector{{
 		Name: "orders", Tasks: 1,
-		Run: &config.Process{Command: []string{"/bin/run"}, Env: map[string]string{"DB_PASSWORD": "hunter2"}, Restart: config.RestartAlways},
-		Task: &config.Process{Command: []string{"/bin/task"}, Env: map[string]string{"TOKEN": "s3cr3t", "EMPTY": ""},
-			EnvFile: "/etc/berth/orders.env", Restart: config.RestartOnFailure},
+		Run: &spec.Process{Command: []string{"/bin/run"}, Env: map[string]string{"DB_PASSWORD": "hunter2"}, Restart: spec.RestartAlways},
+		Task: &spec.Process{Command: []string{"/bin/task"}, Env: map[string]string{"TOKEN": "s3cr3t", "EMPTY": ""},
+			EnvFile: "/etc/berth/orders.env", Restart: spec.RestartOnFailure},
 	}}}
 }
 
@@ -196,14 +197,14 @@ func serveSecuredWith(t *testing.T, handler func(web string) http.Handler, clien
 // TLS with basic auth: a request without credentials, or with a wrong
 // password, gets 401; the client of [agent.client] gets in.
 func TestServeBasicAuthOverTLS(t *testing.T) {
-	s := serveSecured(t, Handler(newSecBackend("a", &config.Workload{}), Options{}), "", true)
+	s := serveSecured(t, Handler(newSecBackend("a", &spec.Workload{}), Options{}), "", true)
 	ctx := context.Background()
 
 	// Plain HTTP to a TLS listener is refused by the TLS layer.
 	if _, err := NewClient(s.addr).Jobs(ctx); err == nil {
 		t.Error("plain http to the TLS listener answered")
 	}
-	noAuth, err := NewClientFor(s.addr, config.APIClient{TLS: config.TLS{CA: s.ca.File}}, true)
+	noAuth, err := NewClientFor(s.addr, spec.APIClient{TLS: spec.TLS{CA: s.ca.File}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestServeBasicAuthOverTLS(t *testing.T) {
 	if _, err := noAuth.Jobs(ctx); !errors.As(err, &e) || e.Code != http.StatusUnauthorized {
 		t.Errorf("without credentials: %v, want HTTP 401", err)
 	}
-	wrong, err := NewClientFor(s.addr, config.APIClient{TLS: config.TLS{CA: s.ca.File}, Username: "prometheus", Password: "nope"}, true)
+	wrong, err := NewClientFor(s.addr, spec.APIClient{TLS: spec.TLS{CA: s.ca.File}, Username: "prometheus", Password: "nope"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestServeBasicAuthOverTLS(t *testing.T) {
 		t.Errorf("wrong password: %v, want HTTP 401", err)
 	}
 	// The server certificate is checked: no CA, no connection.
-	untrusting, err := NewClientFor(s.addr, config.APIClient{Username: "prometheus", Password: s.password}, true)
+	untrusting, err := NewClientFor(s.addr, spec.APIClient{Username: "prometheus", Password: s.password}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestServeBasicAuthOverTLS(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte(s.password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	good, err := NewClientFor(s.addr, config.APIClient{TLS: config.TLS{CA: s.ca.File}, Username: "prometheus", PasswordFile: pwFile}, true)
+	good, err := NewClientFor(s.addr, spec.APIClient{TLS: spec.TLS{CA: s.ca.File}, Username: "prometheus", PasswordFile: pwFile}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestServeBasicAuthOverTLS(t *testing.T) {
 	if err := os.Chmod(pwFile, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewClientFor(s.addr, config.APIClient{Username: "prometheus", PasswordFile: pwFile}, true); !errors.Is(err, config.ErrSecretFileMode) {
+	if _, err := NewClientFor(s.addr, spec.APIClient{Username: "prometheus", PasswordFile: pwFile}, true); !errors.Is(err, host.ErrSecretFileMode) {
 		t.Errorf("password file readable by others: %v, want ErrSecretFileMode", err)
 	}
 }
@@ -249,16 +250,16 @@ func TestServeBasicAuthOverTLS(t *testing.T) {
 // Client certificates: with RequireAndVerifyClientCert a client without
 // one fails the handshake; with its certificate it gets in.
 func TestServeClientCertificates(t *testing.T) {
-	s := serveSecured(t, Handler(newSecBackend("a", &config.Workload{}), Options{}), "RequireAndVerifyClientCert", false)
+	s := serveSecured(t, Handler(newSecBackend("a", &spec.Workload{}), Options{}), "RequireAndVerifyClientCert", false)
 	ctx := context.Background()
-	noCert, err := NewClientFor(s.addr, config.APIClient{TLS: config.TLS{CA: s.ca.File}}, true)
+	noCert, err := NewClientFor(s.addr, spec.APIClient{TLS: spec.TLS{CA: s.ca.File}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := noCert.Jobs(ctx); err == nil {
 		t.Error("a client without a certificate got an answer")
 	}
-	withCert, err := NewClientFor(s.addr, config.APIClient{TLS: config.TLS{CA: s.ca.File, Cert: s.cert, Key: s.key}}, true)
+	withCert, err := NewClientFor(s.addr, spec.APIClient{TLS: spec.TLS{CA: s.ca.File, Cert: s.cert, Key: s.key}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestServeClientCertificates(t *testing.T) {
 	// A certificate from another CA is refused.
 	other := testutil.NewCA(t, "other")
 	oc, ok := other.Issue("intruder")
-	foreign, err := NewClientFor(s.addr, config.APIClient{TLS: config.TLS{CA: s.ca.File, Cert: oc, Key: ok}}, true)
+	foreign, err := NewClientFor(s.addr, spec.APIClient{TLS: spec.TLS{CA: s.ca.File, Cert: oc, Key: ok}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func TestAuthenticated(t *testing.T) {
 		got = append(got, Authenticated(r, r.Header.Get("X-Web-Config")))
 	})
 	ctx := context.Background()
-	call := func(s *secured, auth config.APIClient) {
+	call := func(s *secured, auth spec.APIClient) {
 		t.Helper()
 		c, err := NewClientFor(s.addr, auth, true)
 		if err != nil {
@@ -300,12 +301,12 @@ func TestAuthenticated(t *testing.T) {
 		resp.Body.Close()
 	}
 	users := serveSecured(t, seen, "VerifyClientCertIfGiven", true)
-	call(users, config.APIClient{TLS: config.TLS{CA: users.ca.File}, Username: "prometheus", Password: users.password})
+	call(users, spec.APIClient{TLS: spec.TLS{CA: users.ca.File}, Username: "prometheus", Password: users.password})
 	certs := serveSecured(t, seen, "VerifyClientCertIfGiven", false)
-	call(certs, config.APIClient{TLS: config.TLS{CA: certs.ca.File, Cert: certs.cert, Key: certs.key}})
-	call(certs, config.APIClient{TLS: config.TLS{CA: certs.ca.File}})
+	call(certs, spec.APIClient{TLS: spec.TLS{CA: certs.ca.File, Cert: certs.cert, Key: certs.key}})
+	call(certs, spec.APIClient{TLS: spec.TLS{CA: certs.ca.File}})
 	// Basic auth the listener does not check proves nothing.
-	call(certs, config.APIClient{TLS: config.TLS{CA: certs.ca.File}, Username: "anyone", Password: "x"})
+	call(certs, spec.APIClient{TLS: spec.TLS{CA: certs.ca.File}, Username: "anyone", Password: "x"})
 	want := []bool{true, true, false, false}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Authenticated = %v, want %v", got, want)
@@ -335,7 +336,7 @@ func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 
 	self := newSecBackend("a", wl, Job{ID: "orders", Connector: "orders", Kind: "connector", State: worker.Running, PID: 7}).
 		member("b", "https://"+peer.addr).owns("orders", "a").owns("orders-0", "b")
-	self.auth = config.APIClient{TLS: config.TLS{CA: peer.ca.File, Cert: peer.cert, Key: peer.key},
+	self.auth = spec.APIClient{TLS: spec.TLS{CA: peer.ca.File, Cert: peer.cert, Key: peer.key},
 		Username: "prometheus", Password: peer.password}
 	v, err := readView(context.Background(), self)
 	if err != nil {
@@ -347,7 +348,7 @@ func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 		t.Errorf("status %s: want task 0 RUNNING on b", b)
 	}
 	// Without the credentials the peer's state is unknown, and says so.
-	self.auth = config.APIClient{TLS: config.TLS{CA: peer.ca.File}}
+	self.auth = spec.APIClient{TLS: spec.TLS{CA: peer.ca.File}}
 	st = connectorStatus(context.Background(), self, wl.Connectors[0], v)
 	if len(st.Tasks) != 1 || st.Tasks[0].State != "UNASSIGNED" || !strings.Contains(st.Tasks[0].Trace, "did not answer") {
 		b, _ := json.Marshal(st)
@@ -355,7 +356,7 @@ func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 	}
 	// A paused connector's task is PAUSED whether or not its owner answers
 	// (the target state holds on every host; a fenced owner runs nothing).
-	self.target = config.TargetPaused
+	self.target = spec.TargetPaused
 	st = connectorStatus(context.Background(), self, wl.Connectors[0], v)
 	if len(st.Tasks) != 1 || st.Tasks[0].State != "PAUSED" || st.Tasks[0].WorkerID != "b" {
 		b, _ := json.Marshal(st)
@@ -368,7 +369,7 @@ func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 // certificate verified against the client CA; over TLS without either it
 // gets 403. The log line names who asked.
 func TestWritesNeedAuthenticationOffLoopback(t *testing.T) {
-	put := func(s *secured, auth config.APIClient) (int, string) {
+	put := func(s *secured, auth spec.APIClient) (int, string) {
 		t.Helper()
 		c, err := NewClientFor(s.addr, auth, true)
 		if err != nil {
@@ -393,13 +394,13 @@ func TestWritesNeedAuthenticationOffLoopback(t *testing.T) {
 	// write is taken; without, 403 naming what to configure.
 	certs := newSecBackend("a", secretWorkload())
 	sc := serve(certs, "VerifyClientCertIfGiven", false)
-	if code, body := put(sc, config.APIClient{TLS: config.TLS{CA: sc.ca.File}}); code != http.StatusForbidden || !strings.Contains(body, "web_config_file") {
+	if code, body := put(sc, spec.APIClient{TLS: spec.TLS{CA: sc.ca.File}}); code != http.StatusForbidden || !strings.Contains(body, "web_config_file") {
 		t.Errorf("a write without credentials: %d %s, want 403 naming web_config_file", code, body)
 	}
-	if code, body := put(sc, config.APIClient{TLS: config.TLS{CA: sc.ca.File}, Username: "anyone", Password: "unchecked"}); code != http.StatusForbidden {
+	if code, body := put(sc, spec.APIClient{TLS: spec.TLS{CA: sc.ca.File}, Username: "anyone", Password: "unchecked"}); code != http.StatusForbidden {
 		t.Errorf("a write with basic auth nobody checks: %d %s, want 403", code, body)
 	}
-	if code, body := put(sc, config.APIClient{TLS: config.TLS{CA: sc.ca.File, Cert: sc.cert, Key: sc.key}}); code != http.StatusAccepted {
+	if code, body := put(sc, spec.APIClient{TLS: spec.TLS{CA: sc.ca.File, Cert: sc.cert, Key: sc.key}}); code != http.StatusAccepted {
 		t.Errorf("a write with a verified client certificate: %d %s, want 202", code, body)
 	}
 
@@ -407,10 +408,10 @@ func TestWritesNeedAuthenticationOffLoopback(t *testing.T) {
 	// API sees it; the right one gets the write.
 	users := newSecBackend("a", secretWorkload())
 	su := serve(users, "", true)
-	if code, _ := put(su, config.APIClient{TLS: config.TLS{CA: su.ca.File}, Username: "prometheus", Password: "wrong"}); code != http.StatusUnauthorized {
+	if code, _ := put(su, spec.APIClient{TLS: spec.TLS{CA: su.ca.File}, Username: "prometheus", Password: "wrong"}); code != http.StatusUnauthorized {
 		t.Errorf("a write with a wrong password: %d, want 401", code)
 	}
-	if code, body := put(su, config.APIClient{TLS: config.TLS{CA: su.ca.File}, Username: "prometheus", Password: su.password}); code != http.StatusAccepted {
+	if code, body := put(su, spec.APIClient{TLS: spec.TLS{CA: su.ca.File}, Username: "prometheus", Password: su.password}); code != http.StatusAccepted {
 		t.Errorf("a write with basic auth: %d %s, want 202", code, body)
 	}
 

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // ErrNotFound is wrapped by a Backend's SetTarget and RequestRestarts when
@@ -42,18 +42,18 @@ type Backend interface {
 	Assignment(ctx context.Context) (Assignment, error)
 	// Workload reads every connector and group stored in the cluster
 	// (page by page). It returns a store error.
-	Workload(ctx context.Context) (*config.Workload, error)
+	Workload(ctx context.Context) (*spec.Workload, error)
 	// Groups returns the sharing groups that have jobs on this agent,
 	// sorted by name.
 	Groups() []Group
 	// Target is connector's target state as the agent last read it from
-	// the store; config.TargetRunning when none was set.
-	Target(connector string) config.TargetState
+	// the store; spec.TargetRunning when none was set.
+	Target(connector string) spec.TargetState
 	// SetTarget stores connector's target state for every agent; by says
 	// who asked. It returns an error wrapping ErrNotFound when the
 	// connector does not exist, another error when the store cannot be
 	// written.
-	SetTarget(ctx context.Context, connector string, state config.TargetState, by string) error
+	SetTarget(ctx context.Context, connector string, state spec.TargetState, by string) error
 	// RequestRestarts stores a restart request for each of jobs, all of
 	// connector, carried out once by each job's agent (KIP-745; with
 	// onlyFailed only if the job is FAILED then). Errors as SetTarget.
@@ -162,13 +162,13 @@ func Handler(b Backend, opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, a)
 	})
 	mux.HandleFunc("GET /connectors", s.listConnectors)
-	mux.HandleFunc("GET /connectors/{name}", s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
+	mux.HandleFunc("GET /connectors/{name}", s.withConnector(func(w http.ResponseWriter, r *http.Request, c spec.Connector) {
 		writeJSON(w, http.StatusOK, connectorInfo(c, b.Target(c.Name)))
 	}))
-	mux.HandleFunc("GET /connectors/{name}/config", s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
+	mux.HandleFunc("GET /connectors/{name}/config", s.withConnector(func(w http.ResponseWriter, r *http.Request, c spec.Connector) {
 		writeJSON(w, http.StatusOK, connectorConfig(c))
 	}))
-	mux.HandleFunc("GET /connectors/{name}/status", s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
+	mux.HandleFunc("GET /connectors/{name}/status", s.withConnector(func(w http.ResponseWriter, r *http.Request, c spec.Connector) {
 		v, err := readView(r.Context(), b)
 		if err != nil {
 			WriteError(w, http.StatusServiceUnavailable, err.Error())
@@ -176,13 +176,13 @@ func Handler(b Backend, opts Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, connectorStatus(r.Context(), b, c, v))
 	}))
-	mux.HandleFunc("GET /connectors/{name}/tasks", s.withConnector(func(w http.ResponseWriter, r *http.Request, c config.Connector) {
+	mux.HandleFunc("GET /connectors/{name}/tasks", s.withConnector(func(w http.ResponseWriter, r *http.Request, c spec.Connector) {
 		writeJSON(w, http.StatusOK, taskInfos(c, b.Target(c.Name)))
 	}))
 	mux.HandleFunc("GET /connectors/{name}/tasks/{task}/status", s.withConnector(s.taskStatus))
-	mux.HandleFunc("PUT /connectors/{name}/pause", s.write(s.setTarget(config.TargetPaused, http.StatusAccepted)))
-	mux.HandleFunc("PUT /connectors/{name}/resume", s.write(s.setTarget(config.TargetRunning, http.StatusAccepted)))
-	mux.HandleFunc("PUT /connectors/{name}/stop", s.write(s.setTarget(config.TargetStopped, http.StatusNoContent)))
+	mux.HandleFunc("PUT /connectors/{name}/pause", s.write(s.setTarget(spec.TargetPaused, http.StatusAccepted)))
+	mux.HandleFunc("PUT /connectors/{name}/resume", s.write(s.setTarget(spec.TargetRunning, http.StatusAccepted)))
+	mux.HandleFunc("PUT /connectors/{name}/stop", s.write(s.setTarget(spec.TargetStopped, http.StatusNoContent)))
 	mux.HandleFunc("POST /connectors/{name}/restart", s.write(s.restartConnector))
 	mux.HandleFunc("POST /connectors/{name}/tasks/{task}/restart", s.write(s.restartTask))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -296,7 +296,7 @@ func (s *server) listConnectors(w http.ResponseWriter, r *http.Request) {
 
 // withConnector runs f with the connector named by the path, or answers
 // 404.
-func (s *server) withConnector(f func(http.ResponseWriter, *http.Request, config.Connector)) http.HandlerFunc {
+func (s *server) withConnector(f func(http.ResponseWriter, *http.Request, spec.Connector)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, ok, err := connector(r.Context(), s.b, r.PathValue("name"))
 		if err != nil {
@@ -312,9 +312,9 @@ func (s *server) withConnector(f func(http.ResponseWriter, *http.Request, config
 }
 
 // task returns the index of the task named by the path, or answers 404.
-func task(w http.ResponseWriter, r *http.Request, c config.Connector, target config.TargetState) (int, bool) {
+func task(w http.ResponseWriter, r *http.Request, c spec.Connector, target spec.TargetState) (int, bool) {
 	n, err := strconv.Atoi(r.PathValue("task"))
-	if err != nil || n < 0 || n >= c.Tasks || strconv.Itoa(n) != r.PathValue("task") || target == config.TargetStopped {
+	if err != nil || n < 0 || n >= c.Tasks || strconv.Itoa(n) != r.PathValue("task") || target == spec.TargetStopped {
 		WriteError(w, http.StatusNotFound, "Task "+c.Name+"-"+r.PathValue("task")+" not found")
 		return 0, false
 	}
@@ -322,7 +322,7 @@ func task(w http.ResponseWriter, r *http.Request, c config.Connector, target con
 }
 
 // taskStatus is GET /connectors/{name}/tasks/{task}/status.
-func (s *server) taskStatus(w http.ResponseWriter, r *http.Request, c config.Connector) {
+func (s *server) taskStatus(w http.ResponseWriter, r *http.Request, c spec.Connector) {
 	n, ok := task(w, r, c, s.b.Target(c.Name))
 	if !ok {
 		return
@@ -338,21 +338,21 @@ func (s *server) taskStatus(w http.ResponseWriter, r *http.Request, c config.Con
 			return
 		}
 	}
-	WriteError(w, http.StatusNotFound, "No status found for task "+config.TaskID(c.Name, n))
+	WriteError(w, http.StatusNotFound, "No status found for task "+spec.TaskID(c.Name, n))
 }
 
 // connector reads the stored connector name; false when there is none.
-func connector(ctx context.Context, b Backend, name string) (config.Connector, bool, error) {
+func connector(ctx context.Context, b Backend, name string) (spec.Connector, bool, error) {
 	wl, err := b.Workload(ctx)
 	if err != nil {
-		return config.Connector{}, false, err
+		return spec.Connector{}, false, err
 	}
 	for _, c := range wl.Connectors {
 		if c.Name == name {
 			return c, true, nil
 		}
 	}
-	return config.Connector{}, false, nil
+	return spec.Connector{}, false, nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -3,19 +3,19 @@ package assign
 import (
 	"time"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // Member is one live agent as it registered itself.
 //
 // Entries with an empty ID are ignored. Several entries with the same ID are
 // merged: their declarations are united, and the member speaks static only if
-// every entry says config.ProtocolStatic. Empty strings in the declared lists are ignored.
+// every entry says spec.ProtocolStatic. Empty strings in the declared lists are ignored.
 type Member struct {
-	ID         string          // agent ID, unique in the cluster
-	Protocol   config.Protocol // ProtocolStatic; anything else, "" included, is balanced
-	Connectors []string        // declared static.connectors (connector names)
-	Tasks      []string        // declared static.tasks (task job IDs, "<connector>-<n>")
+	ID         string        // agent ID, unique in the cluster
+	Protocol   spec.Protocol // ProtocolStatic; anything else, "" included, is balanced
+	Connectors []string      // declared static.connectors (connector names)
+	Tasks      []string      // declared static.tasks (task job IDs, "<connector>-<n>")
 }
 
 // Connector is one workload definition as assignment needs it.

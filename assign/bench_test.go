@@ -2,9 +2,10 @@ package assign
 
 import (
 	"fmt"
-	"github.com/berthd/berth/config"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/spec"
 )
 
 // benchWorkload is 1,000 connectors × 10 tasks = 10,000 jobs; every tenth
@@ -23,14 +24,14 @@ func benchWorkload() []Connector {
 func benchMembers(n int, static bool) []Member {
 	ms := make([]Member, n)
 	for i := range ms {
-		ms[i] = Member{ID: fmt.Sprintf("agent%04d", i), Protocol: config.ProtocolBalanced}
+		ms[i] = Member{ID: fmt.Sprintf("agent%04d", i), Protocol: spec.ProtocolBalanced}
 		if static {
-			ms[i].Protocol = config.ProtocolStatic
+			ms[i].Protocol = spec.ProtocolStatic
 			// 900 members declare one connector's ten tasks each; 100 are standbys.
 			if i < 900 {
 				ms[i].Tasks = make([]string, 10)
 				for n := range ms[i].Tasks {
-					ms[i].Tasks[n] = config.TaskID(fmt.Sprintf("conn%04d", i), n)
+					ms[i].Tasks[n] = spec.TaskID(fmt.Sprintf("conn%04d", i), n)
 				}
 			}
 		}

@@ -1,17 +1,18 @@
 package assign
 
 import (
-	"github.com/berthd/berth/config"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/spec"
 )
 
 func st(id string, connectors, tasks []string) Member {
-	return Member{ID: id, Protocol: config.ProtocolStatic, Connectors: connectors, Tasks: tasks}
+	return Member{ID: id, Protocol: spec.ProtocolStatic, Connectors: connectors, Tasks: tasks}
 }
 
-func bal(id string) Member { return Member{ID: id, Protocol: config.ProtocolBalanced} }
+func bal(id string) Member { return Member{ID: id, Protocol: spec.ProtocolBalanced} }
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
@@ -228,7 +229,7 @@ func TestRule4Conflicts(t *testing.T) {
 		{
 			name: "conflicts are reported in balanced mode too, without effect",
 			in: Input{Connectors: cs, Members: []Member{
-				st("m1", []string{"a"}, nil), {ID: "m2", Protocol: config.ProtocolBalanced, Connectors: []string{"a"}},
+				st("m1", []string{"a"}, nil), {ID: "m2", Protocol: spec.ProtocolBalanced, Connectors: []string{"a"}},
 			}},
 			members:   map[string][]string{"m1": {"a"}, "m2": {"a-0"}},
 			conflicts: []Conflict{{Job: "a", Members: []string{"m1", "m2"}, Winner: "m1"}},

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // FuzzCompute feeds Compute inputs decoded from the fuzzer's bytes
@@ -87,10 +87,10 @@ func fuzzInput(f *fuzzBytes) Input {
 			Tasks: f.upTo(8) - 2, Group: f.pick(fuzzGroups...)})
 	}
 	taskIDs := func() string {
-		return config.TaskID(f.pick("c0", "c1", "c2", "c9"), f.upTo(6))
+		return spec.TaskID(f.pick("c0", "c1", "c2", "c9"), f.upTo(6))
 	}
 	for i, n := 0, f.upTo(10); i < n; i++ {
-		m := Member{ID: f.pick(fuzzMembers...), Protocol: config.Protocol(f.pick(string(config.ProtocolStatic), string(config.ProtocolStatic), string(config.ProtocolBalanced), ""))}
+		m := Member{ID: f.pick(fuzzMembers...), Protocol: spec.Protocol(f.pick(string(spec.ProtocolStatic), string(spec.ProtocolStatic), string(spec.ProtocolBalanced), ""))}
 		for k, nk := 0, f.upTo(3); k < nk; k++ {
 			m.Connectors = append(m.Connectors, f.pick(append(fuzzConnectors, "nope")...))
 		}

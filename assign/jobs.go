@@ -3,20 +3,20 @@ package assign
 import (
 	"sort"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // Job is one unit of assignment: a connector or a task.
 type Job struct {
-	ID        string      // job ID: the connector name, or "<connector>-<n>"
-	Connector string      // name of the connector it belongs to
-	Group     string      // sharing group of its connector, "" for none
-	Kind      config.Kind // config.KindConnector or config.KindTask
-	Task      int         // task number n for a task; -1 for a connector job
+	ID        string    // job ID: the connector name, or "<connector>-<n>"
+	Connector string    // name of the connector it belongs to
+	Group     string    // sharing group of its connector, "" for none
+	Kind      spec.Kind // spec.KindConnector or spec.KindTask
+	Task      int       // task number n for a task; -1 for a connector job
 }
 
 // Jobs returns the jobs of connectors, sorted by ID: the connector job (ID =
-// Name) when Run is true, and tasks config.TaskID(Name, 0) … config.TaskID(Name, Tasks-1).
+// Name) when Run is true, and tasks spec.TaskID(Name, 0) … spec.TaskID(Name, Tasks-1).
 //
 // The result does not depend on the order of connectors. Connectors with an
 // empty name are skipped and duplicate names resolved as [Connector] says.
@@ -35,10 +35,10 @@ func Jobs(connectors []Connector) []Job {
 	jobs := make([]Job, 0, n)
 	for _, c := range cs {
 		if c.Run {
-			jobs = append(jobs, Job{ID: c.Name, Connector: c.Name, Group: c.Group, Kind: config.KindConnector, Task: -1})
+			jobs = append(jobs, Job{ID: c.Name, Connector: c.Name, Group: c.Group, Kind: spec.KindConnector, Task: -1})
 		}
 		for i := 0; i < c.Tasks; i++ {
-			jobs = append(jobs, Job{ID: config.TaskID(c.Name, i), Connector: c.Name, Group: c.Group, Kind: config.KindTask, Task: i})
+			jobs = append(jobs, Job{ID: spec.TaskID(c.Name, i), Connector: c.Name, Group: c.Group, Kind: spec.KindTask, Task: i})
 		}
 	}
 	sort.Slice(jobs, func(i, j int) bool {

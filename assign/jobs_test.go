@@ -1,9 +1,10 @@
 package assign
 
 import (
-	"github.com/berthd/berth/config"
 	"reflect"
 	"testing"
+
+	"github.com/berthd/berth/spec"
 )
 
 func TestJobs(t *testing.T) {
@@ -14,27 +15,27 @@ func TestJobs(t *testing.T) {
 	}{
 		{"empty", nil, []Job{}},
 		{"run and tasks", []Connector{{Name: "orders-sink", Run: true, Tasks: 2, Group: "g"}}, []Job{
-			{ID: "orders-sink", Connector: "orders-sink", Group: "g", Kind: config.KindConnector, Task: -1},
-			{ID: "orders-sink-0", Connector: "orders-sink", Group: "g", Kind: config.KindTask, Task: 0},
-			{ID: "orders-sink-1", Connector: "orders-sink", Group: "g", Kind: config.KindTask, Task: 1},
+			{ID: "orders-sink", Connector: "orders-sink", Group: "g", Kind: spec.KindConnector, Task: -1},
+			{ID: "orders-sink-0", Connector: "orders-sink", Group: "g", Kind: spec.KindTask, Task: 0},
+			{ID: "orders-sink-1", Connector: "orders-sink", Group: "g", Kind: spec.KindTask, Task: 1},
 		}},
 		{"no run: no connector job", []Connector{{Name: "a", Tasks: 1}}, []Job{
-			{ID: "a-0", Connector: "a", Kind: config.KindTask, Task: 0},
+			{ID: "a-0", Connector: "a", Kind: spec.KindTask, Task: 0},
 		}},
 		{"negative tasks and empty name ignored", []Connector{{Name: "a", Run: true, Tasks: -3}, {Name: "", Run: true, Tasks: 2}}, []Job{
-			{ID: "a", Connector: "a", Kind: config.KindConnector, Task: -1},
+			{ID: "a", Connector: "a", Kind: spec.KindConnector, Task: -1},
 		}},
 		{"sorted by ID across connectors, order-independent", []Connector{{Name: "b", Run: true}, {Name: "a", Tasks: 1}}, []Job{
-			{ID: "a-0", Connector: "a", Kind: config.KindTask, Task: 0},
-			{ID: "b", Connector: "b", Kind: config.KindConnector, Task: -1},
+			{ID: "a-0", Connector: "a", Kind: spec.KindTask, Task: 0},
+			{ID: "b", Connector: "b", Kind: spec.KindConnector, Task: -1},
 		}},
 		{"duplicate name: Run first, then more tasks", []Connector{{Name: "a", Tasks: 1}, {Name: "a", Run: true}, {Name: "a", Run: true, Tasks: 1, Group: "z"}}, []Job{
-			{ID: "a", Connector: "a", Group: "z", Kind: config.KindConnector, Task: -1},
-			{ID: "a-0", Connector: "a", Group: "z", Kind: config.KindTask, Task: 0},
+			{ID: "a", Connector: "a", Group: "z", Kind: spec.KindConnector, Task: -1},
+			{ID: "a-0", Connector: "a", Group: "z", Kind: spec.KindTask, Task: 0},
 		}},
 		{"colliding IDs: connector whose name sorts first wins", []Connector{{Name: "a-1", Run: true}, {Name: "a", Tasks: 2}}, []Job{
-			{ID: "a-0", Connector: "a", Kind: config.KindTask, Task: 0},
-			{ID: "a-1", Connector: "a", Kind: config.KindTask, Task: 1},
+			{ID: "a-0", Connector: "a", Kind: spec.KindTask, Task: 0},
+			{ID: "a-1", Connector: "a", Kind: spec.KindTask, Task: 1},
 		}},
 	}
 	for _, tt := range tests {

@@ -1,8 +1,10 @@
 package assign
 
-import "github.com/berthd/berth/config"
+import (
+	"sort"
 
-import "sort"
+	"github.com/berthd/berth/spec"
+)
 
 // member is a live member after normalisation: one entry per ID, declared
 // lists sorted and free of duplicates and empty strings.
@@ -32,7 +34,7 @@ func normaliseMembers(in []Member) []member {
 			nm = &member{ID: m.ID, Static: true}
 			byID[m.ID] = nm
 		}
-		nm.Static = nm.Static && m.Protocol == config.ProtocolStatic
+		nm.Static = nm.Static && m.Protocol == spec.ProtocolStatic
 		nm.Connectors = append(nm.Connectors, m.Connectors...)
 		nm.Tasks = append(nm.Tasks, m.Tasks...)
 	}
@@ -79,12 +81,12 @@ func declarations(members []member, jobs map[string]*Job) (map[string][]string, 
 	decl := make(map[string][]string)
 	for _, m := range members {
 		for _, c := range m.Connectors {
-			if j, ok := jobs[c]; ok && j.Kind == config.KindConnector {
+			if j, ok := jobs[c]; ok && j.Kind == spec.KindConnector {
 				decl[c] = append(decl[c], m.ID)
 			}
 		}
 		for _, t := range m.Tasks {
-			if j, ok := jobs[t]; ok && j.Kind == config.KindTask {
+			if j, ok := jobs[t]; ok && j.Kind == spec.KindTask {
 				decl[t] = append(decl[t], m.ID)
 			}
 		}

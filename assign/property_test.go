@@ -2,12 +2,13 @@ package assign
 
 import (
 	"fmt"
-	"github.com/berthd/berth/config"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/spec"
 
 	"pgregory.net/rapid"
 )
@@ -60,15 +61,15 @@ func genInput(t *rapid.T, o genOpts) Input {
 	// Declarable names include connectors that do not exist (c8, c9).
 	connNames := []string{"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"}
 	taskIDs := rapid.Custom(func(t *rapid.T) string {
-		return config.TaskID(rapid.SampledFrom(connNames).Draw(t, "c"), rapid.IntRange(0, 6).Draw(t, "n"))
+		return spec.TaskID(rapid.SampledFrom(connNames).Draw(t, "c"), rapid.IntRange(0, 6).Draw(t, "n"))
 	})
 	ids := rapid.Permutation(memberPool).Draw(t, "ids")[:rapid.IntRange(1, 20).Draw(t, "members")]
 	allStatic := !o.balanced && rapid.Bool().Draw(t, "allStatic")
 	var ms []Member
 	for _, id := range ids {
-		m := Member{ID: id, Protocol: config.ProtocolStatic}
+		m := Member{ID: id, Protocol: spec.ProtocolStatic}
 		if o.balanced || (!allStatic && rapid.Bool().Draw(t, "balanced")) {
-			m.Protocol = config.ProtocolBalanced
+			m.Protocol = spec.ProtocolBalanced
 		}
 		if !rapid.Bool().Draw(t, "standby") {
 			m.Connectors = rapid.SliceOfN(rapid.SampledFrom(connNames), 0, 3).Draw(t, "declConnectors")
@@ -140,16 +141,16 @@ func newView(in Input) view {
 	}
 	for _, m := range in.Members {
 		v.live[m.ID] = m
-		v.static = v.static && m.Protocol == config.ProtocolStatic
+		v.static = v.static && m.Protocol == spec.ProtocolStatic
 		seen := map[string]bool{}
 		for _, c := range m.Connectors {
-			if j, ok := v.jobs[c]; ok && j.Kind == config.KindConnector && !seen[c] {
+			if j, ok := v.jobs[c]; ok && j.Kind == spec.KindConnector && !seen[c] {
 				seen[c] = true
 				v.declarers[c] = append(v.declarers[c], m.ID)
 			}
 		}
 		for _, tk := range m.Tasks {
-			if j, ok := v.jobs[tk]; ok && j.Kind == config.KindTask && !seen[tk] {
+			if j, ok := v.jobs[tk]; ok && j.Kind == spec.KindTask && !seen[tk] {
 				seen[tk] = true
 				v.declarers[tk] = append(v.declarers[tk], m.ID)
 			}

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 )
 
 // decoder turns the generic TOML tree (map[string]any from
@@ -399,7 +401,7 @@ func (d *decoder) limitsTable(t *table) limits.Limits {
 	}
 	defer t.done()
 	if cpu, ok := t.number("cpu"); ok {
-		switch n := d.host.numCPU(); {
+		switch n := d.host.NumCPU(); {
 		case cpu <= 0:
 			d.errs.add(t.key("cpu"), "must be > 0 cores, not %v", cpu)
 		case n > 0 && cpu > float64(n):
@@ -429,7 +431,7 @@ func (d *decoder) limitsTable(t *table) limits.Limits {
 	if v, ok := t.m["cpuset"]; ok {
 		s := t.str("cpuset", "")
 		if _, isStr := v.(string); isStr {
-			if _, err := d.host.checkCpuset(s); err != nil {
+			if _, err := d.host.CheckCpuset(s); err != nil {
 				d.errs.add(t.key("cpuset"), "%v", err)
 			} else {
 				l.Cpuset = s
@@ -477,7 +479,7 @@ func (d *decoder) limitsTable(t *table) limits.Limits {
 			d.errs.add(key, "device is required")
 		} else if io.Device == "" {
 			d.errs.add(e.key("device"), "must not be empty")
-		} else if err := d.host.checkDevice(io.Device); err != nil {
+		} else if err := d.host.CheckDevice(io.Device); err != nil {
 			d.errs.add(e.key("device"), "%v", err)
 		}
 		rate := func(k string, bytes bool) int64 {
@@ -549,7 +551,7 @@ func (d *decoder) process(t *table) *Process {
 			d.errs.add(t.key("command")+"[0]", "program must not be an empty string")
 		}
 		for i, arg := range p.Command {
-			if _, err := expand(arg, nil); err != nil {
+			if _, err := spec.Expand(arg, nil); err != nil {
 				d.errs.add(fmt.Sprintf("%s[%d]", t.key("command"), i), "%v", err)
 			}
 		}
@@ -566,7 +568,7 @@ func (d *decoder) process(t *table) *Process {
 			switch {
 			case k == "" || strings.ContainsAny(k, "=\x00"):
 				d.errs.add(env.key(strconv.Quote(k)), "is not a valid environment variable name")
-			case reservedEnv[k]:
+			case spec.ReservedEnv(k):
 				d.errs.add(env.key(k), "is set by berth for every job and cannot be overridden")
 			case strings.ContainsRune(v, 0):
 				d.errs.add(env.key(k), "value must not contain a NUL byte")
@@ -613,12 +615,12 @@ func (d *decoder) process(t *table) *Process {
 	p.Restart = Restart(t.oneOf("restart", "a restart policy", string(DefaultRestart)))
 	p.StopTimeout = t.duration("stop_timeout", 0)
 	p.Limits = d.limitsTable(t.sub("limits"))
-	for _, pp := range d.host.checkProcess(p, processEnv(p)) {
-		if pp.key == "working_directory" {
+	for _, pp := range d.host.CheckProcess(p, host.ProcessEnv(p)) {
+		if pp.Key == "working_directory" {
 			// the key as the file wrote it: working_directory or dir
-			pp.key = dirKey
+			pp.Key = dirKey
 		}
-		d.errs.add(t.key(pp.key), "%s", pp.msg)
+		d.errs.add(t.key(pp.Key), "%s", pp.Msg)
 	}
 	return p
 }
@@ -719,6 +721,6 @@ func (d *decoder) workload(root *table) Workload {
 	for _, c := range root.tables("connector") {
 		w.Connectors = append(w.Connectors, d.connector(c))
 	}
-	w.check(&d.errs)
+	checkWorkload(&w, &d.errs)
 	return w
 }

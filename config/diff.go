@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 )
 
 // Change is one setting whose value differs between two versions of a
@@ -40,11 +41,8 @@ func DiffJobs(old, new Job) []Change {
 	return hideSecrets(diffMaps("", a, b))
 }
 
-// Hidden stands for a secret's value (an env value, a password) wherever
-// berth shows settings: in a Change, that it changed is shown, never what
-// it was or became; the API shows it for every env value. "[hidden]" is
-// what Kafka Connect shows for a PASSWORD-type config.
-const Hidden = "[hidden]"
+// Hidden is spec.Hidden, for the transition (new code uses spec's).
+const Hidden = spec.Hidden
 
 // hideSecrets replaces the values of secret settings (env.NAME of a
 // process, a password) in cs with Hidden: changes are logged and served

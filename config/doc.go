@@ -1,9 +1,12 @@
-// Package config is berth's file model and its one vocabulary.
+// Package config decodes berth's TOML files into the types of package spec.
 //
-// It covers the agent file (/etc/berth/berth.toml: [agent], [static], [cluster]), connector and
+// It covers the agent file
+// (/etc/berth/berth.toml: [agent], [static], [cluster]), connector and
 // sharing-group definitions ([[connector]], [[group]]), TOML decoding with
-// the position of every key, defaults, and the names every other package
-// uses (job kind, task ID, protocol, restart policy, definition kind).
+// the position of every key, and defaults. It decodes into the types of
+// package spec (the vocabulary every package uses: job, connector, group,
+// process, kind, task ID, protocol, restart policy, definition kind); the
+// aliases of those names it still declares are for the transition.
 //
 // Parsing uses github.com/BurntSushi/toml. Every problem found is collected
 // (not only the first) and returned as *Problems, data that names the file,
@@ -19,7 +22,8 @@
 // "FILE: key: message".
 //
 // Limits are checked against their kernel bounds (package limits) and
-// against the facts of a Host passed in by the caller (CPUs online, block
-// devices): parsing itself never reads the machine. Jobs expands a workload
-// into the jobs that are assigned, run and measured.
+// against the facts of a host.Host passed in by the caller (CPUs online,
+// block devices, users, programs): parsing itself never reads the machine.
+// Config.Jobs expands the file's workload into the jobs that are assigned,
+// run and measured (spec.Workload.Jobs).
 package config

@@ -1,215 +1,45 @@
 package config
 
 import (
-	"errors"
-	"fmt"
-	"runtime"
-	"sort"
-	"strings"
-
-	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 )
 
-// Host holds the facts of a machine that validation checks a file against:
-// which CPUs exist for cpu and cpuset limits, which block devices exist for
-// io limits, and whether a process's user, program and working directory
-// exist. Parsing never reads the machine itself; the caller passes the
-// facts in (LocalHost for the running machine, nil to skip every host
-// check, as when a definition is checked away from the hosts that run it;
-// LimitsOnly for a definition stored for the whole cluster, whose programs
-// and users need exist only where it runs).
-type Host struct {
-	// OnlineCPUs are the CPU numbers online, ascending; nil when unknown
-	// (then cpu limits are checked against runtime.NumCPU and cpuset CPUs
-	// are not checked).
-	OnlineCPUs []int
-	// ResolveDevice maps an io limit's device to its whole disk; nil skips
-	// the check.
-	ResolveDevice limits.DeviceResolver
+// The facts of a host that validation checks a file against, and the
+// reading of secret and TLS files, live in package host; the names below
+// are for the transition of the packages that still name them through
+// config: new code uses host's.
 
-	// LookupUser checks that a process's user ("user" or "user:group",
-	// names or numeric IDs) exists; nil skips the check.
-	LookupUser func(spec string) error
-	// LookPath finds a process's program (command[0]) as its start will:
-	// as it is when it has a slash (relative to dir), else in the PATH of
-	// env ("KEY=value"), or the agent's PATH when env has none; an error
-	// when no executable file is found. nil skips the check.
-	LookPath func(file string, env []string, dir string) (string, error)
-	// StatDir checks that a process's working directory exists and is a
-	// directory; nil skips the check.
-	StatDir func(dir string) error
-	// CheckEnvFile checks that a process's env_file can be used: it reads
-	// and only root may read or write it (ReadEnvFile); nil skips the
-	// check.
-	CheckEnvFile func(path string) error
+// Host is host.Host, for the transition.
+type Host = host.Host
 
-	// CheckPasswordFile checks a password_file ([cluster] and
-	// [agent.client]) as the agent reads it (ReadPasswordFile); nil skips
-	// the check.
-	CheckPasswordFile func(path string) error
-	// CheckTLS checks the PEM files of a tls table ([cluster] and
-	// [agent.client]) as a client loads them (CheckTLSFiles): it returns
-	// the error of each failing key, "ca", "cert" or "key"; nil skips the
-	// check.
-	CheckTLS func(t TLS) map[string]error
-	// CheckWebConfig checks agent.web_config_file as the agent's listener
-	// loads it (the exporter-toolkit's web configuration; the api package
-	// has the check); nil skips it.
-	CheckWebConfig func(path string) error
-}
-
-// LocalHost returns the facts of the running machine that this package can
-// read itself: its online CPUs (sysfs), limits.ResolveDevice, and the
-// reading of env_files (ReadEnvFile), password files (ReadPasswordFile)
-// and TLS files (CheckTLSFiles). CheckWebConfig is nil here: the caller
-// that serves the API sets it. The user, program and directory
-// lookups a start does are the worker's (LookupUser, LookPath and StatDir
-// are nil here, so those checks are skipped): worker.LocalHost returns this
-// Host with them set, and is what the agent and the CLI use.
+// LocalHost returns host.Local without the lookups of a process's user,
+// program and working directory (LookupUser, LookPath and StatDir nil), as
+// config.LocalHost did before package host; for the transition: new code
+// uses host.Local, or host.Local().LimitsOnly().
 func LocalHost() *Host {
-	h := &Host{ResolveDevice: limits.ResolveDevice, CheckEnvFile: checkEnvFile,
-		CheckPasswordFile: checkPasswordFile, CheckTLS: CheckTLSFiles}
-	if cpus, err := limits.OnlineCPUs(); err == nil {
-		h.OnlineCPUs = cpus
-	}
+	h := host.Local()
+	h.LookupUser, h.LookPath, h.StatDir = nil, nil, nil
 	return h
 }
 
-// LimitsOnly returns a copy of h without the process facts (user, program,
-// working directory, env_file): what a definition stored for the whole cluster is
-// checked against on every host (CPUs, devices), since its programs and
-// users need exist only on the hosts that run it. nil stays nil.
-func (h *Host) LimitsOnly() *Host {
-	if h == nil {
-		return nil
-	}
-	c := *h
-	c.LookupUser, c.LookPath, c.StatDir, c.CheckEnvFile = nil, nil, nil, nil
-	c.CheckPasswordFile, c.CheckTLS, c.CheckWebConfig = nil, nil, nil
-	return &c
-}
+// ErrSecretFileMode is host.ErrSecretFileMode, for the transition.
+var ErrSecretFileMode = host.ErrSecretFileMode
 
-// checkPasswordFile is Host.CheckPasswordFile on the running machine.
-func checkPasswordFile(path string) error {
-	_, err := ReadPasswordFile(path)
-	return err
-}
+// ReadPasswordFile is host.ReadPasswordFile, for the transition.
+func ReadPasswordFile(path string) (string, error) { return host.ReadPasswordFile(path) }
 
-// checkEnvFile is Host.CheckEnvFile on the running machine.
-func checkEnvFile(path string) error {
-	_, err := ReadEnvFile(path)
-	return err
-}
+// ReadEnvFile is host.ReadEnvFile, for the transition.
+func ReadEnvFile(path string) (map[string]string, error) { return host.ReadEnvFile(path) }
 
-// processProblem is one process fact that does not hold on the host: the
-// key inside the process ("user", "working_directory", "command[0]") and what is wrong.
-type processProblem struct {
-	key, msg string
-}
+// CheckTLSFiles is host.CheckTLSFiles, for the transition.
+func CheckTLSFiles(t TLS) map[string]error { return host.CheckTLSFiles(t) }
 
-// checkProcess checks p's user, working directory and program against the
-// host, with env the job's environment (for PATH). A program that still
-// holds a ${...} reference is not looked up (it is known per job only).
-func (h *Host) checkProcess(p *Process, env []string) []processProblem {
-	if h == nil {
-		return nil
-	}
-	var out []processProblem
-	if p.User != "" && h.LookupUser != nil {
-		if err := h.LookupUser(p.User); err != nil {
-			out = append(out, processProblem{"user", fmt.Sprintf("%q does not resolve on this host: %v", p.User, err)})
-		}
-	}
-	dirOK := p.Dir == "" || strings.HasPrefix(p.Dir, "/")
-	// A relative directory is reported by the decoder (it must be
-	// absolute); a stat would read it against the agent's own cwd.
-	if p.Dir != "" && h.StatDir != nil && strings.HasPrefix(p.Dir, "/") {
-		if err := h.StatDir(p.Dir); err != nil {
-			dirOK = false
-			out = append(out, processProblem{"working_directory", fmt.Sprintf("working directory on this host: %v", err)})
-		}
-	}
-	if p.EnvFile != "" && h.CheckEnvFile != nil {
-		if err := h.CheckEnvFile(p.EnvFile); err != nil {
-			out = append(out, processProblem{"env_file", fmt.Sprintf("on this host: %v", err)})
-		}
-	}
-	if len(p.Command) > 0 && p.Command[0] != "" && h.LookPath != nil && !strings.Contains(p.Command[0], "${") {
-		relative := strings.Contains(p.Command[0], "/") && !strings.HasPrefix(p.Command[0], "/")
-		if dirOK || !relative {
-			if _, err := h.LookPath(p.Command[0], env, p.Dir); err != nil {
-				out = append(out, processProblem{"command[0]", fmt.Sprintf("program not found on this host: %v", err)})
-			}
-		}
-	}
-	return out
-}
-
-// processEnv is the part of a process's environment that decides where
-// its program is found: PATH, when the process sets it.
-func processEnv(p *Process) []string {
-	if v, ok := p.Env["PATH"]; ok {
-		return []string{"PATH=" + v}
-	}
-	return nil
-}
-
-// CheckJob checks that j's process can start on h: its user resolves, its
-// working directory exists, its env_file can be used, and its (expanded)
-// program is an executable file, found as the start will find it. It returns nil when every check
-// passes or h has no process facts, else an error naming each key that
-// fails (user: "nobdy" does not resolve on this host: ...).
-func (h *Host) CheckJob(j Job) error {
-	ps := h.checkProcess(&j.Process, processEnv(&j.Process))
-	if len(ps) == 0 {
-		return nil
-	}
-	sort.SliceStable(ps, func(a, b int) bool { return ps[a].key < ps[b].key })
-	errs := make([]error, len(ps))
-	for i, p := range ps {
-		errs[i] = fmt.Errorf("%s: %s", p.key, p.msg)
-	}
-	return errors.Join(errs...)
-}
-
-// numCPU is the number of CPUs a cpu limit may use: the online CPUs, or
-// runtime.NumCPU() when they are unknown; 0 with no host (no check).
-func (h *Host) numCPU() int {
-	if h == nil {
-		return 0
-	}
-	if len(h.OnlineCPUs) > 0 {
-		return len(h.OnlineCPUs)
-	}
-	return runtime.NumCPU()
-}
-
-// checkCpuset parses s and checks that every CPU in it is online.
-func (h *Host) checkCpuset(s string) ([]int, error) {
-	cpus, err := limits.ParseCPUList(s)
-	if err != nil {
-		return nil, err
-	}
-	if h == nil || h.OnlineCPUs == nil {
-		return cpus, nil
-	}
-	on := map[int]bool{}
-	for _, c := range h.OnlineCPUs {
-		on[c] = true
-	}
-	for _, c := range cpus {
-		if !on[c] {
-			return nil, fmt.Errorf("CPU %d of %q is not online on this host (online: %s)", c, s, limits.FormatCPUList(h.OnlineCPUs))
-		}
-	}
-	return cpus, nil
-}
-
-// checkDevice checks that an io limit's device resolves to a disk here.
-func (h *Host) checkDevice(path string) error {
-	if h == nil || h.ResolveDevice == nil {
-		return nil
-	}
-	_, err := h.ResolveDevice(path)
-	return err
-}
+// Environment variables berth sets for every job: spec's, for the
+// transition.
+const (
+	EnvJobID     = spec.EnvJobID
+	EnvConnector = spec.EnvConnector
+	EnvTask      = spec.EnvTask
+	EnvCgroup    = spec.EnvCgroup
+)

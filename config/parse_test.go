@@ -146,7 +146,7 @@ func conn(body string) string {
 }
 
 func TestValidationErrors(t *testing.T) {
-	ncpu := LocalHost().numCPU()
+	ncpu := LocalHost().NumCPU()
 	cases := []struct {
 		name, toml string
 		want       string // exact "FILE:LINE:COL: key: message"; or a prefix ending in ": " + "…" + message part
@@ -310,7 +310,7 @@ func TestParseConnectorsAndSingles(t *testing.T) {
 		t.Fatalf("ParseGroup = %+v, %v", g, err)
 	}
 	ws := Workload{Groups: []Group{*g}, Connectors: []Connector{*c, {Name: "c-0"}, {Name: "d", Group: "h"}}}
-	err = ws.Validate()
+	err = ValidateWorkload(&ws)
 	want := "connector[0].tasks: task 0 has job ID \"c-0\", which connector \"c-0\" already uses\n" +
 		"connector[2].group: group \"h\" is not defined by any [[group]]"
 	if err == nil || err.Error() != want {

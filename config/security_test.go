@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -197,4 +198,18 @@ func TestSecurityFilesCheckedOnThisHost(t *testing.T) {
 	if _, err := Parse("t.toml", []byte(src), LocalHost().LimitsOnly()); err != nil {
 		t.Errorf("LimitsOnly: %v", err)
 	}
+}
+
+// writeSecret writes body to a new file of the given mode and returns its
+// path.
+func writeSecret(t *testing.T, body string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil { // not reduced by the umask
+		t.Fatal(err)
+	}
+	return p
 }

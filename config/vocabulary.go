@@ -1,88 +1,45 @@
 package config
 
 import (
-	"strconv"
 	"time"
+
+	"github.com/berthd/berth/spec"
 )
 
-// The one vocabulary every berth package uses: job kinds, task IDs, the
-// assignment protocol, restart policies, definition kinds and the defaults
-// of the agent file. Each is declared here and nowhere else.
+// The job vocabulary (kinds, task IDs, protocols, restart policies,
+// target states, definition kinds) lives in package spec. The names below
+// are for the transition of the packages that still name them through
+// config: new code uses spec's.
+type (
+	Kind        = spec.Kind
+	Protocol    = spec.Protocol
+	Restart     = spec.Restart
+	TargetState = spec.TargetState
+	DefKind     = spec.DefKind
+)
 
-// Kind says whether a job is a connector's own job or one of its tasks.
-type Kind string
-
-// Job kinds, as used in metric labels (`kind`) and the API.
+// Transitional re-declarations of spec's constants (see above).
 const (
-	KindConnector Kind = "connector"
-	KindTask      Kind = "task"
+	KindConnector      = spec.KindConnector
+	KindTask           = spec.KindTask
+	ProtocolStatic     = spec.ProtocolStatic
+	ProtocolBalanced   = spec.ProtocolBalanced
+	RestartAlways      = spec.RestartAlways
+	RestartOnFailure   = spec.RestartOnFailure
+	RestartNever       = spec.RestartNever
+	TargetRunning      = spec.TargetRunning
+	TargetPaused       = spec.TargetPaused
+	TargetStopped      = spec.TargetStopped
+	DefConnector       = spec.DefConnector
+	DefGroup           = spec.DefGroup
+	DefaultStopTimeout = spec.DefaultStopTimeout
+	DefaultRestart     = spec.DefaultRestart
+	MaxNameLen         = spec.MaxNameLen
+	MaxTasks           = spec.MaxTasks
 )
 
-// TaskID is the job ID of task n of connector: "<connector>-<n>", as Kafka
-// Connect names tasks (ConnectorTaskId).
-func TaskID(connector string, n int) string {
-	return connector + "-" + strconv.Itoa(n)
-}
-
-// Protocol is the assignment protocol an agent speaks (KIP-987: a worker
-// with static.connectors / static.tasks speaks "static"; Connect's
-// incremental cooperative protocol is "balanced" here).
-type Protocol string
-
-// Protocols (docs/design.md, "Assignment rules").
-const (
-	// ProtocolStatic gives every declared job to its declarer while every
-	// member speaks static.
-	ProtocolStatic Protocol = "static"
-	// ProtocolBalanced makes the whole cluster place jobs by count,
-	// sharing groups whole.
-	ProtocolBalanced Protocol = "balanced"
-)
-
-// Restart is a job's restart policy, named as systemd's Restart= values
-// (systemd.service(5)).
-type Restart string
-
-// Restart policies.
-const (
-	// RestartAlways restarts after every exit.
-	RestartAlways Restart = "always"
-	// RestartOnFailure restarts after a non-zero exit status or death by a
-	// signal (systemd Restart=on-failure). The default.
-	RestartOnFailure Restart = "on-failure"
-	// RestartNever leaves the job exited after its first exit (systemd
-	// Restart=no).
-	RestartNever Restart = "never"
-)
-
-// TargetState is what an operator wants of a connector's jobs, as Kafka
-// Connect's target state (KIP-52 pause and resume, KIP-875 stop): set by
-// `berth pause|resume|stop` or the REST API, kept in the cluster store
-// with the definition, and held by every agent that runs one of its jobs.
-type TargetState string
-
-// Target states.
-const (
-	// TargetRunning: the jobs run (Connect's STARTED). The default.
-	TargetRunning TargetState = "running"
-	// TargetPaused: every job's process is stopped and its cgroup removed;
-	// the jobs stay assigned and show PAUSED.
-	TargetPaused TargetState = "paused"
-	// TargetStopped: as paused, and the connector shows STOPPED with no
-	// tasks (KIP-875).
-	TargetStopped TargetState = "stopped"
-)
-
-// DefKind is the kind of a stored workload definition: one [[connector]] or
-// one [[group]] block.
-type DefKind string
-
-// Definition kinds, as the cluster store names its directories
-// ("connectors/<name>", "groups/<name>") and validation problems name them.
-const (
-	DefConnector DefKind = "connector"
-	DefGroup     DefKind = "group"
-)
+// TaskID is spec.TaskID, for the transition (see above).
+func TaskID(connector string, n int) string { return spec.TaskID(connector, n) }
 
 // Defaults of the agent file (docs/config.md lists every key).
 const (
@@ -93,9 +50,6 @@ const (
 	DefaultListen      = "127.0.0.1:9750"
 	// DefaultCgroupRoot is cgroup_root: a path below each hierarchy's root.
 	DefaultCgroupRoot = "berth"
-	// DefaultStopTimeout is the grace between SIGTERM and killing a job's
-	// cgroup, as `docker stop` uses by default.
-	DefaultStopTimeout = 10 * time.Second
 	// DefaultClusterName is the key prefix "/berth/<name>/" in etcd.
 	DefaultClusterName = "berth"
 	// DefaultSessionTTL is the session lease TTL, whole seconds.
@@ -103,11 +57,4 @@ const (
 	// MinSessionTTL is the shortest session_ttl: the fencing margin is
 	// max(1 s, TTL/5), so a shorter lease leaves no time to renew.
 	MinSessionTTL = 2 * time.Second
-	// DefaultRestart is a process's restart policy when it sets none.
-	DefaultRestart = RestartOnFailure
-	// MaxNameLen is the longest connector, group or agent name and job ID,
-	// bytes.
-	MaxNameLen = 128
-	// MaxTasks is the most tasks one connector may have.
-	MaxTasks = 100000
 )

@@ -4,70 +4,19 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 )
 
-// Workload is a set of sharing groups and connectors: the [[group]] and
-// [[connector]] blocks of an agent file or of a connector file, or the
-// definitions kept in the cluster store.
-type Workload struct {
-	Groups     []Group
-	Connectors []Connector
-}
+// Transitional aliases of spec's workload types (new code uses spec's).
+type (
+	Workload  = spec.Workload
+	Group     = spec.Group
+	Connector = spec.Connector
+	Process   = spec.Process
+)
 
-// Group is a [[group]]: a sharing group whose limits cap the sum of its
-// jobs on one host (FLINK-3315's named slot-sharing group).
-type Group struct {
-	Name   string
-	Limits limits.Limits
-}
-
-// Connector is a [[connector]].
-type Connector struct {
-	// Name is the connector's name and the job ID of its own job.
-	Name string
-	// Tasks is the number of task jobs, <Name>-0 .. <Name>-<Tasks-1>.
-	Tasks int
-	// Group names a [[group]], or "".
-	Group string
-	// Run is the connector's own job ([connector.run]); nil when absent.
-	Run *Process
-	// Task is the template of each task job ([connector.task]); nil when
-	// absent, which is allowed only when Tasks is 0.
-	Task *Process
-}
-
-// Process is how a job's worker is run: [connector.run] or [connector.task].
-type Process struct {
-	// Command is argv; Command[0] is an absolute path or a name resolved
-	// through PATH when the worker starts. In a Connector it holds the
-	// unexpanded ${...} references; in a Job they are expanded.
-	Command []string
-	// Env is extra environment (name -> value) for the worker.
-	Env map[string]string
-	// EnvFile is the absolute path of a file of KEY=VALUE lines (ReadEnvFile)
-	// read on the host that runs the job, whose values are added to Env
-	// and override it, as systemd's EnvironmentFile= overrides
-	// Environment=; "" for none. The definition holds the path only.
-	EnvFile string
-	// User is "" (the agent's user), "user" or "user:group", names or
-	// numeric IDs, resolved when the worker starts.
-	User string
-	// Dir is the absolute working directory (working_directory, or its
-	// older name dir), or "" for "/".
-	Dir string
-	// Restart is the restart policy (default DefaultRestart).
-	Restart Restart
-	// StopTimeout overrides [agent] stop_timeout when non-zero; in a Job it
-	// holds the effective value.
-	StopTimeout time.Duration
-	// Limits are the job's resource limits.
-	Limits limits.Limits
-}
-
-// Validate checks the rules that span a workload's groups and connectors:
+// ValidateWorkload checks the rules that span a workload's groups and connectors:
 // duplicate group or connector names, a job ID used twice (connector "a-0"
 // and task 0 of connector "a"), and a connector naming a group that is not
 // defined. It returns nil or *Problems whose keys are "group[i]..." and
@@ -75,14 +24,14 @@ type Process struct {
 // problem belongs to (for a job ID used twice: the connector whose task
 // clashes). Each connector's and group's own fields are checked when they
 // are parsed (ParseConnector, ParseGroup, Parse).
-func (w *Workload) Validate() error {
+func ValidateWorkload(w *Workload) error {
 	var errs problemList
-	w.check(&errs)
+	checkWorkload(w, &errs)
 	return errs.result("", nil)
 }
 
-// check records the cross-definition problems of w in errs.
-func (w *Workload) check(errs *problemList) {
+// checkWorkload records the cross-definition problems of w in errs.
+func checkWorkload(w *Workload, errs *problemList) {
 	groups := map[string]int{}
 	for i, g := range w.Groups {
 		if g.Name == "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/supervisor"
@@ -29,7 +30,7 @@ import (
 type Agent struct {
 	log   *slog.Logger
 	path  string // configuration file, re-read by Reload
-	host  *config.Host
+	host  *host.Host
 	clock clockwork.Clock
 	build [2]string // version, commit
 
@@ -55,8 +56,8 @@ type Options struct {
 	// Logger receives the agent's structured log; nil: slog.Default().
 	Logger *slog.Logger
 	// Host holds the facts definitions are checked against; nil:
-	// worker.LocalHost().
-	Host *config.Host
+	// host.Local().
+	Host *host.Host
 	// Version and Commit are the agent's build, as GET / reports them.
 	Version, Commit string
 }
@@ -70,7 +71,7 @@ func New(cfg *config.Config, path string, opts Options) *Agent {
 		a.log = slog.Default()
 	}
 	if a.host == nil {
-		a.host = worker.LocalHost()
+		a.host = host.Local()
 	}
 	a.conf.started(cfg, a.clock.Now())
 	return a
@@ -115,9 +116,15 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 
 	// The agent reaps every process of every job (a child subreaper):
 	// refuse to start if it cannot be one.
-	if err := worker.Prepare(); err != nil {
-		return fmt.Errorf("start the worker reaper: %w", err)
+	rt, err := worker.StartRuntime()
+	if err != nil {
+		return fmt.Errorf("start the worker runtime: %w", err)
 	}
+	defer func() {
+		if cerr := rt.Close(); cerr != nil {
+			a.log.Error("stop the worker runtime", "error", cerr)
+		}
+	}()
 	hier, err := cgroup.Open(cfg.Agent.CgroupRoot)
 	if err != nil {
 		return fmt.Errorf("open cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
@@ -189,7 +196,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	a.sup = supervisor.New(supervisor.Options{Config: cfg, Hierarchy: hier, Source: a.src, Logger: a.log, Host: a.host})
+	a.sup = supervisor.New(supervisor.Options{Config: cfg, Hierarchy: hier, Source: a.src, Runtime: rt, Logger: a.log, Host: a.host})
 	close(a.started)
 	supDone := make(chan error, 1)
 	go func() { supDone <- a.sup.Run(runCtx) }()

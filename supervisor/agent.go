@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/worker"
@@ -52,11 +53,14 @@ type Options struct {
 	Hierarchy *cgroup.Hierarchy
 	// Source says which jobs to run and holds their claims. Required.
 	Source source.Source
+	// Runtime starts and reaps the workers' processes; the caller closes
+	// it after Run returned. Required.
+	Runtime *worker.Runtime
 	// Logger receives the agent's structured log; nil: slog.Default().
 	Logger *slog.Logger
 	// Host holds the facts a new definition is checked against before a
-	// running job is stopped for it; nil: worker.LocalHost().
-	Host *config.Host
+	// running job is stopped for it; nil: host.Local().
+	Host *host.Host
 	// Clock times retries; nil: the real clock.
 	Clock clockwork.Clock
 }
@@ -71,12 +75,12 @@ func New(opts Options) *Agent {
 	if a.clock == nil {
 		a.clock = clockwork.NewRealClock()
 	}
-	host := opts.Host
-	if host == nil {
-		host = worker.LocalHost()
+	h := opts.Host
+	if h == nil {
+		h = host.Local()
 	}
 	a.tbl = newTable(a.clock)
-	a.exec = &executor{log: a.log, host: host, clock: a.clock, hier: a.hier, source: a.source, tbl: a.tbl}
+	a.exec = &executor{log: a.log, host: h, rt: opts.Runtime, clock: a.clock, hier: a.hier, source: a.source, tbl: a.tbl}
 	return a
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/supervisor/plan"
@@ -27,7 +28,8 @@ import (
 // executor makes, updates and removes jobs' cgroups and workers.
 type executor struct {
 	log    *slog.Logger
-	host   *config.Host
+	host   *host.Host
+	rt     *worker.Runtime
 	clock  clockwork.Clock
 	hier   *cgroup.Hierarchy
 	source source.Source

@@ -13,6 +13,7 @@ import (
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/source"
@@ -45,7 +46,7 @@ func runFakeAgentWith(t *testing.T, opts Options) *fakeAgent {
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, worker.LocalHost())
+	cfg, err := config.Load(path, host.Local())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +57,12 @@ func runFakeAgentWith(t *testing.T, opts Options) *fakeAgent {
 	if err := hier.Prepare(); err != nil {
 		t.Fatal(err)
 	}
+	rt, err := worker.StartRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
 	fa := &fakeAgent{src: newFakeSource(), clock: clockwork.NewFakeClock(), path: path}
-	opts.Config, opts.Hierarchy, opts.Source, opts.Clock = cfg, hier, fa.src, fa.clock
+	opts.Config, opts.Hierarchy, opts.Source, opts.Clock, opts.Runtime = cfg, hier, fa.src, fa.clock, rt
 	fa.Agent = New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -71,6 +76,9 @@ func runFakeAgentWith(t *testing.T, opts Options) *fakeAgent {
 		defer rcancel()
 		if err := hier.Remove(rctx); err != nil {
 			t.Errorf("remove cgroup root: %v", err)
+		}
+		if err := rt.Close(); err != nil {
+			t.Errorf("close the worker runtime: %v", err)
 		}
 	})
 	return fa
@@ -96,7 +104,7 @@ func (fa *fakeAgent) Job(id string) (testJob, bool) {
 // Reload reads the agent's file again and puts it in force (Apply), as the
 // agent's wiring does on SIGHUP.
 func (fa *fakeAgent) Reload(ctx context.Context) error {
-	cfg, err := config.Load(fa.path, worker.LocalHost())
+	cfg, err := config.Load(fa.path, host.Local())
 	if err != nil {
 		return err
 	}

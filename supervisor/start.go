@@ -177,6 +177,7 @@ func (e *executor) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group)
 		Restart:     j.Process.Restart,
 		StopTimeout: stop,
 		Group:       g,
+		Runtime:     e.rt,
 		Log:         e.logs.Writer(j.ID, cfg.Agent.LogDir, cfg.Agent.LogMaxSize, cfg.Agent.LogMaxFiles, cfg.Agent.LogSink == "journal", e.log),
 		OnChange:    worker.LogTransitions(e.log, j.ID, e.fencing.Load),
 	}

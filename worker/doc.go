@@ -5,8 +5,8 @@
 //
 // Birth. A worker's main process never runs outside its cgroup, not even for
 // a moment, and nothing of the agent's is charged to the job. Every start
-// runs on a launcher thread: one of a few goroutines (GOMAXPROCS of them,
-// 2 to 8) each locked to its OS thread for the life of the agent, so that
+// runs on a launcher thread: one of a few goroutines (four per P, 2 to
+// 16) each locked to its OS thread until its Runtime closes, so that
 // starts proceed in parallel. The thread calls the group's ForkInside
 // (cgroup.Group), which:
 //
@@ -48,7 +48,8 @@
 // empties its permitted and effective capabilities, and nothing the job
 // executes can give it a privilege again, setuid programs included.
 //
-// The launcher threads never unlock and never end, for two reasons: a
+// The launcher threads never unlock, and end only when their Runtime
+// closes after the last worker has ended, for two reasons: a
 // child's Pdeathsig fires when the thread that forked it exits, not when
 // the agent does (prctl(2) PR_SET_PDEATHSIG, "the parent" being the thread
 // that created the child); and the Go
@@ -69,13 +70,19 @@
 // Many at once. A worker holds no goroutine while its job runs or waits to
 // restart: its steps (a run's start, the main process's exit, a stop, a
 // grace period or backoff ending) run when their event comes, one at a
-// time per worker. Job output is read by a few process-wide log readers
+// time per worker. Job output is read by a few log readers
 // (epoll over every job's pipe, one shared buffer), so a job that writes
 // nothing costs neither a goroutine nor a buffer. Starts run on several
 // launcher threads at once, and forks are not serialised by the reaper: it
 // holds back an exited child it does not know while a fork that may have
 // made it is in flight (waitid(2) WNOWAIT), rather than locking out every
 // other start while a child execs.
+//
+// Owner. The reaper, the launcher threads and the log readers belong to a
+// Runtime: the program that starts the agent makes it (StartRuntime),
+// gives it to every worker (Spec.Runtime) and closes it after the last
+// worker has ended; Close stops them and waits for them. Runtimes open at
+// once share the one reaper.
 //
 // Contract for the program that uses this package: it must not start other
 // children with os/exec or os.Process.Wait, because the reaper's wait4(-1)

@@ -33,16 +33,14 @@ type pool struct {
 	// confined threads have given up every privilege a child could gain
 	// (confineThread) before they fork anything.
 	confined bool
+	reaper   *reaper
+	quit     chan struct{} // closed by stop: the threads end
+	threads  sync.WaitGroup
 }
 
-var (
-	// launchers start the jobs that run as the agent's user.
-	launchers = &pool{requests: make(chan launchRequest)}
-	// confinedLaunchers start the jobs that run as a user of their own
-	// (a Credential): every child they fork has no_new_privs and an empty
-	// capability bounding set. Started when the first such job starts.
-	confinedLaunchers = &pool{requests: make(chan launchRequest), confined: true}
-)
+func newPool(confined bool) *pool {
+	return &pool{requests: make(chan launchRequest), confined: confined, quit: make(chan struct{})}
+}
 
 // launcherCount is the number of launcher threads, and so the number of
 // starts that run at once: four per P, at most 16. Forks run in parallel
@@ -53,47 +51,45 @@ var (
 // four per P 3–9 s (BENCHMARKS.md).
 func launcherCount() int { return max(2, min(4*runtime.GOMAXPROCS(0), 16)) }
 
-// launch starts path on one of the launcher threads, inside g, and
+// launch starts path on one of rt's launcher threads, inside g, and
 // registers onExit with the reaper for the new pid (see reaper.forkExec).
 // It returns once the child has exec'd the image, or with the error that
 // kept it from doing so.
 // A start with a Credential (a job with `user`) runs on a confined launcher
 // thread (confineThread), so the job can never gain a privilege: it fails
 // when such a thread cannot be made.
-func launch(g Group, path string, argv []string, attr *syscall.ProcAttr, onExit func(unix.WaitStatus)) (int, error) {
-	p := launchers
+func (rt *Runtime) launch(g Group, path string, argv []string, attr *syscall.ProcAttr, onExit func(unix.WaitStatus)) (int, error) {
+	p := rt.plain
 	if attr.Sys != nil && attr.Sys.Credential != nil {
-		p = confinedLaunchers
+		p = rt.confined
 	}
-	if err := p.start(); err != nil {
+	if err := p.start(rt.reaper); err != nil {
 		return 0, err
 	}
 	req := launchRequest{group: g, path: path, argv: argv, attr: attr, onExit: onExit, reply: make(chan launchReply, 1)}
-	p.requests <- req
+	select {
+	case p.requests <- req:
+	case <-p.quit:
+		return 0, ErrRuntimeClosed
+	}
 	rep := <-req.reply
 	return rep.pid, rep.err
 }
 
-// startLauncher starts the process-wide reaper and the launcher threads
-// once; it returns the error of the first that could not start (every
-// later call returns it too).
-func startLauncher() error { return launchers.start() }
-
-// start starts the process-wide reaper, the log readers and p's threads
-// once; it returns the error of the first that could not start (every
-// later call returns it too).
-func (p *pool) start() error {
-	if _, err := startReaper(); err != nil {
-		return err
-	}
-	if err := startLogMuxes(); err != nil {
-		return err
-	}
+// start starts p's threads, which fork through r, once; it returns the
+// error of the first that could not start (every later call returns it
+// too).
+func (p *pool) start(r *reaper) error {
 	p.once.Do(func() {
+		p.reaper = r
 		n := launcherCount()
 		ready := make(chan error, n)
+		p.threads.Add(n)
 		for range n {
-			go launcher(ready, p)
+			go func() {
+				defer p.threads.Done()
+				p.launcher(ready)
+			}()
 		}
 		for range n {
 			if err := <-ready; err != nil && p.err == nil {
@@ -104,16 +100,25 @@ func (p *pool) start() error {
 	return p.err
 }
 
-// launcher is one launcher thread: a goroutine locked to its OS thread for
-// the life of the agent. The lock is never undone and the goroutine never
-// returns once it has forked, because Pdeathsig is delivered when the
-// forking thread exits, not when the agent does (prctl(2)
-// PR_SET_PDEATHSIG); and a locked thread is also one the Go
-// runtime never clones new threads from, which matters while it sits in a
-// job's cgroups (see cgroup.Home), and while it is confined (confineThread:
-// a pool of confined threads starts the jobs that run as a user).
-func launcher(ready chan<- error, p *pool) {
-	runtime.LockOSThread() // never unlocked
+// stop ends p's threads and waits for them. No launch may be under way or
+// come later.
+func (p *pool) stop() {
+	p.once.Do(func() { p.err = ErrRuntimeClosed }) // never started: never will
+	close(p.quit)
+	p.threads.Wait()
+}
+
+// launcher is one launcher thread: a goroutine locked to its OS thread
+// until its Runtime closes. The lock is never undone, so the thread ends
+// with the goroutine, and the goroutine does not return while a process
+// it forked may live, because Pdeathsig is delivered when the forking
+// thread exits, not when the agent does (prctl(2) PR_SET_PDEATHSIG); and a
+// locked thread is also one the Go runtime never clones new threads from,
+// which matters while it sits in a job's cgroups (see cgroup.Home), and
+// while it is confined (confineThread: a pool of confined threads starts
+// the jobs that run as a user).
+func (p *pool) launcher(ready chan<- error) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	var err error
 	if p.confined {
 		err = confineThread()
@@ -129,19 +134,26 @@ func launcher(ready chan<- error, p *pool) {
 		// one that may be half confined.
 		return
 	}
-	for req := range p.requests {
-		pid, err := launchHere(home, req)
-		req.reply <- launchReply{pid: pid, err: err}
-		if errors.Is(err, cgroup.ErrThreadStranded) {
-			// This thread is stuck in a job's cgroup: it must fork nothing
-			// more, and must not end (its children's Pdeathsig).
-			select {}
+	for {
+		select {
+		case <-p.quit:
+			return
+		case req := <-p.requests:
+			pid, err := launchHere(p.reaper, home, req)
+			req.reply <- launchReply{pid: pid, err: err}
+			if errors.Is(err, cgroup.ErrThreadStranded) {
+				// This thread is stuck in a job's cgroup: it must fork
+				// nothing more, and must not end while its children
+				// live (their Pdeathsig).
+				<-p.quit
+				return
+			}
 		}
 	}
 }
 
-// launchHere runs req on the calling launcher thread.
-func launchHere(home *cgroup.Home, req launchRequest) (int, error) {
+// launchHere runs req on the calling launcher thread, forking through r.
+func launchHere(r *reaper, home *cgroup.Home, req launchRequest) (int, error) {
 	fork := func(cgroupFD int) (int, error) {
 		attr := *req.attr
 		if cgroupFD >= 0 {
@@ -149,7 +161,7 @@ func launchHere(home *cgroup.Home, req launchRequest) (int, error) {
 			sys.UseCgroupFD, sys.CgroupFD = true, cgroupFD
 			attr.Sys = &sys
 		}
-		return theReaper.forkExec(req.path, req.argv, &attr, req.onExit)
+		return r.forkExec(req.path, req.argv, &attr, req.onExit)
 	}
 	if req.group == nil {
 		return fork(-1)

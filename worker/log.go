@@ -44,10 +44,7 @@ const maxLine = 64 << 10
 // newLogPipe makes the pipe and hands its read end to a log reader. A sink
 // write error does not stop the copy (the job must never block on a full
 // pipe): the data is then lost.
-func newLogPipe(sink io.Writer, closer io.Closer) (*logPipe, error) {
-	if err := startLogMuxes(); err != nil {
-		return nil, err
-	}
+func (rt *Runtime) newLogPipe(sink io.Writer, closer io.Closer) (*logPipe, error) {
 	var fds [2]int
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("create log pipe: %w", err)
@@ -58,7 +55,7 @@ func newLogPipe(sink io.Writer, closer io.Closer) (*logPipe, error) {
 		return nil, fmt.Errorf("create log pipe: %w", err)
 	}
 	p := &logPipe{rfd: fds[0], w: os.NewFile(uintptr(fds[1]), "log pipe"), sink: sink, closer: closer, done: make(chan struct{})}
-	if err := pickMux().add(p); err != nil {
+	if err := rt.pickMux().add(p); err != nil {
 		unix.Close(p.rfd)
 		p.w.Close()
 		return nil, fmt.Errorf("create log pipe: %w", err)
@@ -157,52 +154,75 @@ func (p *logPipe) finish(err error) {
 	}
 }
 
-// logMux is one process-wide log reader: a goroutine that waits in
+// logMux is one log reader of a Runtime: a goroutine that waits in
 // epoll_wait(2) on the read ends of many jobs' pipes (level-triggered) and
 // copies what is ready to each pipe's sink through one shared buffer.
 type logMux struct {
 	epfd  int
+	wake  int // eventfd(2) in the epoll set: written by stop
 	mu    sync.Mutex
 	pipes map[int]*logPipe // by read fd
 	buf   []byte
+	done  chan struct{} // closed when run has returned
 }
-
-var (
-	logMuxes    []*logMux
-	logMuxOnce  sync.Once
-	logMuxErr   error
-	logMuxPicks sync.Mutex
-	logMuxNext  int
-)
 
 // logMuxCount is the number of log readers: one per P, at most 4.
 func logMuxCount() int { return max(1, min(runtime.GOMAXPROCS(0), 4)) }
 
-// startLogMuxes starts the log readers once; every later call returns the
-// error of the first.
-func startLogMuxes() error {
-	logMuxOnce.Do(func() {
-		for range logMuxCount() {
-			epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-			if err != nil {
-				logMuxErr = fmt.Errorf("start log reader: epoll_create1: %w", err)
-				return
-			}
-			m := &logMux{epfd: epfd, pipes: map[int]*logPipe{}, buf: make([]byte, maxLine)}
-			logMuxes = append(logMuxes, m)
-			go m.run()
+// startLogMuxes starts rt's log readers; on error the ones started are in
+// rt.muxes (rt.stop stops them).
+func (rt *Runtime) startLogMuxes() error {
+	for range logMuxCount() {
+		m, err := newLogMux()
+		if err != nil {
+			return fmt.Errorf("start log reader: %w", err)
 		}
-	})
-	return logMuxErr
+		rt.muxes = append(rt.muxes, m)
+		go m.run()
+	}
+	return nil
+}
+
+func newLogMux() (*logMux, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &ev); err != nil {
+		unix.Close(wake)
+		unix.Close(epfd)
+		return nil, fmt.Errorf("epoll_ctl: %w", err)
+	}
+	return &logMux{epfd: epfd, wake: wake, pipes: map[int]*logPipe{}, buf: make([]byte, maxLine), done: make(chan struct{})}, nil
 }
 
 // pickMux spreads pipes over the readers, round robin.
-func pickMux() *logMux {
-	logMuxPicks.Lock()
-	defer logMuxPicks.Unlock()
-	m := logMuxes[logMuxNext%len(logMuxes)]
-	logMuxNext++
+func (rt *Runtime) pickMux() *logMux {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	m := rt.muxes[rt.nextMux%len(rt.muxes)]
+	rt.nextMux++
 	return m
+}
+
+// stop ends the reader and waits for it. A pipe still in its set (none
+// once every worker has ended) has its copy ended, as at a read error.
+func (m *logMux) stop() {
+	one := [8]byte{1} // a non-zero uint64 in either byte order (eventfd(2))
+	_, _ = unix.Write(m.wake, one[:])
+	<-m.done
+	for fd, p := range m.pipes {
+		delete(m.pipes, fd)
+		p.finish(errors.New("log reader stopped"))
+	}
+	unix.Close(m.wake)
+	unix.Close(m.epfd)
 }
 
 func (m *logMux) add(p *logPipe) error {
@@ -224,9 +244,9 @@ func (m *logMux) add(p *logPipe) error {
 // (epoll is level-triggered, so the rest is reported again).
 const readsPerEvent = 4
 
-// run is the reader's loop; it never returns (the readers live as long as
-// the agent, as the reaper and the launcher threads do).
+// run is the reader's loop, until stop writes the wake eventfd.
 func (m *logMux) run() {
+	defer close(m.done)
 	events := make([]unix.EpollEvent, 64)
 	for {
 		n, err := unix.EpollWait(m.epfd, events, -1)
@@ -238,6 +258,9 @@ func (m *logMux) run() {
 		}
 		for _, ev := range events[:n] {
 			fd := int(ev.Fd)
+			if fd == m.wake {
+				return
+			}
 			m.mu.Lock()
 			p := m.pipes[fd]
 			m.mu.Unlock()

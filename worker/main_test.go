@@ -9,21 +9,36 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain checks that no test leaves a goroutine behind: every worker's
-// steps run on the process-wide reaper, launcher threads and log readers,
-// which are started here, before the goroutines are counted, and outlive
-// every worker by design; so do the threads of the confined launcher pool,
-// started by the first job that runs as another user. It also checks that
-// no test left a cgroup directory or lock file of its own behind.
-func TestMain(m *testing.M) {
-	if os.Geteuid() != 0 {
-		os.Exit(m.Run())
-	}
-	if err := Prepare(); err != nil {
+// testRT is the Runtime of every worker the tests start; open while the
+// tests run (runWithRuntime).
+var testRT *Runtime
+
+// runWithRuntime runs the tests with testRT open and closes it after the
+// last one, before goleak counts the goroutines left: the reaper, the
+// launcher threads and the log readers must all have returned.
+type runWithRuntime struct{ m *testing.M }
+
+func (r runWithRuntime) Run() int {
+	rt, err := StartRuntime()
+	if err != nil {
 		panic(err)
 	}
-	goleak.VerifyTestMain(m, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/berthd/berth/worker.launcher"),
-		// No test leaves a cgroup of its own behind.
+	testRT = rt
+	code := r.m.Run()
+	if err := rt.Close(); err != nil {
+		os.Stderr.WriteString("worker runtime: " + err.Error() + "\n")
+		code = 1
+	}
+	return code
+}
+
+// TestMain checks that no test leaves a goroutine behind, the worker
+// runtime's included, and that no test left a cgroup directory or lock
+// file of its own behind.
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		os.Exit(runWithRuntime{m}.Run())
+	}
+	goleak.VerifyTestMain(runWithRuntime{m}, goleak.IgnoreCurrent(),
 		goleak.Cleanup(func(code int) { os.Exit(testutil.CheckLeftBehind(code)) }))
 }

@@ -3,16 +3,16 @@ package worker
 import (
 	"time"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // restarts reports whether the restart policy p (systemd's Restart=
-// values, config.Restart) starts the job again after e.
-func restarts(p config.Restart, e Exit) bool {
+// values, spec.Restart) starts the job again after e.
+func restarts(p spec.Restart, e Exit) bool {
 	switch p {
-	case config.RestartAlways:
+	case spec.RestartAlways:
 		return true
-	case config.RestartOnFailure:
+	case spec.RestartOnFailure:
 		return e.failed()
 	}
 	return false

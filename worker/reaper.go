@@ -39,34 +39,75 @@ type reaper struct {
 	// fork numbered heldSeq or lower is in flight.
 	heldPid int
 	heldSeq uint64
+
+	sigs chan os.Signal // SIGCHLD
+	quit chan struct{}  // closed to stop loop
+	done chan struct{}  // closed when loop has returned
 }
 
+// The reaper is shared by every open Runtime: holders counts them.
 var (
-	theReaper     *reaper
-	theReaperOnce sync.Once
-	theReaperErr  error
+	reaperMu sync.Mutex
+	shared   *reaper
+	holders  int
 )
 
-// startReaper makes the agent a child subreaper (prctl(2)
-// PR_SET_CHILD_SUBREAPER) and starts the single SIGCHLD loop. It runs once
-// per process; it returns the prctl error if that failed.
-func startReaper() (*reaper, error) {
-	theReaperOnce.Do(func() {
-		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			theReaperErr = fmt.Errorf("prctl PR_SET_CHILD_SUBREAPER: %w", err)
+// holdReaper returns the process-wide reaper, starting it when no Runtime
+// holds it: it makes the process a child subreaper (prctl(2)
+// PR_SET_CHILD_SUBREAPER) and starts the SIGCHLD loop. It returns the
+// prctl error if that failed. Every successful call is paired with a
+// releaseReaper.
+func holdReaper() (*reaper, error) {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	if shared != nil {
+		holders++
+		return shared, nil
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("prctl PR_SET_CHILD_SUBREAPER: %w", err)
+	}
+	r := &reaper{
+		waiters:  make(map[int]func(unix.WaitStatus)),
+		inflight: map[uint64]bool{},
+		sigs:     make(chan os.Signal, 1),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	signal.Notify(r.sigs, syscall.SIGCHLD)
+	go r.loop()
+	shared, holders = r, 1
+	return r, nil
+}
+
+// releaseReaper lets go of r; the last holder stops its loop, waits for
+// it, reaps what has exited meanwhile and ends the subreaper role, so that
+// orphans go to init again.
+func releaseReaper(r *reaper) {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	if holders--; holders > 0 {
+		return
+	}
+	signal.Stop(r.sigs)
+	close(r.quit)
+	<-r.done
+	r.reapAll()
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	shared = nil
+}
+
+// loop reaps on every SIGCHLD until releaseReaper stops it.
+func (r *reaper) loop() {
+	defer close(r.done)
+	for {
+		select {
+		case <-r.sigs:
+			r.reapAll()
+		case <-r.quit:
 			return
 		}
-		r := &reaper{waiters: make(map[int]func(unix.WaitStatus)), inflight: map[uint64]bool{}}
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGCHLD)
-		go func() {
-			for range sigs {
-				r.reapAll()
-			}
-		}()
-		theReaper = r
-	})
-	return theReaper, theReaperErr
+	}
 }
 
 // reapAll reaps every exited child it may (see reaper). A status goes to

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	jobspec "github.com/berthd/berth/spec"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,13 +21,13 @@ func TestRetuneAppliesAtNextExitAndStop(t *testing.T) {
 	g := newTestGroup(t, 0)
 	var logs testutil.SyncBuffer
 	spec := sh(g, `trap "" TERM; while :; do sleep 1; done`)
-	spec.Restart = config.RestartNever
+	spec.Restart = jobspec.RestartNever
 	spec.StopTimeout = 10 * time.Minute
 	spec.Log = &logs
 	w := startWorker(t, spec)
 	pid := waitRunning(t, w)
 
-	w.Retune(config.RestartAlways, 500*time.Millisecond)
+	w.Retune(jobspec.RestartAlways, 500*time.Millisecond)
 	if st := w.Status(); st.PID != pid || st.State != Running {
 		t.Fatalf("after Retune: state %s pid %d, want running pid %d", st.State, st.PID, pid)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/berthd/berth/host"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,7 +27,7 @@ type proc struct {
 // error names what was being done; when it returns an error no process of
 // this run is left to wait for.
 func spawn(spec *Spec, g Group, logw *os.File, onExit func(unix.WaitStatus)) (*proc, error) {
-	cred, err := resolveCredential(spec.User)
+	cred, err := host.ResolveCredential(spec.User)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +47,7 @@ func spawn(spec *Spec, g Group, logw *os.File, onExit func(unix.WaitStatus)) (*p
 			return nil, fmt.Errorf("working directory %s: not a directory", spec.Dir)
 		}
 	}
-	path, err := lookPath(spec.Path, spec.Env, spec.Dir)
+	path, err := host.LookPath(spec.Path, spec.Env, spec.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func spawn(spec *Spec, g Group, logw *os.File, onExit func(unix.WaitStatus)) (*p
 		p.exits = make(chan unix.WaitStatus, 1)
 		onExit = func(ws unix.WaitStatus) { p.exits <- ws } // room for one
 	}
-	p.pid, err = launch(g, path, argv, attr, onExit)
+	p.pid, err = spec.Runtime.launch(g, path, argv, attr, onExit)
 	if errors.Is(err, unix.EAGAIN) {
 		// The child is forked as root, so RLIMIT_NPROC does not apply: the
 		// pids controller refused it.

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	jobspec "github.com/berthd/berth/spec"
+
 	"github.com/berthd/berth/cgroup"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -80,7 +81,7 @@ func TestPidsLimitedJobsAllStart(t *testing.T) {
 			}
 			w := New(Spec{
 				JobID: fmt.Sprintf("sleep-pids%d-%d", limit, i), Path: "sleep", Args: []string{"sleep", "1000"},
-				Env: []string{testPATH}, Group: g, StopTimeout: 5 * time.Second,
+				Env: []string{testPATH}, Group: g, StopTimeout: 5 * time.Second, Runtime: testRT,
 			})
 			t.Cleanup(func() { _ = w.Stop(context.Background()) })
 			runs = append(runs, run{w: w, g: g, limit: limit})
@@ -230,7 +231,7 @@ func TestRestartsRunInFreshLeaf(t *testing.T) {
 	}
 	var logs testutil.SyncBuffer
 	spec := sh(g, `cat /proc/self/cgroup | grep '^0::'; exit 1`)
-	spec.Restart = config.RestartAlways
+	spec.Restart = jobspec.RestartAlways
 	spec.Backoff = fastBackoff
 	spec.Log = &logs
 	w := startWorker(t, spec)
@@ -294,15 +295,12 @@ func BenchmarkStart(b *testing.B) {
 		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem},
 		Pids:   &specs.LinuxPids{Limit: &pids},
 	})
-	logs, err := newLogPipe(&testutil.SyncBuffer{}, nil)
+	logs, err := testRT.newLogPipe(&testutil.SyncBuffer{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { logs.closeWriter(); <-logs.done }()
-	spec := Spec{JobID: "bench", Path: "/bin/true", Group: g}
-	if err := startLauncher(); err != nil {
-		b.Fatal(err)
-	}
+	spec := Spec{JobID: "bench", Path: "/bin/true", Group: g, Runtime: testRT}
 	benchP50(b, func() time.Duration {
 		t0 := time.Now()
 		p, err := spawn(&spec, g, logs.w, nil)
@@ -324,13 +322,10 @@ func BenchmarkStart(b *testing.B) {
 // same way (to exec, not to exit).
 func BenchmarkForkExecFloor(b *testing.B) {
 	attr := &syscall.ProcAttr{Env: []string{testPATH}, Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
-	if err := startLauncher(); err != nil {
-		b.Fatal(err)
-	}
 	benchP50(b, func() time.Duration {
 		exits := make(chan unix.WaitStatus, 1)
 		t0 := time.Now()
-		_, err := launch(nil, "/bin/true", []string{"true"}, attr, func(ws unix.WaitStatus) { exits <- ws })
+		_, err := testRT.launch(nil, "/bin/true", []string{"true"}, attr, func(ws unix.WaitStatus) { exits <- ws })
 		d := time.Since(t0)
 		if err != nil {
 			b.Fatal(err)
@@ -354,14 +349,11 @@ func BenchmarkStart100(b *testing.B) {
 	for i := range groups {
 		groups[i] = newTestGroupRes(b, &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: &pids}})
 	}
-	logs, err := newLogPipe(&testutil.SyncBuffer{}, nil)
+	logs, err := testRT.newLogPipe(&testutil.SyncBuffer{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { logs.closeWriter(); <-logs.done }()
-	if err := startLauncher(); err != nil {
-		b.Fatal(err)
-	}
 	var total time.Duration
 	for b.Loop() {
 		procs := make([]*proc, n)
@@ -369,7 +361,7 @@ func BenchmarkStart100(b *testing.B) {
 		var wg sync.WaitGroup
 		t0 := time.Now()
 		for i, g := range groups {
-			spec := Spec{JobID: "bench", Path: "/bin/true", Group: g}
+			spec := Spec{JobID: "bench", Path: "/bin/true", Group: g, Runtime: testRT}
 			wg.Go(func() { procs[i], errs[i] = spawn(&spec, g, logs.w, nil) })
 		}
 		wg.Wait()

@@ -90,6 +90,6 @@ func exitFromStatus(ws unix.WaitStatus, at time.Time, oomKilled bool) Exit {
 	return e
 }
 
-// failed reports whether e counts as a failure for the on-failure policy (config.RestartOnFailure): a
+// failed reports whether e counts as a failure for the on-failure policy (spec.RestartOnFailure): a
 // non-zero exit status or death by a signal.
 func (e Exit) failed() bool { return e.Code != 0 }

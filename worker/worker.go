@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,12 +49,12 @@ type Spec struct {
 	// supplementary groups are the user's. "" runs it as the agent.
 	User string
 	// Restart is the restart policy (systemd Restart=); "" means
-	// config.RestartNever.
-	Restart config.Restart
+	// spec.RestartNever.
+	Restart spec.Restart
 	// Backoff shapes restart delays; zero fields take DefaultBackoff()'s.
 	Backoff Backoff
 	// StopTimeout is the grace in Stop between SIGTERM and killing the
-	// cgroup; 0 means config.DefaultStopTimeout.
+	// cgroup; 0 means spec.DefaultStopTimeout.
 	StopTimeout time.Duration
 	// Log receives the job's stdout and stderr, each chunk as the job wrote
 	// it, plus the agent's "berth: ..." marker lines. When LogFile is set
@@ -71,6 +71,9 @@ type Spec struct {
 	// Group is the job's cgroup (a *cgroup.Group); required. The worker
 	// never deletes it: the caller does, after Stop.
 	Group Group
+	// Runtime starts the job's processes and reads their output; required.
+	// It must stay open until the worker has ended (Done).
+	Runtime *Runtime
 }
 
 // Worker supervises the runs of one job: start inside the cgroup, wait for
@@ -91,6 +94,7 @@ type Worker struct {
 
 	startOnce sync.Once
 	stopOnce  sync.Once
+	entered   bool          // counted by Spec.Runtime (enter) until done is closed
 	stopCh    chan struct{} // closed by Stop
 	done      chan struct{} // closed when the worker has ended and its log copy too
 
@@ -112,17 +116,17 @@ type Worker struct {
 	ended     bool
 }
 
-// New returns a worker for spec in state Stopped; it does not start it.
-func New(spec Spec) *Worker {
-	if spec.StopTimeout <= 0 {
-		spec.StopTimeout = config.DefaultStopTimeout
+// New returns a worker for s in state Stopped; it does not start it.
+func New(s Spec) *Worker {
+	if s.StopTimeout <= 0 {
+		s.StopTimeout = spec.DefaultStopTimeout
 	}
-	if spec.Restart == "" {
-		spec.Restart = config.RestartNever
+	if s.Restart == "" {
+		s.Restart = spec.RestartNever
 	}
-	spec.Backoff = spec.Backoff.withDefaults()
+	s.Backoff = s.Backoff.withDefaults()
 	return &Worker{
-		spec:   spec,
+		spec:   s,
 		stopCh: make(chan struct{}),
 		done:   make(chan struct{}),
 		status: Status{State: Stopped},
@@ -140,6 +144,17 @@ func (w *Worker) Start() {
 			return
 		default:
 		}
+		if w.spec.Runtime == nil {
+			w.fail(errors.New("no worker runtime"))
+			close(w.done)
+			return
+		}
+		if err := w.spec.Runtime.enter(); err != nil {
+			w.fail(err)
+			close(w.done)
+			return
+		}
+		w.entered = true
 		w.setState(func(s *Status) { s.State = Starting })
 		go w.begin()
 	})
@@ -170,16 +185,16 @@ func (w *Worker) Stop(ctx context.Context) error {
 // be running, as systemd applies a unit's Restart= and TimeoutStopSec= on
 // daemon-reload: the current process keeps running, and the new values
 // take effect at its next exit (restart) or next Stop (stopTimeout). A
-// restart "" means config.RestartNever, a stopTimeout <= 0 means
-// config.DefaultStopTimeout. A Stop already under way keeps the grace it
+// restart "" means spec.RestartNever, a stopTimeout <= 0 means
+// spec.DefaultStopTimeout. A Stop already under way keeps the grace it
 // began with. Safe for concurrent use: it runs as one of the worker's
 // steps.
-func (w *Worker) Retune(restart config.Restart, stopTimeout time.Duration) {
+func (w *Worker) Retune(restart spec.Restart, stopTimeout time.Duration) {
 	if stopTimeout <= 0 {
-		stopTimeout = config.DefaultStopTimeout
+		stopTimeout = spec.DefaultStopTimeout
 	}
 	if restart == "" {
-		restart = config.RestartNever
+		restart = spec.RestartNever
 	}
 	w.step.Lock()
 	defer w.step.Unlock()
@@ -369,11 +384,19 @@ func (w *Worker) end() {
 	}
 	w.ended = true
 	if w.logs == nil {
-		close(w.done)
+		w.closeDone()
 		return
 	}
-	w.logs.onDone(func() { close(w.done) })
+	w.logs.onDone(w.closeDone)
 	w.logs.closeWriter()
+}
+
+// closeDone closes done and tells the Runtime the worker has ended.
+func (w *Worker) closeDone() {
+	if w.entered {
+		w.spec.Runtime.leave()
+	}
+	close(w.done)
 }
 
 // killGroup kills every process left in the cgroup and waits until it is
@@ -410,5 +433,5 @@ func (w *Worker) openLog() (*logPipe, error) {
 	case w.spec.Log != nil:
 		sink = w.spec.Log
 	}
-	return newLogPipe(sink, closer)
+	return w.spec.Runtime.newLogPipe(sink, closer)
 }

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	jobspec "github.com/berthd/berth/spec"
 )
 
 var testPATH = "PATH=/usr/local/bin:/usr/bin:/bin"
@@ -22,11 +22,12 @@ var testPATH = "PATH=/usr/local/bin:/usr/bin:/bin"
 // sh returns a Spec running script with /bin/sh in group g.
 func sh(g *testGroup, script string) Spec {
 	return Spec{
-		JobID: "job",
-		Path:  "/bin/sh",
-		Args:  []string{"sh", "-c", script},
-		Env:   []string{testPATH},
-		Group: g,
+		JobID:   "job",
+		Path:    "/bin/sh",
+		Args:    []string{"sh", "-c", script},
+		Env:     []string{testPATH},
+		Group:   g,
+		Runtime: testRT,
 	}
 }
 
@@ -296,7 +297,7 @@ func TestStartErrors(t *testing.T) {
 			g := newTestGroup(t, 0)
 			var logs testutil.SyncBuffer
 			spec := sh(g, "exit 0")
-			spec.Restart = config.RestartAlways
+			spec.Restart = jobspec.RestartAlways
 			spec.Log = &logs
 			tc.modify(&spec)
 			w := startWorker(t, spec)
@@ -323,17 +324,17 @@ var fastBackoff = Backoff{Initial: 10 * time.Millisecond, Max: 40 * time.Millise
 
 func TestRestartPolicies(t *testing.T) {
 	for _, tc := range []struct {
-		policy   config.Restart
+		policy   jobspec.Restart
 		script   string
 		restarts bool
 		code     int
 	}{
-		{config.RestartNever, "exit 1", false, 1},
-		{config.RestartNever, "exit 0", false, 0},
-		{config.RestartOnFailure, "exit 0", false, 0},
-		{config.RestartOnFailure, "exit 2", true, 2},
-		{config.RestartOnFailure, "kill -TERM $$", true, -1},
-		{config.RestartAlways, "exit 0", true, 0},
+		{jobspec.RestartNever, "exit 1", false, 1},
+		{jobspec.RestartNever, "exit 0", false, 0},
+		{jobspec.RestartOnFailure, "exit 0", false, 0},
+		{jobspec.RestartOnFailure, "exit 2", true, 2},
+		{jobspec.RestartOnFailure, "kill -TERM $$", true, -1},
+		{jobspec.RestartAlways, "exit 0", true, 0},
 	} {
 		t.Run(fmt.Sprintf("%s/%s", tc.policy, tc.script), func(t *testing.T) {
 			g := newTestGroup(t, 0)
@@ -383,7 +384,7 @@ func TestBackoffDelays(t *testing.T) {
 func TestBackoffObserved(t *testing.T) {
 	g := newTestGroup(t, 0)
 	spec := sh(g, "exit 1")
-	spec.Restart = config.RestartAlways
+	spec.Restart = jobspec.RestartAlways
 	spec.Backoff = Backoff{Initial: 50 * time.Millisecond, Max: 400 * time.Millisecond, Reset: time.Hour}
 	w := startWorker(t, spec)
 	delays := map[int]time.Duration{}
@@ -519,9 +520,6 @@ func TestExitKillsDescendants(t *testing.T) {
 func TestStopTimeoutKills(t *testing.T) {
 	g := newTestGroup(t, 0)
 	var logs testutil.SyncBuffer
-	if err := startLauncher(); err != nil { // process-wide, lives as long as the agent
-		t.Fatal(err)
-	}
 	before := runtime.NumGoroutine()
 	spec := sh(g, `trap "" TERM; while :; do sleep 1; done`)
 	spec.StopTimeout = time.Second
@@ -556,7 +554,7 @@ func TestStopTimeoutKills(t *testing.T) {
 func TestStopDuringBackoff(t *testing.T) {
 	g := newTestGroup(t, 0)
 	spec := sh(g, "exit 0")
-	spec.Restart = config.RestartAlways
+	spec.Restart = jobspec.RestartAlways
 	spec.Backoff = Backoff{Initial: time.Hour}
 	w := startWorker(t, spec)
 	st := waitState(t, w, BackingOff)
@@ -590,7 +588,7 @@ func TestStopBeforeStart(t *testing.T) {
 func TestOOMKillReported(t *testing.T) {
 	g := newTestGroup(t, 32<<20)
 	spec := sh(g, `exec tail /dev/zero`) // tail buffers a line that never ends
-	spec.Restart = config.RestartAlways
+	spec.Restart = jobspec.RestartAlways
 	spec.Backoff = fastBackoff
 	w := startWorker(t, spec)
 	testutil.Eventually(t, 30*time.Second, "OOM-killed and restarted twice", func() bool {
@@ -611,7 +609,7 @@ func TestLogFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "job.log")
 	spec := sh(g, `echo out line; echo err line >&2; exit 1`)
 	spec.LogFile = LogConfig{Path: path, MaxBytes: 1 << 20, MaxFiles: 2}
-	spec.Restart = config.RestartOnFailure
+	spec.Restart = jobspec.RestartOnFailure
 	spec.Backoff = fastBackoff
 	w := startWorker(t, spec)
 	testutil.Eventually(t, 10*time.Second, "a restart", func() bool { return w.Status().Restarts >= 1 })

@@ -23,7 +23,7 @@ func FuzzParse(f *testing.F) {
 		if w == nil {
 			t.Fatal("nil workload")
 		}
-		if verr := w.Validate(); verr != nil {
+		if verr := config.ValidateWorkload(w); verr != nil {
 			t.Fatalf("the workload Parse returned does not validate: %v", verr)
 		}
 		left := map[string]bool{}

@@ -80,7 +80,7 @@ func Parse(connectors, groups map[string][]byte, host *config.Host) (*config.Wor
 	// the rest validates. Each round removes at least one connector (a
 	// group cannot break one: store keys are unique and equal to names).
 	for {
-		err := w.Validate()
+		err := config.ValidateWorkload(w)
 		if err == nil {
 			break
 		}

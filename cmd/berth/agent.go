@@ -12,7 +12,7 @@ import (
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/daemon"
-	"github.com/berthd/berth/worker"
+	"github.com/berthd/berth/host"
 	sd "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 )
@@ -148,11 +148,11 @@ func runAgent(path string) error {
 	}
 }
 
-// agentHost is worker.LocalHost with the web configuration check of the
+// agentHost is host.Local with the web configuration check of the
 // agent's listener (api.CheckWebConfig): what the agent checks its file
 // against at start and on every reload, and what berth validate checks.
 func agentHost() *config.Host {
-	h := worker.LocalHost()
+	h := host.Local()
 	h.CheckWebConfig = func(path string) error {
 		_, err := api.CheckWebConfig(path)
 		return err

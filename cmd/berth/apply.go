@@ -9,7 +9,7 @@ import (
 
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
-	"github.com/berthd/berth/worker"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/workload"
 	"github.com/spf13/cobra"
 )
@@ -54,7 +54,7 @@ agent.data_dir) says which store to use.`,
 			}
 			// The definitions are for the whole cluster: checked against this
 			// host's CPUs and devices, not its users and programs.
-			host := worker.LocalHost().LimitsOnly()
+			host := host.Local().LimitsOnly()
 			defs, err := config.Definitions(name, data, host)
 			if err != nil {
 				return configError(fmt.Errorf("%w\n%s is not valid; nothing was stored", err, name))

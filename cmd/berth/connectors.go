@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/worker"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/workload"
 	"github.com/spf13/cobra"
 )
@@ -37,7 +37,7 @@ printed.`,
   berth connectors --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			host := worker.LocalHost()
+			host := host.Local()
 			var conns, groups map[string][]byte
 			err := withStore(cmd.Context(), *configPath, host, func(ctx context.Context, c *cluster.Client) (err error) {
 				if conns, err = c.Connectors(ctx); err != nil {

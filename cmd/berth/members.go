@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/worker"
+	"github.com/berthd/berth/host"
 	"github.com/spf13/cobra"
 )
 
@@ -63,7 +63,7 @@ with their reasons and the static conflicts.`,
 				pub  cluster.Published
 				name string
 			)
-			err := withStore(cmd.Context(), *configPath, worker.LocalHost(), func(ctx context.Context, c *cluster.Client) (err error) {
+			err := withStore(cmd.Context(), *configPath, host.Local(), func(ctx context.Context, c *cluster.Client) (err error) {
 				name = c.Config().Name
 				if recs, err = c.Members(ctx); err != nil {
 					return err

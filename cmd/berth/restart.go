@@ -10,7 +10,7 @@ import (
 
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
-	"github.com/berthd/berth/worker"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/workload"
 	"github.com/spf13/cobra"
 )
@@ -44,7 +44,7 @@ The store is the one --config names, as for berth apply.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			host := worker.LocalHost()
+			host := host.Local()
 			var connector string
 			var jobs []string
 			err := withStore(cmd.Context(), *configPath, host, func(ctx context.Context, c *cluster.Client) error {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
-	"github.com/berthd/berth/worker"
+	"github.com/berthd/berth/host"
 	"github.com/spf13/cobra"
 )
 
@@ -31,7 +31,7 @@ func requester() string {
 // setTarget stores connector's target state in the cluster store of the
 // agent file path (as berth apply reaches it) and says what follows.
 func setTarget(cmd *cobra.Command, path, connector string, state config.TargetState, next string) error {
-	err := withStore(cmd.Context(), path, worker.LocalHost(), func(ctx context.Context, c *cluster.Client) error {
+	err := withStore(cmd.Context(), path, host.Local(), func(ctx context.Context, c *cluster.Client) error {
 		return c.SetTarget(ctx, connector, cluster.Target{State: state, By: requester(), At: time.Now().UTC()})
 	})
 	if errors.Is(err, cluster.ErrNotFound) {

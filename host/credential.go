@@ -1,4 +1,4 @@
-package worker
+package host
 
 import (
 	"fmt"
@@ -8,13 +8,13 @@ import (
 	"syscall"
 )
 
-// resolveCredential turns a Spec.User ("name", "uid", "name:group",
+// ResolveCredential turns a job's user ("name", "uid", "name:group",
 // "uid:gid"; names or numbers) into the credential the job runs with: the
 // user's uid, the group (the user's primary group unless one is named) and
 // the user's supplementary groups, as initgroups(3) would set them. "" means
 // "as the agent" and returns nil. An unknown user or group is an error
 // naming it.
-func resolveCredential(spec string) (*syscall.Credential, error) {
+func ResolveCredential(spec string) (*syscall.Credential, error) {
 	if spec == "" {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package config
+package spec
 
 import (
 	"fmt"
@@ -16,17 +16,22 @@ const (
 // reservedEnv are the names a process's env may not set.
 var reservedEnv = map[string]bool{EnvJobID: true, EnvConnector: true, EnvTask: true, EnvCgroup: true}
 
+// ReservedEnv reports whether name is one of the variables berth sets for
+// every job (EnvJobID, EnvConnector, EnvTask, EnvCgroup), which a process's
+// env and env_file may not set.
+func ReservedEnv(name string) bool { return reservedEnv[name] }
+
 // expandable are the references allowed in a command.
 var expandable = map[string]bool{EnvJobID: true, EnvConnector: true, EnvTask: true}
 
-// expand replaces ${BERTH_JOB_ID}, ${BERTH_CONNECTOR} and ${BERTH_TASK} in
+// Expand replaces ${BERTH_JOB_ID}, ${BERTH_CONNECTOR} and ${BERTH_TASK} in
 // s with their values in vars, and "$$" with "$". Any other "$" is kept as
 // it is (so "$HOME" reaches a shell untouched). A nil vars only checks the
 // syntax.
 //
 // It returns an error for an unterminated "${" and for a reference to any
 // other name (write "$${NAME}" to pass "${NAME}" through to the program).
-func expand(s string, vars map[string]string) (string, error) {
+func Expand(s string, vars map[string]string) (string, error) {
 	if !strings.Contains(s, "$") {
 		return s, nil
 	}

@@ -1,4 +1,4 @@
-package worker
+package host
 
 import (
 	"fmt"
@@ -8,17 +8,18 @@ import (
 )
 
 // The checks below are what a start needs of the host before any process
-// is made: the same lookups spawn does, so that a definition can be checked
+// is made: the same lookups a worker's start does (ResolveCredential,
+// LookPath), so that a definition can be checked
 // before a running job is stopped for it (and at validation), and a check
 // that passes means the start gets past them.
 
-// CheckUser reports whether a Spec.User ("name", "uid", "name:group",
+// CheckUser reports whether a job's user ("name", "uid", "name:group",
 // "uid:gid") resolves on this host: the user (by name or uid in the user
 // database, getpwnam(3)/getpwuid(3) through os/user), the named group, and
 // the user's supplementary groups. "" (run as the agent) is always fine.
 // The error names the user or group that does not resolve.
 func CheckUser(spec string) error {
-	_, err := resolveCredential(spec)
+	_, err := ResolveCredential(spec)
 	return err
 }
 
@@ -29,7 +30,7 @@ func CheckUser(spec string) error {
 // error says the file does not exist, is not a regular executable file, or
 // is not in any directory of PATH (naming the PATH searched).
 func FindProgram(file string, env []string, dir string) (string, error) {
-	p, err := lookPath(file, env, dir)
+	p, err := LookPath(file, env, dir)
 	if err != nil {
 		path, ok := envValue(env, "PATH")
 		if !ok {

@@ -1,4 +1,4 @@
-package worker
+package host_test
 
 import (
 	"errors"
@@ -8,12 +8,14 @@ import (
 	"testing"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 )
 
 // Validation and a reload check a definition against this host with the
-// start's own lookups: config.Parse and Host.CheckJob with LocalHost.
+// start's own lookups: config.Parse and Host.CheckJob with Local.
 
-// C20: with worker.LocalHost the user, the program (absolute, relative to dir, or on PATH) and
+// C20: with host.Local the user, the program (absolute, relative to dir, or on PATH) and
 // the working directory are checked against this host when the host has
 // those facts, at their keys; LimitsOnly skips them.
 func TestProcessFactsOnThisHost(t *testing.T) {
@@ -56,7 +58,7 @@ func TestProcessFactsOnThisHost(t *testing.T) {
 			[]string{`connector[0].run.dir: working directory on this host: ` + prog + ` is not a directory`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := config.Parse("w.toml", []byte(file(tc.run)), LocalHost())
+			_, err := config.Parse("w.toml", []byte(file(tc.run)), host.Local())
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("Parse: %v", err)
@@ -72,27 +74,27 @@ func TestProcessFactsOnThisHost(t *testing.T) {
 					t.Errorf("problem %d:\n%s\nwant it to contain:\n%s", i, ps.List[i], w)
 				}
 			}
-			if d := ps.List[0].Def; d.Kind != config.DefConnector || d.Name != "c" {
+			if d := ps.List[0].Def; d.Kind != spec.DefConnector || d.Name != "c" {
 				t.Errorf("problem Def = %+v, want connector c", d)
 			}
 			// Without the process facts (a definition for the whole
 			// cluster) the same file validates.
-			if _, err := config.Parse("w.toml", []byte(file(tc.run)), LocalHost().LimitsOnly()); err != nil {
+			if _, err := config.Parse("w.toml", []byte(file(tc.run)), host.Local().LimitsOnly()); err != nil {
 				t.Errorf("LimitsOnly: %v", err)
 			}
 		})
 	}
 }
 
-// CheckJob (with LocalHost) checks an expanded job as the agent does before it stops a
+// CheckJob (with Local) checks an expanded job as the agent does before it stops a
 // running job for a new definition.
 func TestCheckJob(t *testing.T) {
-	h := LocalHost()
-	ok := config.Job{ID: "a", Process: config.Process{Command: []string{"sleep", "1"}}}
+	h := host.Local()
+	ok := spec.Job{ID: "a", Process: spec.Process{Command: []string{"sleep", "1"}}}
 	if err := h.CheckJob(ok); err != nil {
 		t.Errorf("CheckJob(sleep) = %v", err)
 	}
-	bad := config.Job{ID: "a", Process: config.Process{Command: []string{"sleeep"}, User: "nobdy", Dir: "/nonexistent/berth-dir"}}
+	bad := spec.Job{ID: "a", Process: spec.Process{Command: []string{"sleeep"}, User: "nobdy", Dir: "/nonexistent/berth-dir"}}
 	err := h.CheckJob(bad)
 	if err == nil {
 		t.Fatal("CheckJob of a job that cannot start = nil")
@@ -105,7 +107,7 @@ func TestCheckJob(t *testing.T) {
 	if err := h.LimitsOnly().CheckJob(bad); err != nil {
 		t.Errorf("LimitsOnly().CheckJob = %v", err)
 	}
-	var none *config.Host
+	var none *host.Host
 	if err := none.CheckJob(bad); err != nil || none.LimitsOnly() != nil {
 		t.Errorf("nil host: CheckJob = %v", err)
 	}

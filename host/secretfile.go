@@ -1,4 +1,4 @@
-package config
+package host
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/berthd/berth/spec"
 )
 
 // maxSecretFile bounds what ReadPasswordFile and ReadEnvFile read: a file
@@ -113,7 +115,7 @@ func ReadEnvFile(path string) (map[string]string, error) {
 		switch {
 		case !envName(k):
 			return nil, fmt.Errorf("env_file %s:%d: %q is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)", path, n, k)
-		case reservedEnv[k]:
+		case spec.ReservedEnv(k):
 			return nil, fmt.Errorf("env_file %s:%d: %s is set by berth for every job and cannot be overridden", path, n, k)
 		case strings.ContainsRune(v, 0):
 			return nil, fmt.Errorf("env_file %s:%d: %s: value must not contain a NUL byte", path, n, k)

@@ -1,10 +1,12 @@
-package config
+package host
 
 import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"os"
+
+	"github.com/berthd/berth/spec"
 )
 
 // CheckTLSFiles checks the PEM files of t as a TLS client loads them: the
@@ -13,7 +15,7 @@ import (
 // each key that fails ("ca", "cert", or "key" when the key file cannot be
 // read), naming the file; nil when all pass. Absent files are not checked
 // (a missing cert or key is the decoder's problem).
-func CheckTLSFiles(t TLS) map[string]error {
+func CheckTLSFiles(t spec.TLS) map[string]error {
 	errs := map[string]error{}
 	if t.CA != "" {
 		if b, err := os.ReadFile(t.CA); err != nil {

@@ -1,4 +1,4 @@
-package worker
+package host
 
 import (
 	"errors"
@@ -9,15 +9,15 @@ import (
 	"strings"
 )
 
-// errNotFound is returned by lookPath when no directory of PATH holds an
+// errNotFound is returned by LookPath when no directory of PATH holds an
 // executable file of that name.
 var errNotFound = errors.New("executable file not found in $PATH")
 
-// lookPath resolves a command name the way execvp(3) does: a name with a
+// LookPath resolves a command name the way execvp(3) does: a name with a
 // slash is used as it is (relative to dir when relative); a bare name is
 // searched in the PATH of env, or the agent's PATH when env has none. The
 // result is absolute or relative to the job's working directory.
-func lookPath(file string, env []string, dir string) (string, error) {
+func LookPath(file string, env []string, dir string) (string, error) {
 	if file == "" {
 		return "", errors.New("empty command")
 	}

@@ -1,0 +1,116 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Runtime is the machinery the workers of one agent share: the launcher
+// threads that start their jobs (two pools: one for jobs that run as the
+// agent's user, one of confined threads for jobs with a user of their own,
+// started by the first such job), the log readers that copy their output,
+// and a hold on the process-wide reaper. Whoever starts the agent makes it
+// with StartRuntime, passes it to every worker (Spec.Runtime) and closes it
+// after the last worker has ended; Close stops every goroutine and thread
+// it started and waits for them.
+//
+// Several Runtimes may be open in one process (tests run several agents):
+// each has its own threads and readers, and they share the reaper, since
+// wait4(-1) collects every child of the process; the reaper stops when the
+// last Runtime closes.
+type Runtime struct {
+	reaper   *reaper
+	plain    *pool // jobs that run as the agent's user
+	confined *pool // jobs that run as a user of their own (a Credential)
+	muxes    []*logMux
+
+	mu      sync.Mutex
+	nextMux int  // round robin over muxes
+	live    int  // workers started on this Runtime that have not ended
+	closed  bool // Close has begun: no worker may start
+}
+
+// ErrRuntimeClosed is the reason of a worker started on a Runtime that has
+// been closed.
+var ErrRuntimeClosed = errors.New("worker runtime closed")
+
+// StartRuntime makes this process a child subreaper (prctl(2)
+// PR_SET_CHILD_SUBREAPER), holds the process-wide reaper (starting it if no
+// other Runtime holds it), and starts the log readers and the launcher
+// threads of jobs that run as the agent's user. The agent calls it at
+// start-up, so that a failure shows before any job is touched. It returns
+// the prctl(2) error when the process cannot become a subreaper, the
+// epoll_create1(2) or eventfd(2) error when a log reader cannot start, or
+// the error of a launcher thread that cannot find its own cgroups; nothing
+// is left running then.
+func StartRuntime() (*Runtime, error) {
+	r, err := holdReaper()
+	if err != nil {
+		return nil, err
+	}
+	rt := &Runtime{reaper: r, plain: newPool(false), confined: newPool(true)}
+	if err := rt.startLogMuxes(); err != nil {
+		rt.stop()
+		return nil, err
+	}
+	if err := rt.plain.start(r); err != nil {
+		rt.stop()
+		return nil, err
+	}
+	return rt, nil
+}
+
+// Close stops the launcher threads and log readers and lets go of the
+// reaper (which stops, and the process stops being a subreaper, when no
+// other Runtime holds it), and waits until every goroutine it started has
+// returned. It must be called after every worker started on it has ended
+// (Worker.Done): a launcher thread must outlive the processes it forked,
+// whose parent-death signal fires when it exits (prctl(2)
+// PR_SET_PDEATHSIG). While a worker has not ended, Close stops nothing and
+// returns an error saying how many are left; a later Close may succeed. A
+// second Close returns nil.
+func (rt *Runtime) Close() error {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil
+	}
+	if rt.live > 0 {
+		n := rt.live
+		rt.mu.Unlock()
+		return fmt.Errorf("close worker runtime: %d workers have not ended", n)
+	}
+	rt.closed = true
+	rt.mu.Unlock()
+	rt.stop()
+	return nil
+}
+
+// stop stops whatever StartRuntime started and waits for it.
+func (rt *Runtime) stop() {
+	rt.plain.stop()
+	rt.confined.stop()
+	for _, m := range rt.muxes {
+		m.stop()
+	}
+	releaseReaper(rt.reaper)
+}
+
+// enter counts a worker that starts; it fails once Close has begun.
+func (rt *Runtime) enter() error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return ErrRuntimeClosed
+	}
+	rt.live++
+	return nil
+}
+
+// leave counts a worker that has ended.
+func (rt *Runtime) leave() {
+	rt.mu.Lock()
+	rt.live--
+	rt.mu.Unlock()
+}
