@@ -191,16 +191,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
 	// until the agent is a member and has reconciled.
 	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
-		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name})
+		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name,
+		AllowedHosts: append([]string{cfg.Agent.Listen}, cfg.Agent.AllowedHosts...), Log: a.log})
 	a.mu.Lock()
 	a.handler = h
 	a.mu.Unlock()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := api.NewServer(ln, h, api.ServerOptions{WebConfigFile: cfg.Agent.WebConfigFile, Log: a.log})
 	serveErr := make(chan error, 1)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		serveErr <- api.Serve(ln, srv, cfg.Agent.WebConfigFile, a.log)
+		serveErr <- srv.Serve()
 	}()
 	// Other members reach this agent at the address of its member record:
 	// with its scheme when it serves TLS.
@@ -503,6 +504,7 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 		{"agent.log_max_size", strconv.FormatInt(old.LogMaxSize, 10), strconv.FormatInt(new.LogMaxSize, 10)},
 		{"agent.log_max_files", strconv.Itoa(old.LogMaxFiles), strconv.Itoa(new.LogMaxFiles)},
 		{"agent.web_config_file", old.WebConfigFile, new.WebConfigFile},
+		{"agent.allowed_hosts", strings.Join(old.AllowedHosts, ","), strings.Join(new.AllowedHosts, ",")},
 	} {
 		if c.old != c.new {
 			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)
