@@ -2,12 +2,16 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/berthd/berth/config"
@@ -83,7 +87,7 @@ func (c *Client) Get(ctx context.Context, path string, v any) error {
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", u, err)
+		return fmt.Errorf("GET %s: %w%s", u, err, unreachable(u, err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -94,6 +98,10 @@ func (c *Client) Get(ctx context.Context, path string, v any) error {
 		e := &Error{}
 		if json.Unmarshal(body, e) != nil || e.Message == "" {
 			e = &Error{Code: resp.StatusCode, Message: strings.TrimSpace(string(body))}
+			if strings.Contains(e.Message, "HTTP request to an HTTPS server") {
+				e.Message += " (the agent serves https: its web configuration turns TLS on; " +
+					"give --addr https://HOST:PORT, or the agent.web_config_file it runs with)"
+			}
 		}
 		return e
 	}
@@ -101,6 +109,34 @@ func (c *Client) Get(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("GET %s: decode answer: %w", u, err)
 	}
 	return nil
+}
+
+// unreachable explains a transport error of a request to url: why the
+// agent could not be reached, in its operator's terms ("" when the error
+// says it already).
+func unreachable(url string, err error) string {
+	msg := err.Error()
+	https := strings.HasPrefix(url, "https://")
+	var cert *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	switch {
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return " (the agent serves plain HTTP although agent.web_config_file turns TLS on here: " +
+			"it runs with another web configuration, or its TLS does not apply yet; see its log)"
+	case errors.As(err, &unknown), errors.As(err, &host), errors.As(err, &cert):
+		return " (the agent's certificate is not trusted: set [agent.client.tls] ca, or server_name to a name it holds)"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return " (no agent listens there: is it running, with this agent.listen?)"
+	case https && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(msg, "handshake")):
+		return " (the agent closed the connection during the TLS handshake: its web configuration may not load, " +
+			"or it requires a client certificate ([agent.client.tls] cert and key); see its log)"
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+		return " (the agent closed the connection: does it serve TLS (agent.web_config_file)? see its log)"
+	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "Client.Timeout"):
+		return " (no answer in time: the agent may be stopped (SIGSTOP), overloaded or behind a firewall)"
+	}
+	return ""
 }
 
 // Jobs is GET /v1/jobs.
