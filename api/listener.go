@@ -32,11 +32,13 @@ type Timeouts struct {
 }
 
 // DefaultTimeouts are the agent's: 10 s for headers, 30 s for a whole
-// request, 60 s for an answer (a scrape of thousands of jobs, a Connect
-// status view asking every peer with its 10 s client timeout), 2 min of
-// keep-alive idleness (Prometheus scrapes every 15 s to 1 min keep their
-// connection).
-var DefaultTimeouts = Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 60 * time.Second, Idle: 2 * time.Minute}
+// request (the API's requests have no body to speak of), 2 min for an
+// answer (a scrape of thousands of jobs; a Connect status view asks each
+// peer that owns a job for 2 s at most, one after the other, so dozens of
+// unreachable peers fit), 2 min of keep-alive idleness (Prometheus
+// scrapes every 15 s to 1 min keep their connection). No endpoint
+// streams: berth logs -f reads the log files, not the API.
+var DefaultTimeouts = Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 2 * time.Minute, Idle: 2 * time.Minute}
 
 // ServerOptions configure a Server beyond its listener and handler.
 type ServerOptions struct {
