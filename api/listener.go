@@ -119,6 +119,16 @@ func (s *Server) TLS() bool {
 	return s.cur != nil && s.cur.tls
 }
 
+// Refusing reports whether the server closes every new connection
+// unanswered because the web configuration turns TLS on but does not load
+// (logged at ERROR when it starts): what a metric or a health check can
+// show.
+func (s *Server) Refusing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur != nil && s.cur.srv == nil
+}
+
 // Serve accepts connections until Shutdown, and returns
 // http.ErrServerClosed then, or the listener's error when accepting fails
 // otherwise. It may be called once.

@@ -241,11 +241,17 @@ func TestServerFollowsWebConfigTLS(t *testing.T) {
 	if _, err := secure.Jobs(ctx); err == nil || !strings.Contains(err.Error(), "web configuration may not load") {
 		t.Errorf("https with a certificate that does not load: %v, want an error saying why", err)
 	}
+	if !s.Refusing() {
+		t.Error("Refusing() false while the web configuration turns TLS on but does not load")
+	}
 	if !strings.Contains(logBuf.String(), "level=ERROR") || !strings.Contains(logBuf.String(), "does not load") {
 		t.Errorf("no ERROR line for a web configuration that does not load:\n%s", logBuf.String())
 	}
 	writeWeb(t, web, tlsOn)
 	if _, err := secure.Jobs(ctx); err != nil {
 		t.Errorf("https after the certificate was fixed: %v", err)
+	}
+	if s.Refusing() {
+		t.Error("Refusing() true after the certificate was fixed")
 	}
 }
