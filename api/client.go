@@ -78,9 +78,32 @@ func NewClientFor(addr string, auth config.APIClient, tls bool) (*Client, error)
 // Get fetches path ("/v1/jobs") and decodes the JSON answer into v. A
 // non-2xx answer is returned as *Error (decoded from its body, or made up
 // from the status when the body is not an Error); a transport failure is
-// wrapped with the URL.
+// wrapped with the URL and why the agent could not be reached. When an
+// http:// agent answers that it serves https now (its web configuration
+// turned TLS on while it runs), the request is made once more over https
+// with the same trust and credentials; never the other way round.
 func (c *Client) Get(ctx context.Context, path string, v any) error {
-	u := c.Base + path
+	err := c.get(ctx, c.Base+path, v)
+	var e *Error
+	if rest, ok := strings.CutPrefix(c.Base, "http://"); ok && errors.As(err, &e) && servesHTTPS(e) {
+		err = c.get(ctx, "https://"+rest+path, v)
+		if err != nil && !errors.As(err, &e) {
+			return fmt.Errorf("the agent at %s serves https (its web configuration turns TLS on): %w", rest, err)
+		}
+	}
+	return err
+}
+
+// servesHTTPS reports whether e is an agent's answer to a plain request
+// that it serves https: Go's http.Server's 400 to plain HTTP on a TLS
+// listener, or Server's 421 to a connection kept from before TLS was
+// turned on.
+func servesHTTPS(e *Error) bool {
+	return e.Code == http.StatusBadRequest && strings.Contains(e.Message, "HTTP request to an HTTPS server") ||
+		e.Code == http.StatusMisdirectedRequest && strings.Contains(e.Message, "connect again over https")
+}
+
+func (c *Client) get(ctx context.Context, u string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", u, err)

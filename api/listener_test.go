@@ -205,7 +205,16 @@ func TestServerFollowsWebConfigTLS(t *testing.T) {
 	if !s.TLS() {
 		t.Error("TLS() false after the file turned TLS on")
 	}
-	if _, err := plain.Jobs(ctx); err == nil || !strings.Contains(err.Error(), "the agent serves https") {
+	// A peer whose member record still says http:// (the agent started
+	// without TLS) moves up to https with the same trust.
+	peer, err := NewClientFor(addr, config.APIClient{TLS: config.TLS{CA: ca}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.Jobs(ctx); err != nil {
+		t.Errorf("an http:// client with the CA after TLS was turned on: %v, want the answer over https", err)
+	}
+	if _, err := plain.Jobs(ctx); err == nil || !strings.Contains(err.Error(), "serves https") {
 		t.Errorf("plain HTTP while the file says TLS: %v, want an error saying the agent serves https", err)
 	}
 	fmt.Fprintf(kept, "GET /v1/jobs HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
