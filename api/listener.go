@@ -63,10 +63,12 @@ type ServerOptions struct {
 // plain HTTP while the file says TLS. Server owns the accept loop and
 // reads the file's TLS switch for each connection it accepts: when the
 // switch changed, it starts a new http.Server in the new mode on the same
-// listener (connections already open finish in the old mode) and hands it
-// this connection. When the file turns TLS on but its certificates do not
-// load, connections are closed unanswered, with an ERROR line, until the
-// file is fixed: never plain HTTP while the file says TLS.
+// listener, hands it this connection and shuts the old one down (its
+// requests in progress finish; a kept-alive connection's next request is
+// answered 421 and the connection closed: sameMode). When the file turns
+// TLS on but its certificates do not load, connections are closed
+// unanswered, with an ERROR line, until the file is fixed: never plain
+// HTTP while the file says TLS.
 type Server struct {
 	ln      net.Listener
 	handler http.Handler
@@ -131,7 +133,9 @@ func (s *Server) Refusing() bool {
 
 // Serve accepts connections until Shutdown, and returns
 // http.ErrServerClosed then, or the listener's error when accepting fails
-// otherwise. It may be called once.
+// otherwise. It returns an error at once, serving nothing, when the web
+// configuration cannot be read or turns TLS on but does not load. It may
+// be called once.
 func (s *Server) Serve() error {
 	tls, err := WebTLS(s.file)
 	if err != nil {
