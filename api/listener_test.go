@@ -264,3 +264,22 @@ func TestServerFollowsWebConfigTLS(t *testing.T) {
 		t.Error("Refusing() true after the certificate was fixed")
 	}
 }
+
+// A web configuration that turns TLS on but does not load fails Serve at
+// once, naming the file: nothing is served.
+func TestServeRefusesTLSThatDoesNotLoad(t *testing.T) {
+	_, tlsOn := tlsFiles(t)
+	web := filepath.Join(t.TempDir(), "web.yml")
+	writeWeb(t, web, strings.Replace(tlsOn, "key_file: ", "key_file: /nonexistent", 1))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(ln, http.NotFoundHandler(), ServerOptions{WebConfigFile: web, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := s.Serve(); err == nil || !strings.Contains(err.Error(), web) {
+		t.Errorf("Serve with a key that does not exist: %v, want an error naming %s", err, web)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
