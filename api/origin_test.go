@@ -137,7 +137,8 @@ func TestOriginAndHostGuards(t *testing.T) {
 }
 
 // "*" in allowed_hosts answers every host name, as etcd's
-// --host-whitelist "*".
+// --host-whitelist "*"; listen's host name is answered; on 0.0.0.0 every
+// address is.
 func TestAllowedHostsAny(t *testing.T) {
 	g := newHostGuard("127.0.0.1:9750", []string{"*"})
 	if !g.allows("rebind.example:9750") {
@@ -148,6 +149,17 @@ func TestAllowedHostsAny(t *testing.T) {
 		"[fe80::1%25eth0]:9750": true, "127.0.0.1": true, "": true} {
 		if got := g.allows(host); got != want {
 			t.Errorf("listen agent-7.internal:9750: allows(%q) = %v, want %v", host, got, want)
+		}
+	}
+	// Listening on every interface: peers and clients that name the
+	// agent by an address (its member record, the CLI at 0.0.0.0) or
+	// by this host's name pass; another name must be listed.
+	hostname, _ := os.Hostname()
+	g = newHostGuard("0.0.0.0:9750", nil)
+	for host, want := range map[string]bool{"0.0.0.0:9750": true, "192.0.2.10:9750": true, "[2001:db8::1]:9750": true,
+		hostname + ":9750": true, "localhost:9750": true, "scrape-alias.example:9750": false} {
+		if got := g.allows(host); got != want {
+			t.Errorf("listen 0.0.0.0:9750: allows(%q) = %v, want %v", host, got, want)
 		}
 	}
 }
