@@ -11,12 +11,15 @@ import (
 // Two guards stand before every handler, against web pages that the
 // operator's browser shows while it can reach the agent:
 //
-//   - hosts: a request whose Host header names neither an IP address nor a
-//     name the agent answers to is refused with 421 Misdirected Request
+//   - hosts: a plain-HTTP request whose Host header names neither an IP
+//     address nor a name the agent answers to is refused with 421
+//     Misdirected Request
 //     (RFC 9110 section 15.5.20). This is what a DNS-rebinding page sends: its own
 //     name, re-pointed at the agent's address, so that the browser lets it
 //     read the answers. etcd's --host-whitelist is the same check (it
 //     answers 421 to plain-HTTP requests for other names, CVE-2018-5702).
+//     Over TLS the check is left out, as in etcd: a rebinding page's
+//     browser would not accept the agent's certificate for its name.
 //   - cross-origin writes: a PUT or POST that a browser sends for a page of
 //     another origin (its Sec-Fetch-Site header, or an Origin that is not
 //     the Host) is refused with 403, by the standard library's
