@@ -13,10 +13,9 @@ import (
 //
 //   - hosts: a plain-HTTP request whose Host header names neither an IP
 //     address nor a name the agent answers to is refused with 421
-//     Misdirected Request
-//     (RFC 9110 section 15.5.20). This is what a DNS-rebinding page sends: its own
-//     name, re-pointed at the agent's address, so that the browser lets it
-//     read the answers. etcd's --host-whitelist is the same check (it
+//     Misdirected Request (RFC 9110 section 15.5.20). This is what a
+//     DNS-rebinding page sends: its own name, re-pointed at the agent's
+//     address, so that the browser lets it read the answers. etcd's --host-whitelist is the same check (it
 //     answers 421 to plain-HTTP requests for other names, CVE-2018-5702).
 //     Over TLS the check is left out, as in etcd: a rebinding page's
 //     browser would not accept the agent's certificate for its name.
