@@ -2,12 +2,16 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/berthd/berth/host"
@@ -75,16 +79,39 @@ func NewClientFor(addr string, auth spec.APIClient, tls bool) (*Client, error) {
 // Get fetches path ("/v1/jobs") and decodes the JSON answer into v. A
 // non-2xx answer is returned as *Error (decoded from its body, or made up
 // from the status when the body is not an Error); a transport failure is
-// wrapped with the URL.
+// wrapped with the URL and why the agent could not be reached. When an
+// http:// agent answers that it serves https now (its web configuration
+// turned TLS on while it runs), the request is made once more over https
+// with the same trust and credentials; never the other way round.
 func (c *Client) Get(ctx context.Context, path string, v any) error {
-	u := c.Base + path
+	err := c.get(ctx, c.Base+path, v)
+	var e *Error
+	if rest, ok := strings.CutPrefix(c.Base, "http://"); ok && errors.As(err, &e) && servesHTTPS(e) {
+		err = c.get(ctx, "https://"+rest+path, v)
+		if err != nil && !errors.As(err, &e) {
+			return fmt.Errorf("the agent at %s serves https (its web configuration turns TLS on): %w", rest, err)
+		}
+	}
+	return err
+}
+
+// servesHTTPS reports whether e is an agent's answer to a plain request
+// that it serves https: Go's http.Server's 400 to plain HTTP on a TLS
+// listener, or Server's 421 to a connection kept from before TLS was
+// turned on.
+func servesHTTPS(e *Error) bool {
+	return e.Code == http.StatusBadRequest && strings.Contains(e.Message, "HTTP request to an HTTPS server") ||
+		e.Code == http.StatusMisdirectedRequest && strings.Contains(e.Message, "connect again over https")
+}
+
+func (c *Client) get(ctx context.Context, u string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", u, err)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", u, err)
+		return fmt.Errorf("GET %s: %w%s", u, err, unreachable(u, err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -95,6 +122,10 @@ func (c *Client) Get(ctx context.Context, path string, v any) error {
 		e := &Error{}
 		if json.Unmarshal(body, e) != nil || e.Message == "" {
 			e = &Error{Code: resp.StatusCode, Message: strings.TrimSpace(string(body))}
+			if strings.Contains(e.Message, "HTTP request to an HTTPS server") {
+				e.Message += " (the agent serves https: its web configuration turns TLS on; " +
+					"give --addr https://HOST:PORT, or the agent.web_config_file it runs with)"
+			}
 		}
 		return e
 	}
@@ -102,6 +133,34 @@ func (c *Client) Get(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("GET %s: decode answer: %w", u, err)
 	}
 	return nil
+}
+
+// unreachable explains a transport error of a request to url: why the
+// agent could not be reached, in its operator's terms ("" when the error
+// says it already).
+func unreachable(url string, err error) string {
+	msg := err.Error()
+	https := strings.HasPrefix(url, "https://")
+	var cert *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	switch {
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return " (the agent serves plain HTTP although agent.web_config_file turns TLS on here: " +
+			"it runs with another web configuration, or its TLS does not apply yet; see its log)"
+	case errors.As(err, &unknown), errors.As(err, &host), errors.As(err, &cert):
+		return " (the agent's certificate is not trusted: set [agent.client.tls] ca, or server_name to a name it holds)"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return " (no agent listens there: is it running, with this agent.listen?)"
+	case https && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(msg, "handshake")):
+		return " (the agent closed the connection during the TLS handshake: its web configuration may not load, " +
+			"or it requires a client certificate ([agent.client.tls] cert and key); see its log)"
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+		return " (the agent closed the connection: does it serve TLS (agent.web_config_file)? see its log)"
+	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "Client.Timeout"):
+		return " (no answer in time: the agent may be stopped (SIGSTOP), overloaded or behind a firewall)"
+	}
+	return ""
 }
 
 // Jobs is GET /v1/jobs.

@@ -182,11 +182,13 @@ func serveSecuredWith(t *testing.T, handler func(web string) http.Handler, clien
 		t.Fatal(err)
 	}
 	s.addr = ln.Addr().String()
-	srv := &http.Server{Handler: handler(s.web), ReadHeaderTimeout: 5 * time.Second}
+	srv := NewServer(ln, handler(s.web), ServerOptions{WebConfigFile: s.web, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	served := make(chan error, 1)
-	go func() { served <- Serve(ln, srv, s.web, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() { served <- srv.Serve() }()
 	t.Cleanup(func() {
-		_ = srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
 		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("Serve: %v", err)
 		}

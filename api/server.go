@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"path"
 	"sort"
@@ -81,6 +82,15 @@ type Options struct {
 	Version, Commit string
 	// Cluster is the berth cluster's name, GET /'s kafka_cluster_id.
 	Cluster string
+	// AllowedHosts are the host names (a port, if given, is ignored) that
+	// plain-HTTP requests may name in their Host header besides an IP
+	// address, localhost, this host's name and Listen's host: the
+	// configured agent.listen and agent.allowed_hosts. "*" allows every
+	// name. Other names are answered 421 (see guardOrigin).
+	AllowedHosts []string
+	// Log receives a line for each request the guards refuse; nil:
+	// slog.Default().
+	Log *slog.Logger
 }
 
 // server is the handler's state.
@@ -116,7 +126,10 @@ type server struct {
 // reference, KIP-52, KIP-745, KIP-875). Every error answer, unknown paths
 // (404) and wrong methods (405, with Allow) included, is a JSON Error. The
 // writes answer only where allowWrite says so (403 otherwise): on a
-// loopback address, or to an authenticated request.
+// loopback address, or to an authenticated request. Before any of this, a
+// plain-HTTP request for a host name the agent does not answer to is
+// refused with 421, and a write a browser sends for a page of another
+// origin with 403 (guardOrigin).
 func Handler(b Backend, opts Options) http.Handler {
 	s := &server{b: b, opts: opts}
 	mux := http.NewServeMux()
@@ -192,7 +205,11 @@ func Handler(b Backend, opts Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	return canonicalOnly(routed(mux))
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return guardOrigin(canonicalOnly(routed(mux)), newHostGuard(opts.Listen, opts.AllowedHosts), log)
 }
 
 // canonicalOnly answers a request whose path is not in canonical form

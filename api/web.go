@@ -2,8 +2,6 @@ package api
 
 import (
 	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 
@@ -26,7 +24,8 @@ import (
 // so that a Prometheus scrape configuration with tls_config and basic_auth
 // reaches the agent as it reaches node_exporter. The toolkit reads the file
 // again for every connection (TLS) and request (users), so certificates and
-// users can change without a restart.
+// users can change without a restart; Server reads its TLS switch again
+// for every connection and request, so TLS itself can be turned on or off.
 
 // CheckWebConfig validates the web configuration file at path as the
 // exporter-toolkit reads it (known keys only, certificate and key load,
@@ -71,18 +70,6 @@ func readWebConfig(path string) (*web.Config, error) {
 		return nil, fmt.Errorf("web configuration %s: %w", path, err)
 	}
 	return &c, nil
-}
-
-// Serve serves srv on the bound listener ln, with the TLS and
-// authentication of the web configuration file webConfigFile (the
-// toolkit's web.Serve; "" serves plain HTTP), and returns when srv is shut
-// down (http.ErrServerClosed) or fails. A request whose basic-auth
-// credentials do not match basic_auth_users is answered 401 before srv's
-// handler sees it; a connection without a client certificate that
-// client_auth_type requires fails its TLS handshake.
-func Serve(ln net.Listener, srv *http.Server, webConfigFile string, log *slog.Logger) error {
-	flags := &web.FlagConfig{WebConfigFile: &webConfigFile}
-	return web.Serve(ln, srv, flags, log)
 }
 
 // Authenticated reports whether the listener authenticated r: it came

@@ -55,6 +55,12 @@ type Agent struct {
 	// the Prometheus exporter-toolkit that node_exporter's
 	// --web.config.file takes; "" serves plain HTTP to everyone.
 	WebConfigFile string
+	// AllowedHosts are host names, besides IP addresses, localhost, this
+	// host's name and Listen's host, that a plain-HTTP request to the
+	// API may name in its Host header (a port, if given, is ignored); "*"
+	// allows every name. Other names are refused with 421: what a
+	// DNS-rebinding web page sends (etcd's --host-whitelist).
+	AllowedHosts []string
 	// Client is [agent.client]: what berth's own requests to an agent's
 	// API present (the CLI on this host, this agent asking its peers).
 	Client APIClient

@@ -167,7 +167,7 @@ func flattenTop(c *Config, m map[string]string) {
 		"cluster.tls":      tlsString(c.Cluster.TLS),
 		"cluster.username": c.Cluster.Username, "cluster.password": c.Cluster.Password,
 		"cluster.password_file": c.Cluster.PasswordFile,
-		"agent.web_config_file": ag.WebConfigFile, "agent.client.tls": tlsString(ag.Client.TLS),
+		"agent.web_config_file": ag.WebConfigFile, "agent.allowed_hosts": list(ag.AllowedHosts), "agent.client.tls": tlsString(ag.Client.TLS),
 		"agent.client.username": ag.Client.Username, "agent.client.password": ag.Client.Password,
 		"agent.client.password_file": ag.Client.PasswordFile,
 	} {

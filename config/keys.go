@@ -200,6 +200,9 @@ var sections = []Section{
 				Doc: "grace between SIGTERM and killing a job's whole cgroup, unless the job sets its own"},
 			{Name: "web_config_file", Type: TypeString, DefaultNote: "plain HTTP, no authentication", Bounds: "absolute path; checked when the agent starts (berth validate too)", Example: tomlString("/etc/berth/web.yml"),
 				Doc: "TLS, client certificates and basic auth on listen: a Prometheus exporter-toolkit web configuration file (node_exporter's --web.config.file)"},
+			{Name: "allowed_hosts", Type: TypeStrings, Default: "[]", Bounds: `"*", or host names, each optionally with :port (ignored)`, Example: `["berth-a.example.net"]`,
+				Doc: "host names a plain-HTTP request may name in its Host header besides IP addresses, localhost, this host's name and listen's host; " +
+					"other names get 421 (a DNS-rebinding web page's request; etcd's --host-whitelist); \"*\" allows every name; read when the agent starts"},
 			{Name: "client", Type: TypeTable, Section: SectionClient, Doc: "what berth's own requests to agents' APIs present"},
 		},
 	},

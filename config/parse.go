@@ -212,6 +212,14 @@ func (d *decoder) agent(t *table) Agent {
 			}
 		}
 	}
+	if _, ok := t.m["allowed_hosts"]; ok {
+		a.AllowedHosts = t.strings("allowed_hosts")
+		for i, h := range a.AllowedHosts {
+			if err := checkAllowedHost(h); err != nil {
+				d.errs.add(fmt.Sprintf("%s[%d]", t.key("allowed_hosts"), i), "%v", err)
+			}
+		}
+	}
 	if c := t.sub("client"); c != nil {
 		a.Client.TLS = d.tlsTable(c.sub("tls"))
 		a.Client.Username, a.Client.Password, a.Client.PasswordFile = d.credentials(c)
@@ -316,6 +324,26 @@ func (d *decoder) cluster(t *table) Cluster {
 // "tcp"): host:port with a port of 0 to 65535 (0: any free port) and a host
 // that is empty (every address), an IP address or a host name
 // (letters, digits, '-' and '.', as RFC 1123).
+// checkAllowedHost checks an agent.allowed_hosts entry: "*", or a host
+// name (or IP address) with an optional :port, as a Host header names it.
+func checkAllowedHost(h string) error {
+	if h == "*" {
+		return nil
+	}
+	addr := h
+	if _, _, err := net.SplitHostPort(h); err != nil {
+		addr = net.JoinHostPort(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), "0")
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "" {
+		return fmt.Errorf("%q is not a host name: give \"*\", a host name or a host name:port (no scheme, no path)", h)
+	}
+	if err := checkListen(addr); err != nil {
+		return fmt.Errorf("%q is not a host name: give \"*\", a host name or a host name:port (no scheme, no path): %v", h, err)
+	}
+	return nil
+}
+
 func checkListen(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -161,16 +161,17 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
 	// until the agent is a member and has reconciled.
 	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
-		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name})
+		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name,
+		AllowedHosts: append([]string{cfg.Agent.Listen}, cfg.Agent.AllowedHosts...), Log: a.log})
 	a.mu.Lock()
 	a.handler = h
 	a.mu.Unlock()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := api.NewServer(ln, h, api.ServerOptions{WebConfigFile: cfg.Agent.WebConfigFile, Log: a.log})
 	serveErr := make(chan error, 1)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		serveErr <- api.Serve(ln, srv, cfg.Agent.WebConfigFile, a.log)
+		serveErr <- srv.Serve()
 	}()
 	// Other members reach this agent at the address of its member record:
 	// with its scheme when it serves TLS.

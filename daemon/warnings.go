@@ -124,6 +124,7 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 		{"agent.log_max_size", strconv.FormatInt(old.LogMaxSize, 10), strconv.FormatInt(new.LogMaxSize, 10)},
 		{"agent.log_max_files", strconv.Itoa(old.LogMaxFiles), strconv.Itoa(new.LogMaxFiles)},
 		{"agent.web_config_file", old.WebConfigFile, new.WebConfigFile},
+		{"agent.allowed_hosts", strings.Join(old.AllowedHosts, ","), strings.Join(new.AllowedHosts, ",")},
 	} {
 		if c.old != c.new {
 			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)

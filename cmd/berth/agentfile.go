@@ -60,8 +60,13 @@ func agentOf(warn io.Writer, path string) (config.Agent, error) {
 }
 
 // logDirOf returns agent.log_dir of the configuration file, read as
-// agentOf reads it.
-func logDirOf(warn io.Writer, path string) (string, error) {
+// agentOf reads it; when the file cannot be read or is not TOML, the
+// default log_dir, with a warning on warn.
+func logDirOf(warn io.Writer, path string) string {
 	a, err := agentOf(warn, path)
-	return a.LogDir, err
+	if err != nil {
+		fmt.Fprintf(warn, "warning: %v; reading the default log_dir %s (--log-dir names another)\n", err, config.DefaultLogDir)
+		return config.DefaultLogDir
+	}
+	return a.LogDir
 }

@@ -21,6 +21,7 @@ import (
 func logsCmd(configPath *string) *cobra.Command {
 	var follow, stamps bool
 	var lines int
+	var logDir string
 	c := &cobra.Command{
 		Use:   "logs JOB|CONNECTOR",
 		Short: "Print a job's output, or every job's of a connector",
@@ -36,10 +37,13 @@ the millisecond (lines already in a file when the command started have no
 known time and show "-").
 
 Only agent.log_dir of --config is read, so this works while the file does
-not validate.`,
+not validate; --log-dir names the directory without reading the file at all.
+When the file cannot be read or is not TOML (an incident is when logs are
+needed most), the command warns and reads the default log_dir.`,
 		Example: `  berth logs orders-sink-0
   berth logs -f -n 50 orders-sink-0
-  berth logs -f -t orders-sink      # the connector's job and all its tasks`,
+  berth logs -f -t orders-sink      # the connector's job and all its tasks
+  berth logs --log-dir /var/log/berth orders-sink-0`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if lines < 0 {
@@ -51,9 +55,9 @@ not validate.`,
 			if name == "" || strings.ContainsAny(name, "/\x00") || strings.HasPrefix(name, ".") {
 				return usageError("%q is not a job ID or connector name", name)
 			}
-			dir, err := logDirOf(cmd.ErrOrStderr(), *configPath)
-			if err != nil {
-				return configError(err)
+			dir := logDir
+			if dir == "" {
+				dir = logDirOf(cmd.ErrOrStderr(), *configPath)
 			}
 			ids, err := logsOf(dir, name)
 			if err != nil {
@@ -110,6 +114,7 @@ not validate.`,
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "follow the log(s) as they grow")
 	c.Flags().IntVarP(&lines, "lines", "n", 0, "print only the last N lines of each log (0: all)")
 	c.Flags().BoolVarP(&stamps, "timestamps", "t", false, "prefix each line with the time it was received (RFC 3339, ms)")
+	c.Flags().StringVar(&logDir, "log-dir", "", "read the logs in this directory, not --config's agent.log_dir (the file is not read)")
 	return c
 }
 
