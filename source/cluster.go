@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/workload"
@@ -37,7 +38,7 @@ type Cluster struct {
 	log   *slog.Logger
 
 	client   *cluster.Client
-	embedded *cluster.Embedded // nil with external endpoints
+	embedded *embedetcd.Server // nil with external endpoints
 
 	// life outlives the agent's run context: fencing must keep watching
 	// the lease while the agent stops its jobs (stop grace can outlast a
@@ -94,7 +95,7 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return fmt.Errorf("embedded etcd: create data_dir %s: %w", dir, err)
 		}
-		e, err := cluster.StartEmbeddedWithFatal(dir, func(err error) {
+		e, err := embedetcd.StartWithFatal(dir, func(err error) {
 			c.log.Error("the embedded etcd cannot go on; the agent exits", "data_dir", dir, "error", err)
 			if env.StoreFailed != nil {
 				env.StoreFailed(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 )
 
@@ -29,7 +30,7 @@ func agentFile(id string, blocks ...string) string {
 // holds, it never deletes; a group still named by a stored connector is
 // kept; apply adopts what an agent's file stored.
 func TestApplyFileOwnership(t *testing.T) {
-	emb, err := cluster.StartEmbedded(t.TempDir())
+	emb, err := embedetcd.Start(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -90,7 +91,7 @@ func samePlan(t *testing.T, what string, got, want Plan) {
 }
 
 func TestWorkloadStore(t *testing.T) {
-	emb, err := cluster.StartEmbedded(t.TempDir())
+	emb, err := embedetcd.Start(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
