@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/berthd/berth/assign"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// pubInput is what one publication is computed from: the stored state and
+// the new assignment. Nothing in it is read from etcd by planPublication.
+type pubInput struct {
+	prev       pubState                         // what the store holds, as last read or written
+	assignment assign.Assignment                // the new assignment
+	leader     string                           // our member ID
+	shareOf    func(jobs []string) shareContent // a member's share content for its jobs (definition revisions)
+	oldMembers bool                             // an agent of the single-key layout is a member
+	now        time.Time                        // the head's publication time
+}
+
+// pubPlan is the writes of one publication, by phase, in the order they
+// are committed (leader.publish): first, then gaining in waves, the last
+// wave with cleanup and status, then tail. The phases are not yet packed
+// into transactions: the waves of gaining depend on the claim window at
+// commit time.
+type pubPlan struct {
+	published Published
+	first     []sizedOp // shares that only lose jobs (or whose definitions changed), departed tombstones
+	gaining   []gainOps // shares that gain jobs, by member ID
+	cleanup   []sizedOp // deletion of the tombstones published before
+	status    []sizedOp // status buckets written or deleted
+	tail      []sizedOp // the single-key value or its deletion, then the head: always last
+	written   int       // shares written (changed, new, departed)
+	next      pubState  // the stored state once every write committed
+}
+
+// gainOps is the writes of one share that gains jobs, and those jobs (job
+// -> member).
+type gainOps struct {
+	ops  []sizedOp
+	jobs map[string]string
+}
+
+// gained is how many jobs the plan hands out to members that did not hold
+// them.
+func (p *pubPlan) gained() int {
+	n := 0
+	for _, g := range p.gaining {
+		n += len(g.jobs)
+	}
+	return n
+}
+
+// all is every write of the plan in commit order.
+func (p *pubPlan) all() []sizedOp {
+	all := slices.Clone(p.first)
+	for _, g := range p.gaining {
+		all = append(all, g.ops...)
+	}
+	return slices.Concat(all, p.cleanup, p.status, p.tail)
+}
+
+// planPublication computes the writes that store in.assignment as
+// generation in.prev.generation+1 with c's key layout and size limits
+// (Config.MaxRequestBytes for share chunks and the single-key value): the
+// shares of members whose share content changed, a departed tombstone for
+// each member that left (deleted with the next publication), the status
+// buckets that changed, the single-key value while agents of that layout
+// are members (its deletion once none is), and the head. It does no I/O.
+//
+// ok is false when nothing changed (tombstone deletions alone do not count)
+// and in.prev does not ask for a rewrite (force): there is nothing to
+// publish. It returns an encoding error naming the share, bucket or head.
+func planPublication(c *Client, in pubInput) (plan pubPlan, ok bool, err error) {
+	a := in.assignment
+	normalise(&a)
+	gen := in.prev.generation + 1
+	shares := maps.Clone(in.prev.shares)
+	if shares == nil {
+		shares = map[string]storedShare{}
+	}
+	changes := 0 // shares and buckets changed
+	writeShare := func(id string, content shareContent) ([]sizedOp, error) {
+		vals, err := c.encodeShare(content, gen, in.leader)
+		if err != nil {
+			return nil, fmt.Errorf("leader: share of %s: %w", id, err)
+		}
+		var ops []sizedOp
+		for i, v := range vals {
+			ops = append(ops, putOp(c.shareChunkKey(id, i), string(v)))
+		}
+		for i := len(vals); i < shares[id].chunks; i++ {
+			ops = append(ops, deleteOp(c.shareChunkKey(id, i)))
+		}
+		shares[id] = storedShare{content: content, valid: true, chunks: len(vals)}
+		changes++
+		plan.written++
+		return ops, nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(a.Members)) {
+		content := in.shareOf(a.Members[id])
+		st, ok := shares[id]
+		if ok && st.valid && st.content.equal(content) {
+			continue
+		}
+		var prev []string
+		if ok && st.valid {
+			prev = st.content.jobs
+		}
+		ops, err := writeShare(id, content)
+		if err != nil {
+			return pubPlan{}, false, err
+		}
+		gained := newJobs(content.jobs, prev)
+		if len(gained) == 0 {
+			plan.first = append(plan.first, ops...)
+			continue
+		}
+		g := gainOps{ops: ops, jobs: map[string]string{}}
+		for _, j := range gained {
+			g.jobs[j] = id
+		}
+		plan.gaining = append(plan.gaining, g)
+	}
+	for _, id := range slices.Sorted(maps.Keys(shares)) {
+		if _, live := a.Members[id]; live {
+			continue
+		}
+		st := shares[id]
+		if st.valid && st.content.departed {
+			// Published as departed before: delete it with this publication.
+			plan.cleanup = append(plan.cleanup, deleteOp(c.shareDir(id), clientv3.WithPrefix()))
+			delete(shares, id)
+			continue
+		}
+		ops, err := writeShare(id, shareContent{departed: true, jobs: []string{}})
+		if err != nil {
+			return pubPlan{}, false, err
+		}
+		plan.first = append(plan.first, ops...)
+	}
+	buckets := maps.Clone(in.prev.buckets)
+	if buckets == nil {
+		buckets = map[string]string{}
+	}
+	next := bucketsOf(a)
+	for _, name := range slices.Sorted(maps.Keys(next)) {
+		b := next[name]
+		content, err := bucketContent(b)
+		if err != nil {
+			return pubPlan{}, false, fmt.Errorf("leader: %w", err)
+		}
+		if buckets[name] == content {
+			continue
+		}
+		b.Generation = gen
+		v, err := jsonString(b)
+		if err != nil {
+			return pubPlan{}, false, fmt.Errorf("leader: encode status bucket %s: %w", name, err)
+		}
+		plan.status = append(plan.status, putOp(c.statusDir()+name, v))
+		buckets[name] = content
+		changes++
+	}
+	for _, name := range slices.Sorted(maps.Keys(buckets)) {
+		if _, ok := next[name]; !ok {
+			plan.status = append(plan.status, deleteOp(c.statusDir()+name))
+			delete(buckets, name)
+			changes++
+		}
+	}
+	if changes == 0 && !in.prev.force {
+		return pubPlan{}, false, nil
+	}
+
+	plan.published = Published{Generation: gen, Leader: in.leader, Assignment: a}
+	legacy := in.prev.legacy
+	if in.oldMembers {
+		v, err := encodeLegacy(plan.published, Layout)
+		if err != nil {
+			return pubPlan{}, false, fmt.Errorf("leader: encode generation %d for the single-key layout: %w", gen, err)
+		}
+		// Beyond one request the single-key layout cannot hold it at all;
+		// its agents then keep their last generation (doc.go, "Upgrade").
+		if len(v)+len(c.legacyKey())+opOverhead <= c.requestBudget() {
+			plan.tail = append(plan.tail, putOp(c.legacyKey(), string(v)))
+			legacy = true
+		}
+	} else if legacy {
+		plan.tail = append(plan.tail, deleteOp(c.legacyKey()))
+		legacy = false
+	}
+	head := Head{Generation: gen, Leader: in.leader, Layout: Layout, Members: len(a.Members),
+		Unassigned: len(a.Unassigned), Conflicts: len(a.Conflicts), Published: in.now.UTC()}
+	for _, jobs := range a.Members {
+		head.Jobs += len(jobs)
+	}
+	hv, err := jsonString(head)
+	if err != nil {
+		return pubPlan{}, false, fmt.Errorf("leader: encode head of generation %d: %w", gen, err)
+	}
+	plan.tail = append(plan.tail, putOp(c.headKey(), hv))
+	plan.next = pubState{generation: gen, leader: in.leader, assignment: a, shares: shares, buckets: buckets, legacy: legacy}
+	return plan, true, nil
+}
+
+// newJobs returns the jobs of sorted next that sorted prev does not hold.
+func newJobs(next, prev []string) []string {
+	var out []string
+	i := 0
+	for _, j := range next {
+		for i < len(prev) && prev[i] < j {
+			i++
+		}
+		if i == len(prev) || prev[i] != j {
+			out = append(out, j)
+		}
+	}
+	return out
+}
