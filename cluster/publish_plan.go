@@ -90,10 +90,10 @@ func planPublication(c *Client, in pubInput) (plan pubPlan, ok bool, err error) 
 		}
 		var ops []sizedOp
 		for i, v := range vals {
-			ops = append(ops, putOp(c.shareChunkKey(id, i), string(v)))
+			ops = append(ops, putOp(c.keys.ShareChunk(id, i), string(v)))
 		}
 		for i := len(vals); i < shares[id].chunks; i++ {
-			ops = append(ops, deleteOp(c.shareChunkKey(id, i)))
+			ops = append(ops, deleteOp(c.keys.ShareChunk(id, i)))
 		}
 		shares[id] = storedShare{content: content, valid: true, chunks: len(vals)}
 		changes++
@@ -132,7 +132,7 @@ func planPublication(c *Client, in pubInput) (plan pubPlan, ok bool, err error) 
 		st := shares[id]
 		if st.valid && st.content.departed {
 			// Published as departed before: delete it with this publication.
-			plan.cleanup = append(plan.cleanup, deleteOp(c.shareDir(id), clientv3.WithPrefix()))
+			plan.cleanup = append(plan.cleanup, deleteOp(c.keys.ShareDir(id), clientv3.WithPrefix()))
 			delete(shares, id)
 			continue
 		}
@@ -161,13 +161,13 @@ func planPublication(c *Client, in pubInput) (plan pubPlan, ok bool, err error) 
 		if err != nil {
 			return pubPlan{}, false, fmt.Errorf("leader: encode status bucket %s: %w", name, err)
 		}
-		plan.status = append(plan.status, putOp(c.statusDir()+name, v))
+		plan.status = append(plan.status, putOp(c.keys.StatusDir()+name, v))
 		buckets[name] = content
 		changes++
 	}
 	for _, name := range slices.Sorted(maps.Keys(buckets)) {
 		if _, ok := next[name]; !ok {
-			plan.status = append(plan.status, deleteOp(c.statusDir()+name))
+			plan.status = append(plan.status, deleteOp(c.keys.StatusDir()+name))
 			delete(buckets, name)
 			changes++
 		}
@@ -185,12 +185,12 @@ func planPublication(c *Client, in pubInput) (plan pubPlan, ok bool, err error) 
 		}
 		// Beyond one request the single-key layout cannot hold it at all;
 		// its agents then keep their last generation (doc.go, "Upgrade").
-		if len(v)+len(c.legacyKey())+opOverhead <= c.requestBudget() {
-			plan.tail = append(plan.tail, putOp(c.legacyKey(), string(v)))
+		if len(v)+len(c.keys.Legacy())+opOverhead <= c.requestBudget() {
+			plan.tail = append(plan.tail, putOp(c.keys.Legacy(), string(v)))
 			legacy = true
 		}
 	} else if legacy {
-		plan.tail = append(plan.tail, deleteOp(c.legacyKey()))
+		plan.tail = append(plan.tail, deleteOp(c.keys.Legacy()))
 		legacy = false
 	}
 	head := Head{Generation: gen, Leader: in.leader, Layout: Layout, Members: len(a.Members),
@@ -202,7 +202,7 @@ func planPublication(c *Client, in pubInput) (plan pubPlan, ok bool, err error) 
 	if err != nil {
 		return pubPlan{}, false, fmt.Errorf("leader: encode head of generation %d: %w", gen, err)
 	}
-	plan.tail = append(plan.tail, putOp(c.headKey(), hv))
+	plan.tail = append(plan.tail, putOp(c.keys.Head(), hv))
 	plan.next = pubState{generation: gen, leader: in.leader, assignment: a, shares: shares, buckets: buckets, legacy: legacy}
 	return plan, true, nil
 }

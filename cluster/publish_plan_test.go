@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/cluster/store"
 )
 
 // offline is a Client for planning only: its key layout and size limits,
 // no etcd connection.
 func offline(maxTxnOps, maxRequestBytes int) *Client {
-	return &Client{cfg: Config{Name: "t", MaxTxnOps: maxTxnOps, MaxRequestBytes: maxRequestBytes}, prefix: "/berth/t/"}
+	return &Client{cfg: Config{Name: "t", MaxTxnOps: maxTxnOps, MaxRequestBytes: maxRequestBytes}, keys: store.NewKeys("t")}
 }
 
 // plainShare is the share content of jobs with no definition revisions.
@@ -286,7 +287,7 @@ func TestPlanChunksWithinLimits(t *testing.T) {
 			deleted = append(deleted, string(o.op.KeyBytes()))
 		}
 	}
-	if len(deleted) != chunks-1 || deleted[0] != c.shareChunkKey("a", 1) {
+	if len(deleted) != chunks-1 || deleted[0] != c.keys.ShareChunk("a", 1) {
 		t.Fatalf("shrunk share deletes %q, want chunks 1…%d of a", deleted, chunks-1)
 	}
 	checkPacked(t, c, p2.all(), maxOps)
