@@ -174,7 +174,7 @@ func (c *Cluster) applyFile(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	plan, err := workload.ApplyFile(ctx, c.client, defs, cfg.Agent.ID, c.host)
+	plan, err := workload.ApplyFile(ctx, c.client.Store, defs, cfg.Agent.ID, c.host)
 	if err != nil {
 		return fmt.Errorf("apply the connectors of %s to the cluster: %w", cfg.File, err)
 	}
