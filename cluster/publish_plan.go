@@ -77,32 +77,74 @@ func (p *pubPlan) all() []sizedOp {
 func planPublication(c *Client, in pubInput) (plan pubPlan, ok bool, err error) {
 	a := in.assignment
 	normalise(&a)
-	gen := in.prev.generation + 1
-	shares := maps.Clone(in.prev.shares)
-	if shares == nil {
-		shares = map[string]storedShare{}
+	pl := &planner{c: c, in: in, gen: in.prev.generation + 1, shares: maps.Clone(in.prev.shares),
+		buckets: maps.Clone(in.prev.buckets)}
+	if pl.shares == nil {
+		pl.shares = map[string]storedShare{}
 	}
-	changes := 0 // shares and buckets changed
-	writeShare := func(id string, content shareContent) ([]sizedOp, error) {
-		vals, err := c.encodeShare(content, gen, in.leader)
-		if err != nil {
-			return nil, fmt.Errorf("leader: share of %s: %w", id, err)
-		}
-		var ops []sizedOp
-		for i, v := range vals {
-			ops = append(ops, putOp(c.keys.ShareChunk(id, i), string(v)))
-		}
-		for i := len(vals); i < shares[id].chunks; i++ {
-			ops = append(ops, deleteOp(c.keys.ShareChunk(id, i)))
-		}
-		shares[id] = storedShare{content: content, valid: true, chunks: len(vals)}
-		changes++
-		plan.written++
-		return ops, nil
+	if pl.buckets == nil {
+		pl.buckets = map[string]string{}
 	}
+	if err := pl.planShares(a); err != nil {
+		return pubPlan{}, false, err
+	}
+	if err := pl.planStatus(a); err != nil {
+		return pubPlan{}, false, err
+	}
+	if pl.changes == 0 && !in.prev.force {
+		return pubPlan{}, false, nil
+	}
+	pl.plan.published = Published{Generation: pl.gen, Leader: in.leader, Assignment: a}
+	legacy, err := pl.planTail()
+	if err != nil {
+		return pubPlan{}, false, err
+	}
+	pl.plan.next = pubState{generation: pl.gen, leader: in.leader, assignment: a, shares: pl.shares,
+		buckets: pl.buckets, legacy: legacy}
+	return pl.plan, true, nil
+}
+
+// planner is the state of one planPublication: the plan so far and the
+// stored state as it will be once the plan's writes so far commit.
+type planner struct {
+	c       *Client
+	in      pubInput
+	gen     int64                  // the generation planned
+	shares  map[string]storedShare // member -> its share after the plan
+	buckets map[string]string      // status bucket -> its content after the plan
+	changes int                    // shares and buckets changed
+	plan    pubPlan
+}
+
+// writeShare returns the writes that store content as id's share: its
+// chunks, and the deletion of chunks its previous version had beyond
+// them.
+func (pl *planner) writeShare(id string, content shareContent) ([]sizedOp, error) {
+	c := pl.c
+	vals, err := c.encodeShare(content, pl.gen, pl.in.leader)
+	if err != nil {
+		return nil, fmt.Errorf("leader: share of %s: %w", id, err)
+	}
+	var ops []sizedOp
+	for i, v := range vals {
+		ops = append(ops, putOp(c.keys.ShareChunk(id, i), string(v)))
+	}
+	for i := len(vals); i < pl.shares[id].chunks; i++ {
+		ops = append(ops, deleteOp(c.keys.ShareChunk(id, i)))
+	}
+	pl.shares[id] = storedShare{content: content, valid: true, chunks: len(vals)}
+	pl.changes++
+	pl.plan.written++
+	return ops, nil
+}
+
+// planShares plans the shares: of every member of a whose share changed
+// (first when it gains no job, else in gaining), a tombstone for every
+// member that left, and the deletion of tombstones published before.
+func (pl *planner) planShares(a assign.Assignment) error {
 	for _, id := range slices.Sorted(maps.Keys(a.Members)) {
-		content := in.shareOf(a.Members[id])
-		st, ok := shares[id]
+		content := pl.in.shareOf(a.Members[id])
+		st, ok := pl.shares[id]
 		if ok && st.valid && st.content.equal(content) {
 			continue
 		}
@@ -110,101 +152,106 @@ func planPublication(c *Client, in pubInput) (plan pubPlan, ok bool, err error) 
 		if ok && st.valid {
 			prev = st.content.jobs
 		}
-		ops, err := writeShare(id, content)
+		ops, err := pl.writeShare(id, content)
 		if err != nil {
-			return pubPlan{}, false, err
+			return err
 		}
 		gained := newJobs(content.jobs, prev)
 		if len(gained) == 0 {
-			plan.first = append(plan.first, ops...)
+			pl.plan.first = append(pl.plan.first, ops...)
 			continue
 		}
 		g := gainOps{ops: ops, jobs: map[string]string{}}
 		for _, j := range gained {
 			g.jobs[j] = id
 		}
-		plan.gaining = append(plan.gaining, g)
+		pl.plan.gaining = append(pl.plan.gaining, g)
 	}
-	for _, id := range slices.Sorted(maps.Keys(shares)) {
+	for _, id := range slices.Sorted(maps.Keys(pl.shares)) {
 		if _, live := a.Members[id]; live {
 			continue
 		}
-		st := shares[id]
+		st := pl.shares[id]
 		if st.valid && st.content.departed {
 			// Published as departed before: delete it with this publication.
-			plan.cleanup = append(plan.cleanup, deleteOp(c.keys.ShareDir(id), clientv3.WithPrefix()))
-			delete(shares, id)
+			pl.plan.cleanup = append(pl.plan.cleanup, deleteOp(pl.c.keys.ShareDir(id), clientv3.WithPrefix()))
+			delete(pl.shares, id)
 			continue
 		}
-		ops, err := writeShare(id, shareContent{departed: true, jobs: []string{}})
+		ops, err := pl.writeShare(id, shareContent{departed: true, jobs: []string{}})
 		if err != nil {
-			return pubPlan{}, false, err
+			return err
 		}
-		plan.first = append(plan.first, ops...)
+		pl.plan.first = append(pl.plan.first, ops...)
 	}
-	buckets := maps.Clone(in.prev.buckets)
-	if buckets == nil {
-		buckets = map[string]string{}
-	}
+	return nil
+}
+
+// planStatus plans the status buckets of a that changed, and the deletion
+// of those a leaves empty.
+func (pl *planner) planStatus(a assign.Assignment) error {
 	next := bucketsOf(a)
 	for _, name := range slices.Sorted(maps.Keys(next)) {
 		b := next[name]
 		content, err := bucketContent(b)
 		if err != nil {
-			return pubPlan{}, false, fmt.Errorf("leader: %w", err)
+			return fmt.Errorf("leader: %w", err)
 		}
-		if buckets[name] == content {
+		if pl.buckets[name] == content {
 			continue
 		}
-		b.Generation = gen
+		b.Generation = pl.gen
 		v, err := jsonString(b)
 		if err != nil {
-			return pubPlan{}, false, fmt.Errorf("leader: encode status bucket %s: %w", name, err)
+			return fmt.Errorf("leader: encode status bucket %s: %w", name, err)
 		}
-		plan.status = append(plan.status, putOp(c.keys.StatusDir()+name, v))
-		buckets[name] = content
-		changes++
+		pl.plan.status = append(pl.plan.status, putOp(pl.c.keys.StatusBucket(name), v))
+		pl.buckets[name] = content
+		pl.changes++
 	}
-	for _, name := range slices.Sorted(maps.Keys(buckets)) {
+	for _, name := range slices.Sorted(maps.Keys(pl.buckets)) {
 		if _, ok := next[name]; !ok {
-			plan.status = append(plan.status, deleteOp(c.keys.StatusDir()+name))
-			delete(buckets, name)
-			changes++
+			pl.plan.status = append(pl.plan.status, deleteOp(pl.c.keys.StatusBucket(name)))
+			delete(pl.buckets, name)
+			pl.changes++
 		}
 	}
-	if changes == 0 && !in.prev.force {
-		return pubPlan{}, false, nil
-	}
+	return nil
+}
 
-	plan.published = Published{Generation: gen, Leader: in.leader, Assignment: a}
-	legacy := in.prev.legacy
-	if in.oldMembers {
-		v, err := encodeLegacy(plan.published, Layout)
+// planTail plans the writes that go last: the single-key value (or its
+// deletion), then the head. It returns whether the single-key value is
+// stored afterwards.
+func (pl *planner) planTail() (legacy bool, err error) {
+	c, p := pl.c, pl.plan.published
+	legacy = pl.in.prev.legacy
+	if pl.in.oldMembers {
+		v, err := encodeLegacy(p, Layout)
 		if err != nil {
-			return pubPlan{}, false, fmt.Errorf("leader: encode generation %d for the single-key layout: %w", gen, err)
+			return false, fmt.Errorf("leader: encode generation %d for the single-key layout: %w", p.Generation, err)
 		}
 		// Beyond one request the single-key layout cannot hold it at all;
 		// its agents then keep their last generation (doc.go, "Upgrade").
 		if len(v)+len(c.keys.Legacy())+opOverhead <= c.requestBudget() {
-			plan.tail = append(plan.tail, putOp(c.keys.Legacy(), string(v)))
+			pl.plan.tail = append(pl.plan.tail, putOp(c.keys.Legacy(), string(v)))
 			legacy = true
 		}
 	} else if legacy {
-		plan.tail = append(plan.tail, deleteOp(c.keys.Legacy()))
+		pl.plan.tail = append(pl.plan.tail, deleteOp(c.keys.Legacy()))
 		legacy = false
 	}
-	head := Head{Generation: gen, Leader: in.leader, Layout: Layout, Members: len(a.Members),
-		Unassigned: len(a.Unassigned), Conflicts: len(a.Conflicts), Published: in.now.UTC()}
+	a := p.Assignment
+	head := Head{Generation: p.Generation, Leader: p.Leader, Layout: Layout, Members: len(a.Members),
+		Unassigned: len(a.Unassigned), Conflicts: len(a.Conflicts), Published: pl.in.now.UTC()}
 	for _, jobs := range a.Members {
 		head.Jobs += len(jobs)
 	}
 	hv, err := jsonString(head)
 	if err != nil {
-		return pubPlan{}, false, fmt.Errorf("leader: encode head of generation %d: %w", gen, err)
+		return false, fmt.Errorf("leader: encode head of generation %d: %w", p.Generation, err)
 	}
-	plan.tail = append(plan.tail, putOp(c.keys.Head(), hv))
-	plan.next = pubState{generation: gen, leader: in.leader, assignment: a, shares: shares, buckets: buckets, legacy: legacy}
-	return plan, true, nil
+	pl.plan.tail = append(pl.plan.tail, putOp(c.keys.Head(), hv))
+	return legacy, nil
 }
 
 // newJobs returns the jobs of sorted next that sorted prev does not hold.
