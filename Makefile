@@ -32,7 +32,7 @@ bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
 	$(GO) test -run '^$$' -bench Failover -benchtime 5x ./test | tee -a bench.out
 
-# The cluster simulation (cluster/sim): members of the real cluster package
+# The cluster simulation (cmd/berth-sim): members of the real cluster package
 # with stand-in workers against a three-member etcd on loopback. Results
 # are appended to $(SIMOUT); the plot is drawn from them. SIMFLAGS go to
 # the 1,000-member run (e.g. -cpuprofile FILE -etcdprofile DIR).
@@ -41,7 +41,7 @@ SIMOUT    ?= bin/bench-cluster.jsonl
 SIMFLAGS  ?=
 
 $(SIM): FORCE
-	$(GO) build -o $(SIM) ./cluster/sim
+	$(GO) build -o $(SIM) ./cmd/berth-sim
 
 bench-cluster: $(SIM) ## cluster simulation: 100 × 10,000 and 1,000 × 100,000 (+ cold starts at 250, 500 members for the plot); tables in BENCHMARKS.md
 	test -x /usr/bin/etcd || test/deps.sh
@@ -50,7 +50,7 @@ bench-cluster: $(SIM) ## cluster simulation: 100 × 10,000 and 1,000 × 100,000 
 	$(SIM) -members 250 -jobs 25000 -cold-only -json $(SIMOUT)
 	$(SIM) -members 500 -jobs 50000 -cold-only -json $(SIMOUT)
 	$(SIM) -members 1000 -jobs 100000 -timeout 5m -json $(SIMOUT) $(SIMFLAGS)
-	$(GO) run ./cluster/sim/plot -in $(SIMOUT) -out cluster/sim/coldstart.png
+	$(GO) run ./cmd/berth-sim/plot -in $(SIMOUT) -out docs/coldstart.png
 
 bench-cluster-ci: $(SIM) ## the CI size of the cluster simulation: 100 × 10,000, at most 3 minutes; fails on a double run or a phase that does not end with every job running
 	test -x /usr/bin/etcd || test/deps.sh

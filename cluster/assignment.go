@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/cluster/store"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
@@ -45,9 +46,6 @@ type conflictJSON struct {
 	Members []string `json:"members"`
 	Winner  string   `json:"winner"`
 }
-
-// legacyKey is the single-key layout's assignment key.
-func (c *Client) legacyKey() string { return c.key("assignment") }
 
 // encodeLegacy returns p in the single-key layout's form, marked with
 // layout (0: unmarked, as a leader of that layout wrote it).
@@ -121,28 +119,28 @@ func newSnapshot() *snapshot {
 func (sn *snapshot) add(c *Client, kv *mvccpb.KeyValue) error {
 	key := string(kv.Key)
 	switch {
-	case key == c.headKey():
+	case key == c.keys.Head():
 		h, err := decodeHead(kv.Value)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
 		sn.head = h
 		sn.maxGen = max(sn.maxGen, h.Generation)
-	case key == c.legacyKey():
+	case key == c.keys.Legacy():
 		p, layout, err := decodeLegacy(kv.Value)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
 		sn.legacy, sn.marked = &p, layout >= Layout
-	case strings.HasPrefix(key, c.statusDir()):
+	case strings.HasPrefix(key, c.keys.StatusDir()):
 		b, err := decodeBucket(kv.Value)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
-		sn.buckets[strings.TrimPrefix(key, c.statusDir())] = &b
+		sn.buckets[strings.TrimPrefix(key, c.keys.StatusDir())] = &b
 		sn.maxGen = max(sn.maxGen, b.Generation)
 	default:
-		member, i, ok := c.parseShareKey(key)
+		member, i, ok := c.keys.ParseShareChunk(key)
 		if !ok {
 			return nil
 		}
@@ -208,10 +206,10 @@ func (c *Client) readSnapshot(ctx context.Context) (*snapshot, int64, error) {
 	for {
 		sn := newSnapshot()
 		add := func(kv *mvccpb.KeyValue) error { return sn.add(c, kv) }
-		rev, err := c.rangePrefix(ctx, c.key("pub")+"/", 0, add)
+		rev, err := store.RangePrefix(ctx, c.etcd, c.keys.PubDir(), 0, add)
 		if err == nil {
-			_, err = c.rangePrefix(ctx, c.legacyKey(), rev, func(kv *mvccpb.KeyValue) error {
-				if string(kv.Key) != c.legacyKey() {
+			_, err = store.RangePrefix(ctx, c.etcd, c.keys.Legacy(), rev, func(kv *mvccpb.KeyValue) error {
+				if string(kv.Key) != c.keys.Legacy() {
 					return nil // a longer key that shares the prefix
 				}
 				return add(kv)
@@ -273,7 +271,7 @@ func (c *Client) WatchAssignment(ctx context.Context) <-chan Published {
 	go func() {
 		defer close(out)
 		var last int64
-		c.follow(ctx, []watchSpec{{key: c.headKey()}, {key: c.legacyKey()}}, followFuncs{
+		c.follow(ctx, []watchSpec{{key: c.keys.Head()}, {key: c.keys.Legacy()}}, followFuncs{
 			event: func(int, string, []byte, bool) {},
 			settled: func() bool {
 				b := newBackoff()

@@ -7,6 +7,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/berthd/berth/cluster/store"
 )
 
 // Claim takes job's claim for this member: <prefix>/claims/<job> = member
@@ -16,13 +18,13 @@ import (
 // otherwise holder names the member that holds it. It returns an error when
 // job is not a valid key segment, the session has ended, or the store fails.
 func (s *Session) Claim(ctx context.Context, job string) (ok bool, holder string, err error) {
-	if err := checkName("job", job); err != nil {
+	if err := store.CheckName("job", job); err != nil {
 		return false, "", err
 	}
 	if err := s.Err(); err != nil {
 		return false, "", fmt.Errorf("claim %s: %w", job, err)
 	}
-	key := s.c.key("claims", job)
+	key := s.c.keys.Claim(job)
 	resp, err := s.c.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, s.record.ID, clientv3.WithLease(s.lease))).
@@ -48,10 +50,10 @@ func (s *Session) Claim(ctx context.Context, job string) (ok bool, holder string
 // ours) has taken since. Releasing a claim we do not hold does nothing and is
 // not an error. It returns an error when the store fails.
 func (s *Session) Release(ctx context.Context, job string) error {
-	if err := checkName("job", job); err != nil {
+	if err := store.CheckName("job", job); err != nil {
 		return err
 	}
-	key := s.c.key("claims", job)
+	key := s.c.keys.Claim(job)
 	_, err := s.c.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.Value(key), "=", s.record.ID),
 			clientv3.Compare(clientv3.LeaseValue(key), "=", int64(s.lease))).
@@ -91,7 +93,7 @@ func (s *Session) ClaimMany(ctx context.Context, jobs []string) (won []string, h
 		part := jobs[start:min(start+per, len(jobs))]
 		ops := make([]sizedOp, len(part))
 		for i, j := range part {
-			key := s.c.key("claims", j)
+			key := s.c.keys.Claim(j)
 			ops[i] = sizedOp{size: 3*len(key) + len(s.record.ID) + opOverhead,
 				op: clientv3.OpTxn(
 					[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
@@ -142,7 +144,7 @@ func (s *Session) ReleaseMany(ctx context.Context, jobs []string) error {
 	per := s.c.cfg.MaxTxnOps - 2
 	ops := make([]sizedOp, len(jobs))
 	for i, j := range jobs {
-		key := s.c.key("claims", j)
+		key := s.c.keys.Claim(j)
 		ops[i] = sizedOp{size: 3*len(key) + len(s.record.ID) + opOverhead,
 			op: clientv3.OpTxn(
 				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", s.record.ID),
@@ -165,7 +167,7 @@ func uniqueNames(what string, names []string) ([]string, error) {
 	seen := make(map[string]bool, len(names))
 	out := make([]string, 0, len(names))
 	for _, n := range names {
-		if err := checkName(what, n); err != nil {
+		if err := store.CheckName(what, n); err != nil {
 			return nil, err
 		}
 		if !seen[n] {
@@ -184,14 +186,14 @@ func uniqueNames(what string, names []string) ([]string, error) {
 func (c *Client) Holders(ctx context.Context, jobs []string) (map[string]string, error) {
 	keys := make([]string, 0, len(jobs))
 	for _, j := range jobs {
-		if err := checkName("job", j); err != nil {
+		if err := store.CheckName("job", j); err != nil {
 			return nil, err
 		}
-		keys = append(keys, c.key("claims", j))
+		keys = append(keys, c.keys.Claim(j))
 	}
-	dir := c.key("claims/")
+	dir := c.keys.ClaimsDir()
 	out := map[string]string{}
-	if err := c.getKeys(ctx, keys, func(kv *mvccpb.KeyValue) {
+	if err := store.GetKeys(ctx, c.etcd, c.cfg.MaxTxnOps, keys, func(kv *mvccpb.KeyValue) {
 		out[strings.TrimPrefix(string(kv.Key), dir)] = string(kv.Value)
 	}); err != nil {
 		return nil, fmt.Errorf("read claims: %w", err)
@@ -203,9 +205,9 @@ func (c *Client) Holders(ctx context.Context, jobs []string) (map[string]string,
 // page by page at one revision (about 80 bytes per job: for tools and
 // checks; Holders reads a few).
 func (c *Client) Claims(ctx context.Context) (map[string]string, error) {
-	dir := c.key("claims/")
+	dir := c.keys.ClaimsDir()
 	out := map[string]string{}
-	_, err := c.rangePrefix(ctx, dir, 0, func(kv *mvccpb.KeyValue) error {
+	_, err := store.RangePrefix(ctx, c.etcd, dir, 0, func(kv *mvccpb.KeyValue) error {
 		out[strings.TrimPrefix(string(kv.Key), dir)] = string(kv.Value)
 		return nil
 	})
@@ -221,10 +223,10 @@ func (c *Client) Claims(ctx context.Context) (map[string]string, error) {
 // revoked job is claimed by its next member only after this (docs/design.md
 // rule 7).
 func (c *Client) WaitClaimFree(ctx context.Context, job string) error {
-	if err := checkName("job", job); err != nil {
+	if err := store.CheckName("job", job); err != nil {
 		return err
 	}
-	key := c.key("claims", job)
+	key := c.keys.Claim(job)
 	b := newBackoff()
 	for {
 		resp, err := c.etcd.Get(ctx, key)

@@ -61,7 +61,7 @@ func TestClaimOfOldSessionIsNotReleasedByNewOne(t *testing.T) {
 	}
 	// Same member ID, but the claim is bound to another lease: a Release
 	// by a different session of "a" must not delete it.
-	if _, err := c.etcd.Delete(ctx, c.key("members", "a")); err != nil {
+	if _, err := c.etcd.Delete(ctx, c.keys.Member("a")); err != nil {
 		t.Fatal(err)
 	}
 	fresh := join(t, c, assign.Member{ID: "a"})

@@ -49,8 +49,8 @@ type wave struct {
 // it, so that no claim made after the first wave can be missed.
 func (c *Client) openClaimWindow(ctx context.Context, limit int, timeout time.Duration) *claimWindow {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	w := &claimWindow{limit: limit, timeout: timeout, cancel: cancel, dir: c.key("claims/"), out: map[string]string{},
-		events: c.etcd.Watch(wctx, c.key("claims/"), clientv3.WithPrefix(), clientv3.WithCreatedNotify(), clientv3.WithFilterDelete())}
+	w := &claimWindow{limit: limit, timeout: timeout, cancel: cancel, dir: c.keys.ClaimsDir(), out: map[string]string{},
+		events: c.etcd.Watch(wctx, c.keys.ClaimsDir(), clientv3.WithPrefix(), clientv3.WithCreatedNotify(), clientv3.WithFilterDelete())}
 	select {
 	case wr, ok := <-w.events:
 		if !ok || wr.Err() != nil || !wr.Created {

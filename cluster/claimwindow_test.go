@@ -74,21 +74,21 @@ func TestClaimWindowPacesPublication(t *testing.T) {
 	mu.Unlock()
 	// Replay the store's history in revision order: shares written
 	// (jobs handed out) against claims taken.
-	resp, err := c.etcd.Get(ctx, c.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := c.etcd.Get(ctx, c.keys.Prefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	out := 0
-	for wr := range c.etcd.Watch(hctx, c.prefix, clientv3.WithPrefix(), clientv3.WithRev(1)) {
+	for wr := range c.etcd.Watch(hctx, c.keys.Prefix(), clientv3.WithPrefix(), clientv3.WithRev(1)) {
 		for _, ev := range wr.Events {
 			key := string(ev.Kv.Key)
 			switch {
 			case ev.Type != clientv3.EventTypePut:
-			case strings.HasPrefix(key, c.key("claims/")):
+			case strings.HasPrefix(key, c.keys.ClaimsDir()):
 				out--
-			case strings.HasPrefix(key, c.key("pub", "shares")+"/"):
+			case strings.HasPrefix(key, c.keys.SharesDir()):
 				ch, err := decodeShareChunk(ev.Kv.Value)
 				if err != nil {
 					t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/cluster/store"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -18,9 +19,13 @@ const dialTimeout = 5 * time.Second
 // Client is a connection to the cluster store, with the cluster's key prefix
 // applied. It is safe for concurrent use.
 type Client struct {
+	// Store is the records of the cluster's store (definitions, target
+	// states, restart requests, member records): its methods are the
+	// Client's.
+	*store.Store
 	cfg     Config
 	etcd    *clientv3.Client
-	prefix  string                               // "/berth/<name>/"
+	keys    store.Keys                           // the key layout, under "/berth/<name>/"
 	compute func(assign.Input) assign.Assignment // assign.Compute; replaced only in tests
 	// waveTimeout overrides defaultClaimWaveTimeout (tests only).
 	waveTimeout time.Duration
@@ -63,11 +68,12 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect etcd %v: %w", cfg.Endpoints, err)
 	}
-	c := &Client{cfg: cfg, etcd: cli, prefix: "/berth/" + cfg.Name + "/", compute: assign.Compute}
+	keys := store.NewKeys(cfg.Name)
+	c := &Client{Store: store.New(cli, keys, cfg.MaxTxnOps, cfg.Validate), cfg: cfg, etcd: cli, keys: keys, compute: assign.Compute}
 	// One key, not a count of the prefix: that would scan every claim.
-	if _, err := cli.Get(ctx, c.headKey()); err != nil {
+	if _, err := cli.Get(ctx, c.keys.Head()); err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("connect etcd %v: read %s: %w", cfg.Endpoints, c.prefix, err)
+		return nil, fmt.Errorf("connect etcd %v: read %s: %w", cfg.Endpoints, c.keys.Prefix(), err)
 	}
 	return c, nil
 }
@@ -83,14 +89,3 @@ func (c *Client) Close() error {
 
 // Config returns the client's configuration with defaults applied.
 func (c *Client) Config() Config { return c.cfg }
-
-func (c *Client) key(parts ...string) string {
-	k := c.prefix
-	for i, p := range parts {
-		if i > 0 {
-			k += "/"
-		}
-		k += p
-	}
-	return k
-}

@@ -3,9 +3,9 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/config"
 )
 
@@ -95,10 +95,12 @@ var (
 	// ID (a second agent with the same ID, or this agent's previous session
 	// that the server has not yet expired; retry after SessionTTL).
 	ErrMemberExists = errors.New("member ID already registered")
-	// ErrNoValidator: a workload write without Config.Validate.
-	ErrNoValidator = errors.New("no workload validator configured")
-	// ErrNotFound: the named connector or group does not exist.
-	ErrNotFound = errors.New("not found")
+	// ErrNoValidator: a workload write without Config.Validate
+	// (store.ErrNoValidator).
+	ErrNoValidator = store.ErrNoValidator
+	// ErrNotFound: the named connector or group does not exist
+	// (store.ErrNotFound).
+	ErrNotFound = store.ErrNotFound
 )
 
 // withDefaults returns cfg with defaults applied, or an error naming the
@@ -107,7 +109,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Name == "" {
 		cfg.Name = config.DefaultClusterName
 	}
-	if err := checkName("cluster name", cfg.Name); err != nil {
+	if err := store.CheckName("cluster name", cfg.Name); err != nil {
 		return cfg, err
 	}
 	if len(cfg.Endpoints) == 0 {
@@ -138,12 +140,4 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("cluster config: max request bytes %d: must be at least 16384 (etcd's default is %d)", cfg.MaxRequestBytes, DefaultMaxRequestBytes)
 	}
 	return cfg, nil
-}
-
-// checkName refuses names that cannot be one key segment.
-func checkName(what, name string) error {
-	if name == "" || strings.ContainsAny(name, "/\x00") {
-		return fmt.Errorf("%s %q: must be non-empty and contain no '/'", what, name)
-	}
-	return nil
 }

@@ -1,8 +1,8 @@
 // Package cluster is berth's membership over etcd.
 //
 // It holds the session lease that proves an agent is a live member, leader
-// election, the workload store, the publication of assignments with a
-// generation, and job claims (docs/design.md "Membership, claims and
+// election, job claims, and the leader's computation and publication of
+// assignments with a generation (docs/design.md "Membership, claims and
 // fencing").
 //
 // Lifetime is a value, as in etcd's client/v3/concurrency: a *Session has a
@@ -10,30 +10,27 @@
 // Deadline before which the server cannot have expired the lease. The caller
 // (the supervisor) fences — kills its workers — when Done closes.
 //
-// # Key layout
+// # Parts
 //
-// All keys live under the prefix "/berth/<Config.Name>/"; this is layout 2
-// (Layout), the per-member assignment:
+//   - Membership: Session (session.go, member_update.go), the election
+//     (election.go) and claims (claims.go).
+//   - The leader's pipeline: RunLeader reads the state and follows it
+//     (leader.go, follow.go), computes with assign, plans a publication
+//     with no I/O (publish_plan.go: previous publication + new assignment
+//     → the writes) and commits the plan within etcd's limits and the
+//     claim window (publish.go, batch.go, claimwindow.go).
+//   - The publication as agents and tools read it: Share and WatchShare
+//     (share.go, share_watch.go), Status (status.go), Head (head.go),
+//     Assignment (assignment.go).
+//   - The store's key layout and its other records (definitions, target
+//     states, restart requests, member records) are package store; a
+//     Client embeds a *store.Store, so its methods (PutConnector,
+//     Definitions, SetTarget, Actions, Members, …) are the Client's.
+//   - The embedded etcd server is package embedetcd, which this package
+//     does not import: only the code that starts one links etcd's server.
 //
-//	members/<id>             MemberRecord (JSON, layout 2), bound to the member's lease
-//	leader/<lease hex>       election candidates, value the member ID, bound to its lease
-//	                         (etcd's concurrency.Election layout; lowest create revision leads)
-//	lastseen/<id>            RFC 3339 time a departed member was last seen live,
-//	                         written by the leader so a new leader applies rule 5
-//	connectors/<name>        a connector definition (JSON: TOML body + assign fields)
-//	groups/<name>            a sharing group definition (JSON: TOML body)
-//	claims/<job>             member ID of the agent that runs job, bound to its lease
-//	targets/<connector>      Target: an operator's pause, resume or stop of the connector
-//	restarts/<connector>/<job>  RestartRequest: a pending restart of one of its jobs
-//	pub/head                 Head: generation, leader, counts; written last in a publication
-//	pub/shares/<id>/<nnnn>   member id's Share, chunk nnnn (one chunk up to 256 KiB,
-//	                         about 15,000 jobs): generation, jobs, and the mod revisions
-//	                         of the definitions of its connectors and groups
-//	pub/status/<xx>          status bucket xx = fnv-1a(job) mod 256 in hex: unassigned jobs
-//	                         and why, rule 5 holds, declarations of absent members,
-//	                         static conflicts, for the jobs of that bucket
-//	assignment               the single-key layout's whole assignment: written only while
-//	                         agents of that layout are members (see Upgrade)
+// The keys are those of store.Keys, under "/berth/<Config.Name>/"; the
+// package comment of store lists them.
 //
 // # Publication
 //
@@ -105,6 +102,7 @@
 //     over from it continues from that generation and rewrites every share.
 //
 // The package imports no other berth package except assign, config (its
-// vocabulary: Protocol) and internal/retry (the one backoff); the TOML
-// bodies are validated by a Validator the caller injects.
+// vocabulary: Protocol), cluster/store (the layout and records) and
+// internal/retry (the one backoff); the TOML bodies are validated by a
+// Validator the caller injects.
 package cluster

@@ -18,9 +18,6 @@ import (
 // no keep-alive stream of its own: the Session's renewals are the only ones
 // (one per agent).
 
-// electionPrefix is the directory of candidate keys.
-func (c *Client) electionPrefix() string { return c.key("leader") + "/" }
-
 // campaign blocks until s's member is leader; release resigns (deletes our
 // candidate key if the session is still live). It returns an error wrapping
 // the session's error when s ends, ctx.Err() when ctx ends, or a store
@@ -42,7 +39,7 @@ func (c *Client) campaign(ctx context.Context, s *Session, clock func() time.Tim
 		}
 		return nil, nil, fmt.Errorf("campaign as %s: %w", s.record.ID, err)
 	}
-	key := fmt.Sprintf("%s%x", c.electionPrefix(), int64(s.lease))
+	key := fmt.Sprintf("%s%x", c.keys.LeaderDir(), int64(s.lease))
 	resp, err := c.etcd.Txn(lctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, s.record.ID, clientv3.WithLease(s.lease))).
@@ -91,7 +88,7 @@ func (c *Client) campaign(ctx context.Context, s *Session, clock func() time.Tim
 func (c *Client) waitDeletes(ctx context.Context, maxRev int64) error {
 	b := newBackoff()
 	for {
-		resp, err := c.etcd.Get(ctx, c.electionPrefix(),
+		resp, err := c.etcd.Get(ctx, c.keys.LeaderDir(),
 			append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxRev))...)
 		if err == nil && len(resp.Kvs) == 0 {
 			return nil

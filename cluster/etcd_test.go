@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/internal/testutil"
 )
 
@@ -109,11 +110,11 @@ func TestSessionFencesBeforeExternalEtcdExpires(t *testing.T) {
 
 func TestEmbeddedPersistsAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	e, err := StartEmbedded(dir)
+	e, err := embedetcd.Start(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(EndpointFile(dir))
+	b, err := os.ReadFile(embedetcd.EndpointFile(dir))
 	if err != nil || strings.TrimSpace(string(b)) != e.Endpoints()[0] {
 		t.Fatalf("endpoint file = %q, %v; want %s", b, err, e.Endpoints()[0])
 	}
@@ -124,11 +125,11 @@ func TestEmbeddedPersistsAcrossRestart(t *testing.T) {
 	}
 	c.Close()
 	e.Close()
-	if _, err := os.Stat(EndpointFile(dir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(embedetcd.EndpointFile(dir)); !os.IsNotExist(err) {
 		t.Fatalf("endpoint file left after Close: %v", err)
 	}
 
-	e2, err := StartEmbedded(dir)
+	e2, err := embedetcd.Start(dir)
 	if err != nil {
 		t.Fatalf("restart on the same data directory: %v", err)
 	}

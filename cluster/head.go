@@ -23,8 +23,6 @@ type Head struct {
 	Published  time.Time `json:"published"`  // when the leader wrote it (UTC)
 }
 
-func (c *Client) headKey() string { return c.key("pub", "head") }
-
 func decodeHead(b []byte) (Head, error) {
 	var h Head
 	if err := json.Unmarshal(b, &h); err != nil {
@@ -37,16 +35,16 @@ func decodeHead(b []byte) (Head, error) {
 // nothing has been published in this layout. It returns a store error or a
 // decode error.
 func (c *Client) Head(ctx context.Context) (Head, error) {
-	resp, err := c.etcd.Get(ctx, c.headKey())
+	resp, err := c.etcd.Get(ctx, c.keys.Head())
 	if err != nil {
-		return Head{}, fmt.Errorf("read %s: %w", c.headKey(), err)
+		return Head{}, fmt.Errorf("read %s: %w", c.keys.Head(), err)
 	}
 	if len(resp.Kvs) == 0 {
 		return Head{}, nil
 	}
 	h, err := decodeHead(resp.Kvs[0].Value)
 	if err != nil {
-		return Head{}, fmt.Errorf("read %s: %w", c.headKey(), err)
+		return Head{}, fmt.Errorf("read %s: %w", c.keys.Head(), err)
 	}
 	return h, nil
 }
@@ -74,7 +72,7 @@ func (c *Client) WatchHead(ctx context.Context) <-chan Head {
 			}
 		}
 		var cur Head
-		c.follow(ctx, []watchSpec{{key: c.headKey()}}, followFuncs{
+		c.follow(ctx, []watchSpec{{key: c.keys.Head()}}, followFuncs{
 			event: func(_ int, _ string, value []byte, deleted bool) {
 				if deleted {
 					return

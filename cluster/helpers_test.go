@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	"go.uber.org/goleak"
 
@@ -29,7 +30,7 @@ var shared = &sharedEtcd{}
 type sharedEtcd struct {
 	once sync.Once
 	dir  string
-	e    *Embedded
+	e    *embedetcd.Server
 	err  error
 }
 
@@ -40,7 +41,7 @@ func (s *sharedEtcd) Endpoints() []string {
 		if s.dir, s.err = os.MkdirTemp("", "berth-cluster-test-"); s.err != nil {
 			return
 		}
-		s.e, s.err = StartEmbedded(s.dir)
+		s.e, s.err = embedetcd.Start(s.dir)
 	})
 	if s.err != nil {
 		panic(fmt.Sprintf("start the shared embedded etcd: %v", s.err))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/config"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -175,8 +176,8 @@ func (l *leader) load(ctx context.Context) (int64, error) {
 func (l *leader) loadOnce(ctx context.Context) (int64, error) {
 	c := l.c
 	members := map[string]MemberRecord{}
-	rev, err := c.rangePages(ctx, c.key("members/"), 0, leaderPageBytes, func(kv *mvccpb.KeyValue) error {
-		r, err := decodeMember(kv.Value, kv.Lease)
+	rev, err := store.RangePages(ctx, c.etcd, c.keys.MembersDir(), 0, store.LeaderPageBytes, func(kv *mvccpb.KeyValue) error {
+		r, err := store.DecodeMember(kv.Value, kv.Lease)
 		if err != nil {
 			return fmt.Errorf("member %s: %w", kv.Key, err)
 		}
@@ -195,21 +196,21 @@ func (l *leader) loadOnce(ctx context.Context) (int64, error) {
 		what, prefix string
 		fn           func(*mvccpb.KeyValue) error
 	}{
-		{"connectors", c.defDir(config.DefConnector), func(kv *mvccpb.KeyValue) error {
-			connectors[strings.TrimPrefix(string(kv.Key), c.defDir(config.DefConnector))] = decodeConnectorDef(kv)
+		{"connectors", c.keys.DefDir(config.DefConnector), func(kv *mvccpb.KeyValue) error {
+			connectors[strings.TrimPrefix(string(kv.Key), c.keys.DefDir(config.DefConnector))] = decodeConnectorDef(kv)
 			return nil
 		}},
-		{"groups", c.defDir(config.DefGroup), func(kv *mvccpb.KeyValue) error {
-			groups[strings.TrimPrefix(string(kv.Key), c.defDir(config.DefGroup))] = kv.ModRevision
+		{"groups", c.keys.DefDir(config.DefGroup), func(kv *mvccpb.KeyValue) error {
+			groups[strings.TrimPrefix(string(kv.Key), c.keys.DefDir(config.DefGroup))] = kv.ModRevision
 			return nil
 		}},
-		{"lastseen", c.key("lastseen/"), func(kv *mvccpb.KeyValue) error {
+		{"lastseen", c.keys.LastSeenDir(), func(kv *mvccpb.KeyValue) error {
 			if t, err := time.Parse(time.RFC3339Nano, string(kv.Value)); err == nil {
-				lastSeen[strings.TrimPrefix(string(kv.Key), c.key("lastseen/"))] = t
+				lastSeen[strings.TrimPrefix(string(kv.Key), c.keys.LastSeenDir())] = t
 			} // unreadable: treated as unknown below
 			return nil
 		}},
-		{"publication", c.key("pub") + "/", func(kv *mvccpb.KeyValue) error { return sn.add(c, kv) }},
+		{"publication", c.keys.PubDir(), func(kv *mvccpb.KeyValue) error { return sn.add(c, kv) }},
 	}
 	errs := make([]error, len(reads)+1)
 	var wg sync.WaitGroup
@@ -217,15 +218,15 @@ func (l *leader) loadOnce(ctx context.Context) (int64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.rangePages(ctx, r.prefix, rev, leaderPageBytes, r.fn); err != nil {
+			if _, err := store.RangePages(ctx, c.etcd, r.prefix, rev, store.LeaderPageBytes, r.fn); err != nil {
 				errs[i] = fmt.Errorf("leader: load %s: %w", r.what, err)
 			}
 		}()
 	}
-	resp, err := c.etcd.Get(ctx, c.legacyKey(), clientv3.WithRev(rev))
+	resp, err := c.etcd.Get(ctx, c.keys.Legacy(), clientv3.WithRev(rev))
 	wg.Wait()
 	if err != nil {
-		errs[len(reads)] = fmt.Errorf("leader: load %s: %w", c.legacyKey(), err)
+		errs[len(reads)] = fmt.Errorf("leader: load %s: %w", c.keys.Legacy(), err)
 	} else {
 		for _, kv := range resp.Kvs {
 			if err := sn.add(c, kv); err != nil {
@@ -294,14 +295,14 @@ func pubStateOf(sn *snapshot) pubState {
 
 // putConnector records a stored connector definition.
 func (l *leader) putConnector(kv *mvccpb.KeyValue) {
-	l.connectors[strings.TrimPrefix(string(kv.Key), l.c.defDir(config.DefConnector))] = decodeConnectorDef(kv)
+	l.connectors[strings.TrimPrefix(string(kv.Key), l.c.keys.DefDir(config.DefConnector))] = decodeConnectorDef(kv)
 	l.jobConn, l.conns = nil, nil
 }
 
 // decodeConnectorDef is a stored connector as the leader keeps it.
 func decodeConnectorDef(kv *mvccpb.KeyValue) connectorDef {
 	def := connectorDef{rev: kv.ModRevision}
-	var d storedDef
+	var d store.DefRecord
 	if err := json.Unmarshal(kv.Value, &d); err != nil || d.Connector == nil {
 		def.err = fmt.Errorf("decode connector %s: %v", kv.Key, err)
 	} else {
@@ -328,9 +329,9 @@ var errCompacted = errors.New("watched revision compacted")
 func (l *leader) follow(ctx context.Context, rev int64) error {
 	c := l.c
 	ws := []*watch{
-		{key: c.key("members/"), prefix: true, next: rev + 1},
-		{key: c.defDir(config.DefConnector), prefix: true, next: rev + 1},
-		{key: c.defDir(config.DefGroup), prefix: true, next: rev + 1},
+		{key: c.keys.MembersDir(), prefix: true, next: rev + 1},
+		{key: c.keys.DefDir(config.DefConnector), prefix: true, next: rev + 1},
+		{key: c.keys.DefDir(config.DefGroup), prefix: true, next: rev + 1},
 		{key: l.key, next: rev + 1},
 	}
 	timer := time.NewTimer(0) // compute once at once …
@@ -439,12 +440,12 @@ func (l *leader) apply(ctx context.Context, i int, ev *clientv3.Event) error {
 	del := ev.Type == clientv3.EventTypeDelete
 	switch i {
 	case 0:
-		id := strings.TrimPrefix(string(ev.Kv.Key), c.key("members/"))
+		id := strings.TrimPrefix(string(ev.Kv.Key), c.keys.MembersDir())
 		if del {
 			delete(l.members, id)
 			return l.markDeparted(ctx, id, l.clock())
 		}
-		r, err := decodeMember(ev.Kv.Value, ev.Kv.Lease)
+		r, err := store.DecodeMember(ev.Kv.Value, ev.Kv.Lease)
 		if err != nil {
 			return nil // not a member record; ignore it
 		}
@@ -454,13 +455,13 @@ func (l *leader) apply(ctx context.Context, i int, ev *clientv3.Event) error {
 		}
 	case 1:
 		if del {
-			delete(l.connectors, strings.TrimPrefix(string(ev.Kv.Key), c.defDir(config.DefConnector)))
+			delete(l.connectors, strings.TrimPrefix(string(ev.Kv.Key), c.keys.DefDir(config.DefConnector)))
 			l.jobConn, l.conns = nil, nil
 		} else {
 			l.putConnector(ev.Kv)
 		}
 	case 2:
-		name := strings.TrimPrefix(string(ev.Kv.Key), c.defDir(config.DefGroup))
+		name := strings.TrimPrefix(string(ev.Kv.Key), c.keys.DefDir(config.DefGroup))
 		if del {
 			delete(l.groups, name)
 		} else {
@@ -556,7 +557,7 @@ func (l *leader) reconcile(ctx context.Context) (time.Duration, error) {
 // markDeparted records that member id was last seen live at t.
 func (l *leader) markDeparted(ctx context.Context, id string, t time.Time) error {
 	if err := l.guarded(ctx, "record departure of "+id,
-		clientv3.OpPut(l.c.key("lastseen", id), t.UTC().Format(time.RFC3339Nano))); err != nil {
+		clientv3.OpPut(l.c.keys.LastSeen(id), t.UTC().Format(time.RFC3339Nano))); err != nil {
 		return err
 	}
 	l.lastSeen[id] = t
@@ -565,7 +566,7 @@ func (l *leader) markDeparted(ctx context.Context, id string, t time.Time) error
 
 // forget deletes member id's lastseen record.
 func (l *leader) forget(ctx context.Context, id string) error {
-	if err := l.guarded(ctx, "forget departure of "+id, clientv3.OpDelete(l.c.key("lastseen", id))); err != nil {
+	if err := l.guarded(ctx, "forget departure of "+id, clientv3.OpDelete(l.c.keys.LastSeen(id))); err != nil {
 		return err
 	}
 	delete(l.lastSeen, id)

@@ -203,7 +203,7 @@ func TestLeaderHoldsDepartedJobsForRebalanceDelay(t *testing.T) {
 		t.Fatalf("held assignment = %+v", held.Assignment)
 	}
 	// A new leader would see when a left.
-	if v, err := cb.etcd.Get(ctxT(t), cb.key("lastseen", "a")); err != nil || len(v.Kvs) != 1 {
+	if v, err := cb.etcd.Get(ctxT(t), cb.keys.LastSeen("a")); err != nil || len(v.Kvs) != 1 {
 		t.Fatalf("lastseen/a not stored: %v %v", v, err)
 	}
 	// Nothing else changes: only the rule 5 timer moves orders to b.
@@ -217,7 +217,7 @@ func TestLeaderHoldsDepartedJobsForRebalanceDelay(t *testing.T) {
 		t.Fatalf("generation %d after held generation %d", moved.Generation, held.Generation)
 	}
 	testutil.Eventually(t, 5*time.Second, "lastseen/a pruned", func() bool {
-		v, err := cb.etcd.Get(context.Background(), cb.key("lastseen", "a"))
+		v, err := cb.etcd.Get(context.Background(), cb.keys.LastSeen("a"))
 		return err == nil && len(v.Kvs) == 0
 	})
 }

@@ -28,7 +28,7 @@ func (s *Session) Update(ctx context.Context, m assign.Member) error {
 	if err != nil {
 		return fmt.Errorf("encode member record %s: %w", m.ID, err)
 	}
-	key := s.c.key("members", m.ID)
+	key := s.c.keys.Member(m.ID)
 	resp, err := s.c.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease)).
 		Then(clientv3.OpPut(key, string(body), clientv3.WithLease(s.lease))).

@@ -20,157 +20,32 @@ import (
 var errCutShort = errors.New("publication cut short")
 
 // publish stores a as generation+1 if it differs from what is published
-// (or nothing has been, or the state asks for a full rewrite): the shares
-// of members whose share changed, a departed tombstone for each member that
-// left, the status buckets that changed, the single-key value while agents
-// of that layout are members, and the head last. Shares that only lose jobs
-// go first, so the jobs they give up are released while the members that
-// gain them read their new shares. Every transaction is guarded by our
-// election key and kept within MaxTxnOps and MaxRequestBytes.
+// (or nothing has been, or the state asks for a full rewrite): it plans
+// the writes (planPublication) and commits them in phases, each phase's
+// transactions sent together (a generation's writes would otherwise queue
+// one after another behind the claims of the members that already read
+// their shares): the shares that only lose jobs, so the jobs they give up
+// are released while the members that gain them read their new shares;
+// the shares that gain jobs, in waves within the claim window (see
+// claimWindow), the last wave with the status buckets and the deletion of
+// departed shares; then the head. Every transaction is guarded by our
+// election key and kept within MaxTxnOps and MaxRequestBytes (pack).
 //
 // Errors: ErrNotLeader (wrapped) when the guard fails; a store or encoding
 // error, wrapping errCutShort when some transactions had committed.
 func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 	c := l.c
-	normalise(&a)
-	gen := l.pub.generation + 1
-	me := l.s.record.ID
 	jobConn := l.jobConnectors()
-
-	var first []sizedOp   // shares that only lose jobs, and departed ones
-	var gaining []gainOps // shares that gain jobs
-	shares := maps.Clone(l.pub.shares)
-	changes, written := 0, 0 // shares and buckets changed; shares written
-	writeShare := func(id string, content shareContent) ([]sizedOp, error) {
-		vals, err := c.encodeShare(content, gen, me)
-		if err != nil {
-			return nil, fmt.Errorf("leader: share of %s: %w", id, err)
-		}
-		var ops []sizedOp
-		for i, v := range vals {
-			ops = append(ops, putOp(c.shareChunkKey(id, i), string(v)))
-		}
-		for i := len(vals); i < shares[id].chunks; i++ {
-			ops = append(ops, deleteOp(c.shareChunkKey(id, i)))
-		}
-		shares[id] = storedShare{content: content, valid: true, chunks: len(vals)}
-		changes++
-		written++
-		return ops, nil
+	plan, ok, err := planPublication(c, pubInput{prev: l.pub, assignment: a, leader: l.s.record.ID,
+		shareOf:    func(jobs []string) shareContent { return l.shareContentOf(jobs, jobConn) },
+		oldMembers: l.oldMembers(), now: time.Now()})
+	if err != nil || !ok {
+		return err
 	}
-	for _, id := range slices.Sorted(maps.Keys(a.Members)) {
-		content := l.shareContentOf(a.Members[id], jobConn)
-		st, ok := shares[id]
-		if ok && st.valid && st.content.equal(content) {
-			continue
-		}
-		var prev []string
-		if ok && st.valid {
-			prev = st.content.jobs
-		}
-		ops, err := writeShare(id, content)
-		if err != nil {
-			return err
-		}
-		gained := newJobs(content.jobs, prev)
-		if len(gained) == 0 {
-			first = append(first, ops...)
-			continue
-		}
-		g := gainOps{ops: ops, jobs: map[string]string{}}
-		for _, j := range gained {
-			g.jobs[j] = id
-		}
-		gaining = append(gaining, g)
-	}
-	var cleanup []sizedOp // tombstones of the previous publication
-	for _, id := range slices.Sorted(maps.Keys(shares)) {
-		if _, live := a.Members[id]; live {
-			continue
-		}
-		st := shares[id]
-		if st.valid && st.content.departed {
-			// Published as departed before: delete it with this publication.
-			cleanup = append(cleanup, deleteOp(c.shareDir(id), clientv3.WithPrefix()))
-			delete(shares, id)
-			continue
-		}
-		ops, err := writeShare(id, shareContent{departed: true, jobs: []string{}})
-		if err != nil {
-			return err
-		}
-		first = append(first, ops...)
-	}
-	var status []sizedOp
-	buckets := maps.Clone(l.pub.buckets)
-	next := bucketsOf(a)
-	for _, name := range slices.Sorted(maps.Keys(next)) {
-		b := next[name]
-		content, err := bucketContent(b)
-		if err != nil {
-			return fmt.Errorf("leader: %w", err)
-		}
-		if buckets[name] == content {
-			continue
-		}
-		b.Generation = gen
-		v, err := jsonString(b)
-		if err != nil {
-			return fmt.Errorf("leader: encode status bucket %s: %w", name, err)
-		}
-		status = append(status, putOp(c.statusDir()+name, v))
-		buckets[name] = content
-		changes++
-	}
-	for _, name := range slices.Sorted(maps.Keys(buckets)) {
-		if _, ok := next[name]; !ok {
-			status = append(status, deleteOp(c.statusDir()+name))
-			delete(buckets, name)
-			changes++
-		}
-	}
-	if changes == 0 && !l.pub.force {
-		return nil
-	}
-
-	p := Published{Generation: gen, Leader: me, Assignment: a}
-	var tail []sizedOp
-	legacy := l.pub.legacy
-	if l.oldMembers() {
-		v, err := encodeLegacy(p, Layout)
-		if err != nil {
-			return fmt.Errorf("leader: encode generation %d for the single-key layout: %w", gen, err)
-		}
-		// Beyond one request the single-key layout cannot hold it at all;
-		// its agents then keep their last generation (doc.go, "Upgrade").
-		if len(v)+len(c.legacyKey())+opOverhead <= c.requestBudget() {
-			tail = append(tail, putOp(c.legacyKey(), string(v)))
-			legacy = true
-		}
-	} else if legacy {
-		tail = append(tail, deleteOp(c.legacyKey()))
-		legacy = false
-	}
-	head := Head{Generation: gen, Leader: me, Layout: Layout, Members: len(a.Members),
-		Unassigned: len(a.Unassigned), Conflicts: len(a.Conflicts), Published: time.Now().UTC()}
-	for _, jobs := range a.Members {
-		head.Jobs += len(jobs)
-	}
-	hv, err := jsonString(head)
-	if err != nil {
-		return fmt.Errorf("leader: encode head of generation %d: %w", gen, err)
-	}
-	tail = append(tail, putOp(c.headKey(), hv))
-
-	// Phases, each phase's transactions sent together (a generation's
-	// writes would otherwise queue one after another behind the claims of
-	// the members that already read their shares): the shares that only
-	// lose jobs; the shares that gain jobs, in waves within the claim
-	// window (see claimWindow), the last wave with the status buckets and
-	// the deletion of departed shares; then the head.
+	gen := plan.published.Generation
 	start := time.Now()
-	stats := PublishStats{Generation: gen, Compute: l.computed, Shares: written + len(cleanup),
-		Buckets: len(status)}
+	stats := PublishStats{Generation: gen, Compute: l.computed, Shares: plan.written + len(plan.cleanup),
+		Buckets: len(plan.status)}
 	var committed atomic.Int64
 	commit := func(ops []sizedOp) error {
 		txns := c.pack(ops, c.cfg.MaxTxnOps)
@@ -186,33 +61,23 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 		}
 		return nil
 	}
-	total := 0
-	for _, g := range gaining {
-		total += len(g.jobs)
-	}
 	var window *claimWindow
-	if limit := c.cfg.ClaimWindow; limit > 0 && total > limit {
+	if limit := c.cfg.ClaimWindow; limit > 0 && plan.gained() > limit {
 		window = c.openClaimWindow(ctx, limit, l.waveTimeout())
 		defer window.close()
-	} else {
+	} else if all := plan.all(); len(c.pack(all, c.cfg.MaxTxnOps)) == 1 {
 		// A small publication (a member lost or joined) that fits one
 		// transaction is written in one, head included: one round trip.
-		all := slices.Clone(first)
-		for _, g := range gaining {
-			all = append(all, g.ops...)
+		if err := commit(all); err != nil {
+			return err
 		}
-		all = slices.Concat(all, cleanup, status, tail)
-		if len(c.pack(all, c.cfg.MaxTxnOps)) == 1 {
-			if err := commit(all); err != nil {
-				return err
-			}
-			stats.Waves = 1
-			return l.published(p, shares, buckets, legacy, stats, start)
-		}
+		stats.Waves = 1
+		return l.published(plan.next, stats, start)
 	}
-	if err := commit(first); err != nil {
+	if err := commit(plan.first); err != nil {
 		return err
 	}
+	gaining := plan.gaining
 	for i := 0; i < len(gaining) || stats.Waves == 0; {
 		if i < len(gaining) {
 			window.waitRoom(ctx, len(gaining[i].jobs))
@@ -226,7 +91,7 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 			j++
 		}
 		if j == len(gaining) {
-			ops = append(ops, slices.Concat(cleanup, status)...)
+			ops = append(ops, slices.Concat(plan.cleanup, plan.status)...)
 		}
 		if err := commit(ops); err != nil {
 			return err
@@ -235,16 +100,16 @@ func (l *leader) publish(ctx context.Context, a assign.Assignment) error {
 		stats.Waves++
 		i = j
 	}
-	if err := commit(tail); err != nil {
+	if err := commit(plan.tail); err != nil {
 		return err
 	}
-	return l.published(p, shares, buckets, legacy, stats, start)
+	return l.published(plan.next, stats, start)
 }
 
 // published records a publication as stored and reports it.
-func (l *leader) published(p Published, shares map[string]storedShare, buckets map[string]string, legacy bool, stats PublishStats, start time.Time) error {
+func (l *leader) published(next pubState, stats PublishStats, start time.Time) error {
 	stats.Write = time.Since(start)
-	l.pub = pubState{generation: p.Generation, leader: p.Leader, assignment: p.Assignment, shares: shares, buckets: buckets, legacy: legacy}
+	l.pub = next
 	if f := l.c.cfg.OnPublish; f != nil {
 		f(stats)
 	}
@@ -296,13 +161,6 @@ type PublishStats struct {
 	Waves        int           // waves of shares that gain jobs (see Config.ClaimWindow)
 }
 
-// gainOps is the writes of one share that gains jobs, and those jobs (job
-// -> member).
-type gainOps struct {
-	ops  []sizedOp
-	jobs map[string]string
-}
-
 // waveTimeout is how long a handed-out job counts against the claim window.
 func (l *leader) waveTimeout() time.Duration {
 	if l.c.waveTimeout > 0 {
@@ -336,21 +194,6 @@ func (l *leader) shareContentOf(jobs []string, jobConn map[string]string) shareC
 func jsonString(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
-}
-
-// newJobs returns the jobs of sorted next that sorted prev does not hold.
-func newJobs(next, prev []string) []string {
-	var out []string
-	i := 0
-	for _, j := range next {
-		for i < len(prev) && prev[i] < j {
-			i++
-		}
-		if i == len(prev) || prev[i] != j {
-			out = append(out, j)
-		}
-	}
-	return out
 }
 
 // oldMembers reports whether an agent of the single-key layout is a member.

@@ -126,7 +126,7 @@ func TestPublicationAndClaimsWithinEtcdLimits(t *testing.T) {
 	if err != nil || !ok || !slices.Equal(st.Jobs, p.Assignment.Members["big"]) || len(st.Connectors) != 10 {
 		t.Fatalf("Share(big) = %d jobs, %d connectors, %v", len(st.Jobs), len(st.Connectors), err)
 	}
-	resp, err := c.etcd.Get(ctxT(t), c.shareDir("big"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := c.etcd.Get(ctxT(t), c.keys.ShareDir("big"), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count < 2 {
 		t.Fatalf("big's share is in %d chunks (%v), want several under a 16 KiB request limit", resp.Count, err)
 	}

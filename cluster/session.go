@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/internal/retry"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -61,7 +62,7 @@ type Session struct {
 // live lease already holds that member ID, and other errors when m.ID is not
 // a valid key segment or the store cannot be reached before ctx ends.
 func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Session, error) {
-	if err := checkName("member ID", m.ID); err != nil {
+	if err := store.CheckName("member ID", m.ID); err != nil {
 		return nil, err
 	}
 	rec := MemberRecord{ID: m.ID, Protocol: m.Protocol, Connectors: m.Connectors, Tasks: m.Tasks,
@@ -76,7 +77,7 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 	if err != nil {
 		return nil, fmt.Errorf("join as %s: grant lease of %s: %w", m.ID, ttl, err)
 	}
-	key := c.key("members", m.ID)
+	key := c.keys.Member(m.ID)
 	resp, err := c.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(body), clientv3.WithLease(g.ID))).
@@ -90,7 +91,7 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 		c.revoke(g.ID)
 		holder := "?"
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-			if r, err := decodeMember(kvs[0].Value, kvs[0].Lease); err == nil {
+			if r, err := store.DecodeMember(kvs[0].Value, kvs[0].Lease); err == nil {
 				holder = fmt.Sprintf("%s (lease %x, started %s)", r.Addr, r.Lease, r.Started.Format(time.RFC3339))
 			}
 		}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 )
 
 // Layout is the version of the store layout this package writes: 2, the
@@ -56,32 +54,6 @@ type shareChunk struct {
 	Jobs       []string         `json:"jobs"`
 	Connectors map[string]int64 `json:"connectors,omitempty"`
 	Groups     map[string]int64 `json:"groups,omitempty"`
-}
-
-// shareDir is the directory of member's share chunks.
-func (c *Client) shareDir(member string) string { return c.key("pub", "shares", member) + "/" }
-
-// shareChunkKey is the key of chunk i of member's share.
-func (c *Client) shareChunkKey(member string, i int) string {
-	return fmt.Sprintf("%s%04d", c.shareDir(member), i)
-}
-
-// parseShareKey splits a key under <prefix>/pub/shares/ into member and
-// chunk index.
-func (c *Client) parseShareKey(key string) (member string, chunk int, ok bool) {
-	rest, found := strings.CutPrefix(key, c.key("pub", "shares")+"/")
-	if !found {
-		return "", 0, false
-	}
-	member, idx, found := strings.Cut(rest, "/")
-	if !found {
-		return "", 0, false
-	}
-	n, err := strconv.Atoi(idx)
-	if err != nil || n < 0 {
-		return "", 0, false
-	}
-	return member, n, true
 }
 
 // shareContent is what a share says, without its generation and leader: the

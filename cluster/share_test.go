@@ -78,7 +78,7 @@ func TestShareWatchWaitsForAllChunks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.etcd.Put(ctx, c.shareChunkKey("a", i), v); err != nil {
+		if _, err := c.etcd.Put(ctx, c.keys.ShareChunk("a", i), v); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/berthd/berth/cluster/store"
 )
 
 // Share returns member's current share, and false when it has none (no
@@ -16,12 +18,12 @@ import (
 // member is not a valid key segment, the store fails, a chunk is not valid
 // JSON.
 func (c *Client) Share(ctx context.Context, member string) (Share, bool, error) {
-	if err := checkName("member ID", member); err != nil {
+	if err := store.CheckName("member ID", member); err != nil {
 		return Share{}, false, err
 	}
 	cs := chunkSet{}
-	_, err := c.rangePrefix(ctx, c.shareDir(member), 0, func(kv *mvccpb.KeyValue) error {
-		_, i, ok := c.parseShareKey(string(kv.Key))
+	_, err := store.RangePrefix(ctx, c.etcd, c.keys.ShareDir(member), 0, func(kv *mvccpb.KeyValue) error {
+		_, i, ok := c.keys.ParseShareChunk(string(kv.Key))
 		if !ok {
 			return nil
 		}
@@ -64,7 +66,7 @@ func (c *Client) WatchShare(ctx context.Context, member string) <-chan Share {
 		var last int64
 		chunks := chunkSet{}
 		var legacy *Share
-		c.follow(ctx, []watchSpec{{key: c.shareDir(member), prefix: true}, {key: c.legacyKey()}}, followFuncs{
+		c.follow(ctx, []watchSpec{{key: c.keys.ShareDir(member), prefix: true}, {key: c.keys.Legacy()}}, followFuncs{
 			reset: func() { chunks, legacy = chunkSet{}, nil },
 			event: func(spec int, key string, value []byte, deleted bool) {
 				if spec == 1 {
@@ -78,7 +80,7 @@ func (c *Client) WatchShare(ctx context.Context, member string) <-chan Share {
 					}
 					return
 				}
-				_, i, ok := c.parseShareKey(key)
+				_, i, ok := c.keys.ParseShareChunk(key)
 				if !ok {
 					return
 				}
@@ -158,7 +160,7 @@ func (c *Client) SharesPage(ctx context.Context, after string, limit int, rev in
 	if limit < 1 {
 		return SharePage{}, fmt.Errorf("shares page: limit %d: must be at least 1", limit)
 	}
-	dir := c.key("pub", "shares") + "/"
+	dir := c.keys.SharesDir()
 	from := dir
 	if after != "" {
 		from = dir + after + "0" // '0' follows '/': the first key after after's chunks
@@ -176,7 +178,7 @@ func (c *Client) SharesPage(ctx context.Context, after string, limit int, rev in
 	}
 	end := clientv3.GetPrefixRangeEnd(dir)
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(pageKeysMax)}
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(store.PageKeysMax)}
 		if page.Revision > 0 {
 			opts = append(opts, clientv3.WithRev(page.Revision))
 		}
@@ -188,7 +190,7 @@ func (c *Client) SharesPage(ctx context.Context, after string, limit int, rev in
 			page.Revision = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			member, i, ok := c.parseShareKey(string(kv.Key))
+			member, i, ok := c.keys.ParseShareChunk(string(kv.Key))
 			if !ok {
 				continue
 			}

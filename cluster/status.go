@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/cluster/store"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
@@ -46,8 +47,6 @@ func bucketOf(job string) string {
 	_, _ = h.Write([]byte(job))
 	return fmt.Sprintf("%02x", h.Sum32()%statusBuckets)
 }
-
-func (c *Client) statusDir() string { return c.key("pub", "status") + "/" }
 
 // bucketsOf splits a's per-job status into buckets (only non-empty ones).
 func bucketsOf(a assign.Assignment) map[string]*statusBucket {
@@ -129,7 +128,7 @@ func bucketContent(b *statusBucket) (string, error) {
 // error, or a decode error naming the bucket key.
 func (c *Client) Status(ctx context.Context, rev int64) (Status, int64, error) {
 	st := newStatus()
-	rev, err := c.rangePrefix(ctx, c.statusDir(), rev, func(kv *mvccpb.KeyValue) error {
+	rev, err := store.RangePrefix(ctx, c.etcd, c.keys.StatusDir(), rev, func(kv *mvccpb.KeyValue) error {
 		b, err := decodeBucket(kv.Value)
 		if err != nil {
 			return fmt.Errorf("%s: %w", kv.Key, err)

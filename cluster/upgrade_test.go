@@ -29,7 +29,7 @@ func oldMember(t *testing.T, c *Client, m assign.Member) func() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.etcd.Put(ctx, c.key("members", m.ID), string(b), clientv3.WithLease(g.ID)); err != nil {
+	if _, err := c.etcd.Put(ctx, c.keys.Member(m.ID), string(b), clientv3.WithLease(g.ID)); err != nil {
 		t.Fatal(err)
 	}
 	leave := func() { _, _ = c.etcd.Revoke(ctxT(t), g.ID) }
@@ -41,7 +41,7 @@ func oldMember(t *testing.T, c *Client, m assign.Member) func() {
 // layout decodes it.
 func legacyValue(t *testing.T, c *Client) (Published, int, bool) {
 	t.Helper()
-	resp, err := c.etcd.Get(ctxT(t), c.legacyKey())
+	resp, err := c.etcd.Get(ctxT(t), c.keys.Legacy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestAgentFollowsSingleKeyLeaderUntilTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.etcd.Put(ctx, c.legacyKey(), string(v)); err != nil {
+	if _, err := c.etcd.Put(ctx, c.keys.Legacy(), string(v)); err != nil {
 		t.Fatal(err)
 	}
 	s := <-watch

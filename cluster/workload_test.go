@@ -59,7 +59,7 @@ func TestValidatorRefusalStoresNothing(t *testing.T) {
 			t.Errorf("%s %s %q: accepted", tc.kind, tc.name, tc.body)
 		}
 	}
-	resp, err := c.etcd.Get(ctx, c.prefix, clientv3.WithPrefix())
+	resp, err := c.etcd.Get(ctx, c.keys.Prefix(), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cgroup"
-	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/metrics"
@@ -39,7 +39,7 @@ type Agent struct {
 	src      *source.Cluster
 	sup      *supervisor.Agent
 	registry *metrics.Registry
-	embedded *cluster.Embedded // nil with [cluster] endpoints
+	embedded *embedetcd.Server // nil with [cluster] endpoints
 	started  chan struct{}     // closed once sup is set
 	ready    chan struct{}     // closed once sup is ready
 
@@ -232,7 +232,7 @@ func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string) error
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return fmt.Errorf("embedded etcd: create data_dir %s: %w", dir, err)
 		}
-		e, err := cluster.StartEmbeddedWithFatal(dir, func(err error) {
+		e, err := embedetcd.StartWithFatal(dir, func(err error) {
 			a.log.Error("the embedded etcd cannot go on; the agent exits", "data_dir", dir, "error", err)
 			a.storeFailed(err)
 		})

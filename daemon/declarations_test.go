@@ -64,7 +64,7 @@ func TestDeclarationsCheckedAgainstTheStore(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := workload.Apply(ctx, a.src.Client(), defs, false, a.host); err != nil {
+	if _, err := workload.Apply(ctx, a.src.Client().Store, defs, false, a.host); err != nil {
 		t.Fatalf("store beta: %v", err)
 	}
 	ws := a.warnDeclarations(ctx, true)

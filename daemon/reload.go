@@ -92,7 +92,7 @@ func (a *Agent) applyFile(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	plan, err := workload.ApplyFile(ctx, a.src.Client(), defs, cfg.Agent.ID, a.host)
+	plan, err := workload.ApplyFile(ctx, a.src.Client().Store, defs, cfg.Agent.ID, a.host)
 	if err != nil {
 		return fmt.Errorf("apply the connectors of %s to the cluster: %w", cfg.File, err)
 	}

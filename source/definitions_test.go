@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/workload"
 )
@@ -48,7 +49,7 @@ func defsOf(t *testing.T, file string) *config.Defs {
 // forgets connectors that left the share, and re-reads everything of a
 // share from the single-key layout (revision 0) at every delivery.
 func TestDefinitionsFollowTheShareRevisions(t *testing.T) {
-	emb, err := cluster.StartEmbedded(t.TempDir())
+	emb, err := embedetcd.Start(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
-	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/internal/testutil"
 )
 
@@ -36,7 +36,7 @@ const externalEtcdBin = "/usr/bin/etcd"
 func embeddedEtcd(t testing.TB) []string {
 	t.Helper()
 	testutil.NeedRoot(t)
-	em, err := cluster.StartEmbedded(t.TempDir())
+	em, err := embedetcd.Start(t.TempDir())
 	if err != nil {
 		t.Fatalf("start embedded etcd: %v", err)
 	}

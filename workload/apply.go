@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/config"
 )
 
@@ -29,7 +29,7 @@ import (
 // the validator, a store error). A connector or group deleted meanwhile by
 // someone else is not an error. It returns NewPlan's errors with the
 // zero Plan, having written nothing.
-func Apply(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bool, host *config.Host) (Plan, error) {
+func Apply(ctx context.Context, c *store.Store, defs *config.Defs, prune bool, host *config.Host) (Plan, error) {
 	plan, err := NewPlan(ctx, c, defs, prune, host)
 	if err != nil {
 		return Plan{}, err
@@ -79,7 +79,7 @@ func Apply(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bool
 			} else {
 				err = c.DeleteConnector(ctx, name)
 			}
-			if err != nil && !errors.Is(err, cluster.ErrNotFound) {
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return fmt.Errorf("apply: delete %s: %w", id, err)
 			}
 			done.Deleted = append(done.Deleted, id)

@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/config"
 )
 
 // ApplyFile stores the [[connector]] and [[group]] blocks of agent's own
-// file (defs) as that file's (cluster.Client.PutFileDef: created or
+// file (defs) as that file's (store.Store.PutFileDef: created or
 // updated; a definition `berth apply` stored stays the operator's), and
 // gives up the definitions the file held before but no longer does
-// (cluster.Client.ReleaseFileDef): deleted when no other agent's file
+// (store.Store.ReleaseFileDef): deleted when no other agent's file
 // holds them, never when `berth apply` stored them. A group that left the
 // file but that a stored connector still names is kept (Plan.Kept) and
 // given up on a later call, once unused.
@@ -25,7 +25,7 @@ import (
 // wrote (Created, Updated, Unchanged, Deleted, Released, Kept) and, after
 // a store error or a refusal by the validator, the error naming the
 // definition, with the Plan of what was written before it.
-func ApplyFile(ctx context.Context, c *cluster.Client, defs *config.Defs, agent string, host *config.Host) (Plan, error) {
+func ApplyFile(ctx context.Context, c *store.Store, defs *config.Defs, agent string, host *config.Host) (Plan, error) {
 	var p Plan
 	conns, err := c.Connectors(ctx)
 	if err != nil {

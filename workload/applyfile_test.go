@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 )
 
@@ -29,7 +30,7 @@ func agentFile(id string, blocks ...string) string {
 // holds, it never deletes; a group still named by a stored connector is
 // kept; apply adopts what an agent's file stored.
 func TestApplyFileOwnership(t *testing.T) {
-	emb, err := cluster.StartEmbedded(t.TempDir())
+	emb, err := embedetcd.Start(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestApplyFileOwnership(t *testing.T) {
 	}
 	applyFile := func(what string, d *config.Defs, id string, want Plan) {
 		t.Helper()
-		got, err := ApplyFile(ctx, c, d, id, host)
+		got, err := ApplyFile(ctx, c.Store, d, id, host)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -86,7 +87,7 @@ func TestApplyFileOwnership(t *testing.T) {
 
 	// berth apply stores c; A's file names c too, then drops it: c stays.
 	ops := wlDefs(t, connBlock("c", ""))
-	if _, err := Apply(ctx, c, ops, false, host); err != nil {
+	if _, err := Apply(ctx, c.Store, ops, false, host); err != nil {
 		t.Fatal(err)
 	}
 	applyFile("A holds c", file("A", connBlock("a", ""), connBlock("c", "")), "A",
@@ -125,7 +126,7 @@ func TestApplyFileOwnership(t *testing.T) {
 
 	// berth apply adopts what an agent's file stored unchanged; A then
 	// never deletes it.
-	p, err := Apply(ctx, c, wlDefs(t, connBlock("a", "")), false, host)
+	p, err := Apply(ctx, c.Store, wlDefs(t, connBlock("a", "")), false, host)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func (e *DefinitionError) Error() string {
 func (e *DefinitionError) Unwrap() error { return e.Err }
 
 // Parse turns the stored workload (bodies by name, as
-// cluster.Client.Connectors and Groups return them) back into a validated
+// store.Store.Connectors and Groups return them) back into a validated
 // config.Workload, checked against host's limits facts (host.LimitsOnly():
 // a definition is not left out because its user or program is missing
 // here; the agent checks that before it starts or replaces a job): groups

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/config"
 )
 
@@ -46,7 +46,7 @@ type Plan struct {
 // that is neither stored nor in defs. Definitions already broken in the
 // store do not block an apply. It returns a store error when c cannot read
 // the workload.
-func NewPlan(ctx context.Context, c *cluster.Client, defs *config.Defs, prune bool, host *config.Host) (Plan, error) {
+func NewPlan(ctx context.Context, c *store.Store, defs *config.Defs, prune bool, host *config.Host) (Plan, error) {
 	var p Plan
 	conns, err := c.Connectors(ctx)
 	if err != nil {

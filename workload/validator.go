@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/berthd/berth/assign"
-	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/config"
 )
 
@@ -13,7 +13,7 @@ import (
 // store directory and key of the definition.
 func defFile(kind config.DefKind, name string) string { return string(kind) + "s/" + name }
 
-// Validator returns the cluster.Validator that checks every connector and
+// Validator returns the store.Validator that checks every connector and
 // group definition before the cluster store keeps it (a value that fails
 // validation is refused, never stored), with the same code that validates
 // the agent file, against the limits facts of host (host.LimitsOnly(): CPUs
@@ -30,7 +30,7 @@ func defFile(kind config.DefKind, name string) string { return string(kind) + "s
 // exists and whether its job IDs clash with other connectors' is not checked
 // here (the store holds one definition per key); Parse and NewPlan check
 // that.
-func Validator(host *config.Host) cluster.Validator {
+func Validator(host *config.Host) store.Validator {
 	host = host.LimitsOnly()
 	return func(kind config.DefKind, name string, body []byte) (assign.Connector, error) {
 		switch kind {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -90,7 +91,7 @@ func samePlan(t *testing.T, what string, got, want Plan) {
 }
 
 func TestWorkloadStore(t *testing.T) {
-	emb, err := cluster.StartEmbedded(t.TempDir())
+	emb, err := embedetcd.Start(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestWorkloadStore(t *testing.T) {
 		s, ctx := open(t)
 		defs := wlDefs(t, wlFile)
 		// Dry run stores nothing.
-		p, err := NewPlan(ctx, s.c, defs, true, config.LocalHost())
+		p, err := NewPlan(ctx, s.c.Store, defs, true, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +169,7 @@ func TestWorkloadStore(t *testing.T) {
 			t.Fatalf("NewPlan stored %v", revs)
 		}
 
-		p, err = Apply(ctx, s.c, defs, true, config.LocalHost())
+		p, err = Apply(ctx, s.c.Store, defs, true, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +180,7 @@ func TestWorkloadStore(t *testing.T) {
 		}
 
 		// The same file again writes nothing.
-		p, err = Apply(ctx, s.c, wlDefs(t, wlFile), true, config.LocalHost())
+		p, err = Apply(ctx, s.c.Store, wlDefs(t, wlFile), true, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +191,7 @@ func TestWorkloadStore(t *testing.T) {
 
 		// One connector changed: only it is written.
 		changed := strings.Replace(wlFile, "tasks = 2", "tasks = 3", 1)
-		p, err = Apply(ctx, s.c, wlDefs(t, changed), true, config.LocalHost())
+		p, err = Apply(ctx, s.c.Store, wlDefs(t, changed), true, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +203,7 @@ func TestWorkloadStore(t *testing.T) {
 
 		// Without prune nothing is deleted.
 		onlyClicks := "[[connector]]\nname = \"clicks\"\n[connector.run]\ncommand = [\"/bin/sleep\", \"1000\"]\n"
-		p, err = Apply(ctx, s.c, wlDefs(t, onlyClicks), false, config.LocalHost())
+		p, err = Apply(ctx, s.c.Store, wlDefs(t, onlyClicks), false, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +213,7 @@ func TestWorkloadStore(t *testing.T) {
 		}
 
 		// With prune, orders (first) and its group (after) are deleted.
-		p, err = Apply(ctx, s.c, wlDefs(t, onlyClicks), true, config.LocalHost())
+		p, err = Apply(ctx, s.c.Store, wlDefs(t, onlyClicks), true, config.LocalHost())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,13 +226,13 @@ func TestWorkloadStore(t *testing.T) {
 
 	t.Run("apply refuses a clash with the stored workload", func(t *testing.T) {
 		s, ctx := open(t)
-		if _, err := Apply(ctx, s.c, wlDefs(t, wlFile), true, config.LocalHost()); err != nil {
+		if _, err := Apply(ctx, s.c.Store, wlDefs(t, wlFile), true, config.LocalHost()); err != nil {
 			t.Fatal(err)
 		}
 		before := s.revisions(t)
 		// "orders-1" is the job ID of task 1 of the stored "orders".
 		clash := "[[connector]]\nname = \"orders-1\"\n[connector.run]\ncommand = [\"/bin/true\"]\n"
-		p, err := Apply(ctx, s.c, wlDefs(t, clash), false, config.LocalHost())
+		p, err := Apply(ctx, s.c.Store, wlDefs(t, clash), false, config.LocalHost())
 		if err == nil || !strings.Contains(err.Error(), `job ID "orders-1"`) {
 			t.Fatalf("clash: plan %+v, err %v; want a refusal naming the job ID", p, err)
 		}
@@ -240,7 +241,7 @@ func TestWorkloadStore(t *testing.T) {
 			t.Errorf("refused apply changed the store: %v -> %v", before, after)
 		}
 		// With prune the file replaces the workload: no clash.
-		if _, err := Apply(ctx, s.c, wlDefs(t, clash), true, config.LocalHost()); err != nil {
+		if _, err := Apply(ctx, s.c.Store, wlDefs(t, clash), true, config.LocalHost()); err != nil {
 			t.Fatalf("prune apply: %v", err)
 		}
 	})
@@ -248,7 +249,7 @@ func TestWorkloadStore(t *testing.T) {
 	t.Run("stored workload round trip", func(t *testing.T) {
 		s, ctx := open(t)
 		defs := wlDefs(t, wlFile)
-		if _, err := Apply(ctx, s.c, defs, true, config.LocalHost()); err != nil {
+		if _, err := Apply(ctx, s.c.Store, defs, true, config.LocalHost()); err != nil {
 			t.Fatal(err)
 		}
 		conns, err := s.c.Connectors(ctx)

@@ -63,9 +63,9 @@ agent.data_dir) says which store to use.`,
 			var plan workload.Plan
 			err = withStore(cmd.Context(), *configPath, host, func(ctx context.Context, c *cluster.Client) (err error) {
 				if dryRun {
-					plan, err = workload.NewPlan(ctx, c, defs, prune, host)
+					plan, err = workload.NewPlan(ctx, c.Store, defs, prune, host)
 				} else {
-					plan, err = workload.Apply(ctx, c, defs, prune, host)
+					plan, err = workload.Apply(ctx, c.Store, defs, prune, host)
 				}
 				return err
 			})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cluster"
+	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/workload"
@@ -25,7 +26,7 @@ const connectTimeout = 5 * time.Second
 // connectCluster opens a client of the cluster store that the agent file
 // path configures: [cluster] name, endpoints, tls and the etcd user
 // (source.StoreConfig). With no endpoints the agent runs an embedded etcd,
-// whose client URL it writes to cluster.EndpointFile(agent.data_dir) while
+// whose client URL it writes to embedetcd.EndpointFile(agent.data_dir) while
 // it runs; that file is read here. The client validates definitions with
 // workload.Validator against this host. It returns an error saying what to
 // check when the file does not validate (exit status 2), when its
@@ -46,7 +47,7 @@ func connectCluster(ctx context.Context, path string, host *config.Host) (*clust
 	cc.Validate = workload.Validator(host)
 	embedded := len(cc.Endpoints) == 0
 	if embedded {
-		file := cluster.EndpointFile(cfg.Agent.DataDir)
+		file := embedetcd.EndpointFile(cfg.Agent.DataDir)
 		b, err := os.ReadFile(file)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -65,7 +66,7 @@ func connectCluster(ctx context.Context, path string, host *config.Host) (*clust
 	c, err := cluster.Connect(cctx, cc)
 	if err != nil {
 		if embedded {
-			return nil, fmt.Errorf("the agent's embedded etcd at %s (from %s) does not answer: is the agent running? %w", cc.Endpoints[0], cluster.EndpointFile(cfg.Agent.DataDir), err)
+			return nil, fmt.Errorf("the agent's embedded etcd at %s (from %s) does not answer: is the agent running? %w", cc.Endpoints[0], embedetcd.EndpointFile(cfg.Agent.DataDir), err)
 		}
 		return nil, fmt.Errorf("cluster %s (from %s): %w", cc.Name, path, err)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package embedetcd
 
 import (
 	"errors"
@@ -14,22 +14,22 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// embeddedStartTimeout bounds how long StartEmbedded waits for the single
+// startTimeout bounds how long Start waits for the single
 // node to elect itself and serve clients.
-const embeddedStartTimeout = 30 * time.Second
+const startTimeout = 30 * time.Second
 
-// Embedded is a single-node etcd server running inside the agent process,
+// Server is a single-node etcd server running inside the agent process,
 // listening on loopback only. It is what an agent uses when no `endpoints`
 // are configured (docs/design.md "Membership, claims and fencing"): one host works out
 // of the box.
-type Embedded struct {
+type Server struct {
 	closing   *atomic.Bool
 	etcd      *embed.Etcd
 	dataDir   string
 	endpoints []string
 }
 
-// StartEmbedded starts a single-node etcd whose data (WAL and snapshots)
+// Start starts a single-node etcd whose data (WAL and snapshots)
 // persists under dataDir/etcd, so the workload store, published assignment
 // and generation survive an agent restart.
 //
@@ -47,12 +47,12 @@ type Embedded struct {
 // is not ready within 30 s. When etcd cannot go on at all (it logs at panic
 // or fatal level: its WAL cannot be created, a commit to its database
 // failed — a full or broken data_dir), it ends the process, during start
-// or at any time after; see StartEmbeddedWithFatal to act first.
-func StartEmbedded(dataDir string) (*Embedded, error) {
-	return StartEmbeddedWithFatal(dataDir, nil)
+// or at any time after; see StartWithFatal to act first.
+func Start(dataDir string) (*Server, error) {
+	return StartWithFatal(dataDir, nil)
 }
 
-// StartEmbeddedWithFatal is StartEmbedded, except that when etcd cannot go
+// StartWithFatal is Start, except that when etcd cannot go
 // on (a panic- or fatal-level entry of its log, during start or at any time
 // after) onFatal is called with the entry's message and error, e.g.
 // "failed to create WAL: no space left on device", and the process then
@@ -60,7 +60,7 @@ func StartEmbedded(dataDir string) (*Embedded, error) {
 // such an entry. onFatal runs on the failing etcd goroutine; it must finish
 // what cannot wait (kill the jobs whose claims are in this store) and
 // return. A nil onFatal keeps etcd's behaviour (panic, or exit 1).
-func StartEmbeddedWithFatal(dataDir string, onFatal func(error)) (*Embedded, error) {
+func StartWithFatal(dataDir string, onFatal func(error)) (*Server, error) {
 	dir := filepath.Join(dataDir, "etcd")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create embedded etcd data directory %s: %w", dir, err)
@@ -90,16 +90,16 @@ func StartEmbeddedWithFatal(dataDir string, onFatal func(error)) (*Embedded, err
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, err)
-	case <-time.After(embeddedStartTimeout):
+	case <-time.After(startTimeout):
 		e.Server.Stop()
 		e.Close()
-		return nil, fmt.Errorf("start embedded etcd in %s: not ready after %s", dir, embeddedStartTimeout)
+		return nil, fmt.Errorf("start embedded etcd in %s: not ready after %s", dir, startTimeout)
 	}
 	if len(e.Clients) == 0 {
 		e.Close()
 		return nil, errors.New("start embedded etcd: no client listener")
 	}
-	em := &Embedded{closing: closing, etcd: e, dataDir: dataDir, endpoints: []string{"http://" + e.Clients[0].Addr().String()}}
+	em := &Server{closing: closing, etcd: e, dataDir: dataDir, endpoints: []string{"http://" + e.Clients[0].Addr().String()}}
 	if err := os.WriteFile(EndpointFile(dataDir), []byte(em.endpoints[0]+"\n"), 0o600); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("write embedded etcd endpoint file: %w", err)
@@ -115,13 +115,14 @@ func EndpointFile(dataDir string) string {
 }
 
 // Endpoints returns the client URLs of the embedded server (one loopback
-// URL), to put in Config.Endpoints.
-func (e *Embedded) Endpoints() []string { return append([]string(nil), e.endpoints...) }
+// URL), to put in cluster.Config.Endpoints.
+func (e *Server) Endpoints() []string { return append([]string(nil), e.endpoints...) }
 
 // Close stops the server gracefully and releases its listeners and data
-// directory lock, and removes the endpoint file. Clients connected to it see their requests fail; sessions
-// held through it end at their local deadline.
-func (e *Embedded) Close() {
+// directory lock, and removes the endpoint file. Clients connected to it
+// see their requests fail; sessions held through it end at their local
+// deadline.
+func (e *Server) Close() {
 	e.closing.Store(true)
 	e.etcd.Close()
 	_ = os.Remove(EndpointFile(e.dataDir))

@@ -1,4 +1,4 @@
-// Command sim is berth's cluster simulation: N lightweight members in one
+// Command berth-sim is berth's cluster simulation: N lightweight members in one
 // process, each running the real cluster package (its own etcd connection,
 // session lease, leader campaign, per-member share watch, batched claims
 // and releases, definitions read by key, fencing) with a stand-in worker
@@ -14,7 +14,7 @@
 // workers' records that no job ever ran twice. It exits 1 when a job ran
 // twice or a phase did not finish.
 //
-//	go run ./cluster/sim -members 100 -jobs 10000
+//	go run ./cmd/berth-sim -members 100 -jobs 10000
 package main
 
 import (

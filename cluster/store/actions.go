@@ -1,11 +1,10 @@
-package cluster
+package store
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/berthd/berth/config"
@@ -13,14 +12,8 @@ import (
 )
 
 // Operator actions live in the store beside the workload, so that every
-// agent sees them and they outlast any one agent:
-//
-//	<prefix>/targets/<connector>         a connector's target state (Target)
-//	<prefix>/restarts/<connector>/<job>  one job's pending restart (RestartRequest)
-//
-// Both are written only while the connector's definition exists, keep
-// across updates of the definition (as Kafka Connect keeps a connector's
-// target state), and are deleted with it.
+// agent sees them and they outlast any one agent (targets/, restarts/; see
+// the package comment).
 
 // Target is a connector's target state as an operator set it.
 type Target struct {
@@ -59,27 +52,22 @@ type Actions struct {
 	Restarts map[string]RestartRequest
 }
 
-func (c *Client) targetKey(connector string) string { return c.key("targets", connector) }
-func (c *Client) restartsDir(connector string) string {
-	return c.key("restarts", connector) + "/"
-}
-
 // SetTarget stores connector's target state t, replacing any earlier one,
 // in one transaction that succeeds only while the connector's definition
 // exists. It returns ErrNotFound (wrapped) when it does not, an error when
 // the name is not a valid key segment, or a store error.
-func (c *Client) SetTarget(ctx context.Context, connector string, t Target) error {
-	if err := checkName("connector name", connector); err != nil {
+func (s *Store) SetTarget(ctx context.Context, connector string, t Target) error {
+	if err := CheckName("connector name", connector); err != nil {
 		return err
 	}
 	v, err := json.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("encode target state of %s: %w", connector, err)
 	}
-	def := c.defDir(config.DefConnector) + connector
-	resp, err := c.etcd.Txn(ctx).
+	def := s.keys.DefDir(config.DefConnector) + connector
+	resp, err := s.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(def), ">", 0)).
-		Then(clientv3.OpPut(c.targetKey(connector), string(v))).
+		Then(clientv3.OpPut(s.keys.Target(connector), string(v))).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("set target state of connector %s to %s: %w", connector, t.State, err)
@@ -97,23 +85,23 @@ func (c *Client) SetTarget(ctx context.Context, connector string, t Target) erro
 // definition names them). It returns ErrNotFound (wrapped) when the
 // connector does not exist, an error for a name that is not a valid key
 // segment, or a store error.
-func (c *Client) RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string, at time.Time) error {
-	if err := checkName("connector name", connector); err != nil {
+func (s *Store) RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string, at time.Time) error {
+	if err := CheckName("connector name", connector); err != nil {
 		return err
 	}
 	var ops []clientv3.Op
 	for _, job := range jobs {
-		if err := checkName("job", job); err != nil {
+		if err := CheckName("job", job); err != nil {
 			return err
 		}
 		v, err := json.Marshal(RestartRequest{Connector: connector, Job: job, OnlyFailed: onlyFailed, By: by, At: at.UTC()})
 		if err != nil {
 			return fmt.Errorf("encode restart of %s: %w", job, err)
 		}
-		ops = append(ops, clientv3.OpPut(c.restartsDir(connector)+job, string(v)))
+		ops = append(ops, clientv3.OpPut(s.keys.RestartsDir(connector)+job, string(v)))
 	}
-	def := c.defDir(config.DefConnector) + connector
-	resp, err := c.etcd.Txn(ctx).
+	def := s.keys.DefDir(config.DefConnector) + connector
+	resp, err := s.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(def), ">", 0)).
 		Then(ops...).
 		Commit()
@@ -130,9 +118,9 @@ func (c *Client) RequestRestarts(ctx context.Context, connector string, jobs []s
 // the key is deleted only if it still holds r (its revision is r.Rev), so
 // that a later request for the same job is kept. Removing a request that is
 // already gone is not an error. It returns a store error.
-func (c *Client) RestartDone(ctx context.Context, r RestartRequest) error {
-	key := c.restartsDir(r.Connector) + r.Job
-	_, err := c.etcd.Txn(ctx).
+func (s *Store) RestartDone(ctx context.Context, r RestartRequest) error {
+	key := s.keys.RestartsDir(r.Connector) + r.Job
+	_, err := s.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", r.Rev)).
 		Then(clientv3.OpDelete(key)).
 		Commit()
@@ -144,9 +132,9 @@ func (c *Client) RestartDone(ctx context.Context, r RestartRequest) error {
 
 // Actions reads every target state and pending restart at one revision.
 // A value that does not decode is an error naming its key.
-func (c *Client) Actions(ctx context.Context) (Actions, error) {
-	tdir, rdir := c.key("targets")+"/", c.key("restarts")+"/"
-	resp, err := c.etcd.Txn(ctx).Then(
+func (s *Store) Actions(ctx context.Context) (Actions, error) {
+	tdir, rdir := s.keys.TargetsDir(), s.keys.RestartsRoot()
+	resp, err := s.etcd.Txn(ctx).Then(
 		clientv3.OpGet(tdir, clientv3.WithPrefix()),
 		clientv3.OpGet(rdir, clientv3.WithPrefix()),
 	).Commit()
@@ -177,70 +165,6 @@ func (c *Client) Actions(ctx context.Context) (Actions, error) {
 // request is written or deleted; the receiver then calls Actions. Signals
 // coalesce; a broken watch is re-established and signalled again, so no
 // change is missed. The channel is closed when ctx ends.
-func (c *Client) WatchActions(ctx context.Context) <-chan struct{} {
-	return c.watchDirs(ctx, c.key("targets")+"/", c.key("restarts")+"/")
-}
-
-// watchDirs returns a channel signalled once at the start, whenever a key
-// under one of dirs is put or deleted, and again after a broken watch is
-// re-established (jittered backoff); signals coalesce, and the channel is
-// closed when ctx ends. WatchActions and WatchWorkload are built on it.
-func (c *Client) watchDirs(ctx context.Context, dirs ...string) <-chan struct{} {
-	out := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case out <- struct{}{}:
-		default:
-		}
-	}
-	go func() {
-		defer close(out)
-		b := newBackoff()
-		for ctx.Err() == nil {
-			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			events := make(chan bool, len(dirs))
-			var wg sync.WaitGroup
-			for _, d := range dirs {
-				wch := c.etcd.Watch(wctx, d, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for wr := range wch {
-						if wr.Err() != nil {
-							break
-						}
-						if len(wr.Events) > 0 {
-							select {
-							case events <- true:
-							case <-wctx.Done():
-								return
-							}
-						}
-					}
-					select {
-					case events <- false: // broken
-					case <-wctx.Done():
-					}
-				}()
-			}
-			signal() // (re)started: whatever happened before is read afresh
-			for ok := true; ok; {
-				select {
-				case ok = <-events:
-					if ok {
-						b.Reset()
-						signal()
-					}
-				case <-wctx.Done():
-					ok = false
-				}
-			}
-			cancel()
-			wg.Wait()
-			if !pause(ctx, b) {
-				return
-			}
-		}
-	}()
-	return out
+func (s *Store) WatchActions(ctx context.Context) <-chan struct{} {
+	return WatchDirs(ctx, s.etcd, s.keys.TargetsDir(), s.keys.RestartsRoot())
 }

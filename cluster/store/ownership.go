@@ -1,4 +1,4 @@
-package cluster
+package store
 
 import (
 	"context"
@@ -31,15 +31,15 @@ var errOwnershipRace = errors.New("the definition kept changing; try again")
 // config.DefGroup) that agent's own file holds (Files includes agent), sorted.
 // It returns a store error, or an error naming a value that is not valid
 // JSON.
-func (c *Client) FileDefs(ctx context.Context, kind config.DefKind, agent string) ([]string, error) {
-	dir := c.defDir(kind)
-	resp, err := c.etcd.Get(ctx, dir, clientv3.WithPrefix())
+func (s *Store) FileDefs(ctx context.Context, kind config.DefKind, agent string) ([]string, error) {
+	dir := s.keys.DefDir(kind)
+	resp, err := s.etcd.Get(ctx, dir, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("list %ss under %s: %w", kind, dir, err)
 	}
 	var out []string
 	for _, kv := range resp.Kvs {
-		var d storedDef
+		var d DefRecord
 		if err := json.Unmarshal(kv.Value, &d); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
@@ -54,15 +54,15 @@ func (c *Client) FileDefs(ctx context.Context, kind config.DefKind, agent string
 // FileOwners returns, for every stored definition of kind that an agent's
 // file holds, those agents' IDs (sorted); definitions stored by `berth
 // apply` are absent.
-func (c *Client) FileOwners(ctx context.Context, kind config.DefKind) (map[string][]string, error) {
-	dir := c.defDir(kind)
-	resp, err := c.etcd.Get(ctx, dir, clientv3.WithPrefix())
+func (s *Store) FileOwners(ctx context.Context, kind config.DefKind) (map[string][]string, error) {
+	dir := s.keys.DefDir(kind)
+	resp, err := s.etcd.Get(ctx, dir, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("list %ss under %s: %w", kind, dir, err)
 	}
 	out := map[string][]string{}
 	for _, kv := range resp.Kvs {
-		var d storedDef
+		var d DefRecord
 		if err := json.Unmarshal(kv.Value, &d); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 		}
@@ -81,17 +81,17 @@ func (c *Client) FileOwners(ctx context.Context, kind config.DefKind) (map[strin
 // reports whether it wrote. Each write is a transaction on the key's
 // revision, retried when another writer came first. Errors as
 // PutConnector, or errOwnershipRace.
-func (c *Client) PutFileDef(ctx context.Context, kind config.DefKind, name string, body []byte, agent string) (bool, error) {
-	def, err := c.validDef(kind, name, body)
+func (s *Store) PutFileDef(ctx context.Context, kind config.DefKind, name string, body []byte, agent string) (bool, error) {
+	def, err := s.validDef(kind, name, body)
 	if err != nil {
 		return false, err
 	}
 	if agent == "" {
 		return false, fmt.Errorf("store %s %s from a file: no agent ID", kind, name)
 	}
-	key := c.defDir(kind) + name
+	key := s.keys.DefDir(kind) + name
 	for range maxOwnershipTries {
-		old, rev, err := c.readDef(ctx, key)
+		old, rev, err := s.readDef(ctx, key)
 		if err != nil {
 			return false, err
 		}
@@ -109,7 +109,7 @@ func (c *Client) PutFileDef(ctx context.Context, kind config.DefKind, name strin
 		if rev != 0 && old.Body == def.Body && slices.Equal(old.Files, def.Files) {
 			return false, nil
 		}
-		ok, err := c.casDef(ctx, key, rev, &def)
+		ok, err := s.casDef(ctx, key, rev, &def)
 		if err != nil {
 			return false, fmt.Errorf("store %s %s at %s: %w", kind, name, key, err)
 		}
@@ -126,13 +126,13 @@ func (c *Client) PutFileDef(ctx context.Context, kind config.DefKind, name strin
 // not hold (stored by `berth apply`, by another agent's file, or gone) is
 // left alone. It reports whether it deleted the definition. Errors: a
 // store error, or errOwnershipRace.
-func (c *Client) ReleaseFileDef(ctx context.Context, kind config.DefKind, name, agent string) (bool, error) {
-	if err := checkName(string(kind)+" name", name); err != nil {
+func (s *Store) ReleaseFileDef(ctx context.Context, kind config.DefKind, name, agent string) (bool, error) {
+	if err := CheckName(string(kind)+" name", name); err != nil {
 		return false, err
 	}
-	key := c.defDir(kind) + name
+	key := s.keys.DefDir(kind) + name
 	for range maxOwnershipTries {
-		old, rev, err := c.readDef(ctx, key)
+		old, rev, err := s.readDef(ctx, key)
 		if err != nil {
 			return false, err
 		}
@@ -142,7 +142,7 @@ func (c *Client) ReleaseFileDef(ctx context.Context, kind config.DefKind, name, 
 		old.Files = slices.DeleteFunc(slices.Clone(old.Files), func(s string) bool { return s == agent })
 		var ok bool
 		if len(old.Files) == 0 {
-			resp, err := c.etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			resp, err := s.etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
 				Then(clientv3.OpDelete(key)).Commit()
 			if err != nil {
 				return false, fmt.Errorf("delete %s %s at %s: %w", kind, name, key, err)
@@ -152,7 +152,7 @@ func (c *Client) ReleaseFileDef(ctx context.Context, kind config.DefKind, name, 
 			}
 			continue
 		}
-		if ok, err = c.casDef(ctx, key, rev, &old); err != nil {
+		if ok, err = s.casDef(ctx, key, rev, &old); err != nil {
 			return false, fmt.Errorf("release %s %s at %s: %w", kind, name, key, err)
 		}
 		if ok {
@@ -163,24 +163,24 @@ func (c *Client) ReleaseFileDef(ctx context.Context, kind config.DefKind, name, 
 }
 
 // readDef reads one stored definition and its mod revision (0: absent).
-func (c *Client) readDef(ctx context.Context, key string) (storedDef, int64, error) {
-	resp, err := c.etcd.Get(ctx, key)
+func (s *Store) readDef(ctx context.Context, key string) (DefRecord, int64, error) {
+	resp, err := s.etcd.Get(ctx, key)
 	if err != nil {
-		return storedDef{}, 0, fmt.Errorf("read %s: %w", key, err)
+		return DefRecord{}, 0, fmt.Errorf("read %s: %w", key, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return storedDef{}, 0, nil
+		return DefRecord{}, 0, nil
 	}
-	var d storedDef
+	var d DefRecord
 	if err := json.Unmarshal(resp.Kvs[0].Value, &d); err != nil {
-		return storedDef{}, 0, fmt.Errorf("decode %s: %w", key, err)
+		return DefRecord{}, 0, fmt.Errorf("decode %s: %w", key, err)
 	}
 	return d, resp.Kvs[0].ModRevision, nil
 }
 
 // casDef writes def at key if its mod revision is still rev (0: absent);
 // false when another write came first.
-func (c *Client) casDef(ctx context.Context, key string, rev int64, def *storedDef) (bool, error) {
+func (s *Store) casDef(ctx context.Context, key string, rev int64, def *DefRecord) (bool, error) {
 	v, err := json.Marshal(def)
 	if err != nil {
 		return false, fmt.Errorf("encode %s: %w", key, err)
@@ -189,7 +189,7 @@ func (c *Client) casDef(ctx context.Context, key string, rev int64, def *storedD
 	if rev == 0 {
 		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 	}
-	resp, err := c.etcd.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(v))).Commit()
+	resp, err := s.etcd.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(v))).Commit()
 	if err != nil {
 		return false, err
 	}

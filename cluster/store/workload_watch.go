@@ -1,4 +1,4 @@
-package cluster
+package store
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // then reads the whole workload: this suits tools and small clusters. An
 // agent follows its own share instead (WatchShare), whose definition
 // revisions say which definitions to read (Definitions).
-func (c *Client) WatchWorkload(ctx context.Context) <-chan struct{} {
+func (s *Store) WatchWorkload(ctx context.Context) <-chan struct{} {
 	// Every definition lives under <prefix>/connectors/ or <prefix>/groups/.
-	return c.watchDirs(ctx, c.defDir(config.DefConnector), c.defDir(config.DefGroup))
+	return WatchDirs(ctx, s.etcd, s.keys.DefDir(config.DefConnector), s.keys.DefDir(config.DefGroup))
 }

@@ -1,4 +1,4 @@
-package cluster
+package store
 
 import (
 	"context"
@@ -20,8 +20,9 @@ import (
 // package validates), which keeps this package free of the TOML model.
 type Validator func(kind config.DefKind, name string, body []byte) (assign.Connector, error)
 
-// storedDef is the JSON value of a connectors/<name> or groups/<name> key.
-type storedDef struct {
+// DefRecord is the stored (JSON) value of a connectors/<name> or
+// groups/<name> key.
+type DefRecord struct {
 	Body      string            `json:"body"`                // the TOML text, verbatim
 	Connector *assign.Connector `json:"connector,omitempty"` // connectors only
 	// Files lists the agents (member IDs, sorted) whose own file holds the
@@ -30,49 +31,47 @@ type storedDef struct {
 	Files []string `json:"files,omitempty"`
 }
 
-// PutConnector validates body with Config.Validate and stores it as
+// PutConnector validates body with the store's Validator and stores it as
 // connector name, replacing any previous definition; the leader recomputes
 // the assignment. The definition is then the operator's (`berth apply`):
 // no agent deletes it when it leaves the agent's file (its Files are
 // cleared; see PutFileDef). It returns ErrNoValidator without a validator,
 // the validator's error (wrapped) when it refuses, an error when the
 // validator returns a connector of another name, or a store error.
-func (c *Client) PutConnector(ctx context.Context, name string, body []byte) error {
-	return c.putDef(ctx, config.DefConnector, name, body)
+func (s *Store) PutConnector(ctx context.Context, name string, body []byte) error {
+	return s.putDef(ctx, config.DefConnector, name, body)
 }
 
-// PutGroup validates body with Config.Validate and stores it as sharing
+// PutGroup validates body with the store's Validator and stores it as sharing
 // group name. Errors as PutConnector.
-func (c *Client) PutGroup(ctx context.Context, name string, body []byte) error {
-	return c.putDef(ctx, config.DefGroup, name, body)
+func (s *Store) PutGroup(ctx context.Context, name string, body []byte) error {
+	return s.putDef(ctx, config.DefGroup, name, body)
 }
 
 // DeleteConnector removes connector name, with its target state and
 // pending restart requests, in one transaction. It returns ErrNotFound
 // (wrapped) when there is none, or a store error.
-func (c *Client) DeleteConnector(ctx context.Context, name string) error {
-	return c.deleteDef(ctx, config.DefConnector, name)
+func (s *Store) DeleteConnector(ctx context.Context, name string) error {
+	return s.deleteDef(ctx, config.DefConnector, name)
 }
 
 // DeleteGroup removes sharing group name. Errors as DeleteConnector.
-func (c *Client) DeleteGroup(ctx context.Context, name string) error {
-	return c.deleteDef(ctx, config.DefGroup, name)
+func (s *Store) DeleteGroup(ctx context.Context, name string) error {
+	return s.deleteDef(ctx, config.DefGroup, name)
 }
 
 // Connectors returns every stored connector's TOML body by name, read page
 // by page at one revision: the whole workload, for tools (`berth
 // connectors`, `berth apply`); an agent reads the definitions of its own
 // jobs (Definitions).
-func (c *Client) Connectors(ctx context.Context) (map[string][]byte, error) {
-	return c.bodies(ctx, config.DefConnector)
+func (s *Store) Connectors(ctx context.Context) (map[string][]byte, error) {
+	return s.bodies(ctx, config.DefConnector)
 }
 
 // Groups returns every stored sharing group's TOML body by name.
-func (c *Client) Groups(ctx context.Context) (map[string][]byte, error) {
-	return c.bodies(ctx, config.DefGroup)
+func (s *Store) Groups(ctx context.Context) (map[string][]byte, error) {
+	return s.bodies(ctx, config.DefGroup)
 }
-
-func (c *Client) defDir(kind config.DefKind) string { return c.key(string(kind) + "s/") }
 
 // Definitions returns the TOML bodies of the named connectors and of the
 // sharing groups those connectors name, read by key (MaxTxnOps keys per
@@ -82,38 +81,38 @@ func (c *Client) defDir(kind config.DefKind) string { return c.key(string(kind) 
 // share derived from the single-key layout) are left out. It returns an
 // error when a name is not a valid key segment, the store fails, or a
 // stored definition is not valid JSON.
-func (c *Client) Definitions(ctx context.Context, connectors []string) (conns, groups map[string][]byte, err error) {
+func (s *Store) Definitions(ctx context.Context, connectors []string) (conns, groups map[string][]byte, err error) {
 	keys := make([]string, 0, len(connectors))
 	for _, n := range connectors {
-		if err := checkName("connector name", n); err != nil {
+		if err := CheckName("connector name", n); err != nil {
 			return nil, nil, err
 		}
-		keys = append(keys, c.defDir(config.DefConnector)+n)
+		keys = append(keys, s.keys.DefDir(config.DefConnector)+n)
 	}
 	conns, groups = map[string][]byte{}, map[string][]byte{}
 	var want []string
 	seen := map[string]bool{}
 	var bad error
-	err = c.getKeys(ctx, keys, func(kv *mvccpb.KeyValue) {
-		var d storedDef
+	err = GetKeys(ctx, s.etcd, s.maxTxnOps, keys, func(kv *mvccpb.KeyValue) {
+		var d DefRecord
 		if err := json.Unmarshal(kv.Value, &d); err != nil {
 			bad = fmt.Errorf("decode %s: %w", kv.Key, err)
 			return
 		}
-		conns[strings.TrimPrefix(string(kv.Key), c.defDir(config.DefConnector))] = []byte(d.Body)
+		conns[strings.TrimPrefix(string(kv.Key), s.keys.DefDir(config.DefConnector))] = []byte(d.Body)
 		if d.Connector != nil && d.Connector.Group != "" && !seen[d.Connector.Group] {
 			seen[d.Connector.Group] = true
-			want = append(want, c.defDir(config.DefGroup)+d.Connector.Group)
+			want = append(want, s.keys.DefDir(config.DefGroup)+d.Connector.Group)
 		}
 	})
 	if err == nil && bad == nil {
-		err = c.getKeys(ctx, want, func(kv *mvccpb.KeyValue) {
-			var d storedDef
+		err = GetKeys(ctx, s.etcd, s.maxTxnOps, want, func(kv *mvccpb.KeyValue) {
+			var d DefRecord
 			if err := json.Unmarshal(kv.Value, &d); err != nil {
 				bad = fmt.Errorf("decode %s: %w", kv.Key, err)
 				return
 			}
-			groups[strings.TrimPrefix(string(kv.Key), c.defDir(config.DefGroup))] = []byte(d.Body)
+			groups[strings.TrimPrefix(string(kv.Key), s.keys.DefDir(config.DefGroup))] = []byte(d.Body)
 		})
 	}
 	if err == nil {
@@ -127,32 +126,32 @@ func (c *Client) Definitions(ctx context.Context, connectors []string) (conns, g
 
 // validDef validates body as definition kind/name and returns it as it is
 // stored (without Files). Errors as PutConnector.
-func (c *Client) validDef(kind config.DefKind, name string, body []byte) (storedDef, error) {
-	if err := checkName(string(kind)+" name", name); err != nil {
-		return storedDef{}, err
+func (s *Store) validDef(kind config.DefKind, name string, body []byte) (DefRecord, error) {
+	if err := CheckName(string(kind)+" name", name); err != nil {
+		return DefRecord{}, err
 	}
-	if c.cfg.Validate == nil {
-		return storedDef{}, fmt.Errorf("store %s %s: %w", kind, name, ErrNoValidator)
+	if s.validate == nil {
+		return DefRecord{}, fmt.Errorf("store %s %s: %w", kind, name, ErrNoValidator)
 	}
-	conn, err := c.cfg.Validate(kind, name, body)
+	conn, err := s.validate(kind, name, body)
 	if err != nil {
-		return storedDef{}, fmt.Errorf("refuse %s %s: %w", kind, name, err)
+		return DefRecord{}, fmt.Errorf("refuse %s %s: %w", kind, name, err)
 	}
-	def := storedDef{Body: string(body)}
+	def := DefRecord{Body: string(body)}
 	if kind == config.DefConnector {
 		if conn.Name == "" {
 			conn.Name = name
 		}
 		if conn.Name != name {
-			return storedDef{}, fmt.Errorf("refuse connector %s: validator returned connector %q", name, conn.Name)
+			return DefRecord{}, fmt.Errorf("refuse connector %s: validator returned connector %q", name, conn.Name)
 		}
 		def.Connector = &conn
 	}
 	return def, nil
 }
 
-func (c *Client) putDef(ctx context.Context, kind config.DefKind, name string, body []byte) error {
-	def, err := c.validDef(kind, name, body)
+func (s *Store) putDef(ctx context.Context, kind config.DefKind, name string, body []byte) error {
+	def, err := s.validDef(kind, name, body)
 	if err != nil {
 		return err
 	}
@@ -160,24 +159,24 @@ func (c *Client) putDef(ctx context.Context, kind config.DefKind, name string, b
 	if err != nil {
 		return fmt.Errorf("encode %s %s: %w", kind, name, err)
 	}
-	key := c.defDir(kind) + name
-	if _, err := c.etcd.Put(ctx, key, string(v)); err != nil {
+	key := s.keys.DefDir(kind) + name
+	if _, err := s.etcd.Put(ctx, key, string(v)); err != nil {
 		return fmt.Errorf("store %s %s at %s: %w", kind, name, key, err)
 	}
 	return nil
 }
 
-func (c *Client) deleteDef(ctx context.Context, kind config.DefKind, name string) error {
-	if err := checkName(string(kind)+" name", name); err != nil {
+func (s *Store) deleteDef(ctx context.Context, kind config.DefKind, name string) error {
+	if err := CheckName(string(kind)+" name", name); err != nil {
 		return err
 	}
-	key := c.defDir(kind) + name
+	key := s.keys.DefDir(kind) + name
 	ops := []clientv3.Op{clientv3.OpDelete(key)}
 	if kind == config.DefConnector {
 		// A connector's target state and pending restarts go with it.
-		ops = append(ops, clientv3.OpDelete(c.targetKey(name)), clientv3.OpDelete(c.restartsDir(name), clientv3.WithPrefix()))
+		ops = append(ops, clientv3.OpDelete(s.keys.Target(name)), clientv3.OpDelete(s.keys.RestartsDir(name), clientv3.WithPrefix()))
 	}
-	resp, err := c.etcd.Txn(ctx).Then(ops...).Commit()
+	resp, err := s.etcd.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("delete %s %s at %s: %w", kind, name, key, err)
 	}
@@ -187,11 +186,11 @@ func (c *Client) deleteDef(ctx context.Context, kind config.DefKind, name string
 	return nil
 }
 
-func (c *Client) bodies(ctx context.Context, kind config.DefKind) (map[string][]byte, error) {
-	dir := c.defDir(kind)
+func (s *Store) bodies(ctx context.Context, kind config.DefKind) (map[string][]byte, error) {
+	dir := s.keys.DefDir(kind)
 	out := map[string][]byte{}
-	_, err := c.rangePrefix(ctx, dir, 0, func(kv *mvccpb.KeyValue) error {
-		var d storedDef
+	_, err := RangePrefix(ctx, s.etcd, dir, 0, func(kv *mvccpb.KeyValue) error {
+		var d DefRecord
 		if err := json.Unmarshal(kv.Value, &d); err != nil {
 			return fmt.Errorf("decode %s: %w", kv.Key, err)
 		}

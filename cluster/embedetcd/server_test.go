@@ -1,4 +1,4 @@
-package cluster
+package embedetcd
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 )
 
 // fatalChildEnv makes the test binary the child of
-// TestEmbeddedFatalOnFullDataDir: it starts an embedded etcd on the data
+// TestFatalOnFullDataDir: it starts an embedded etcd on the data
 // directory the variable names.
 const fatalChildEnv = "BERTH_TEST_EMBEDDED_FATAL_DIR"
 
@@ -21,10 +21,10 @@ const fatalChildEnv = "BERTH_TEST_EMBEDDED_FATAL_DIR"
 // store cannot go on, onFatal is told why ("failed to create WAL: no space
 // left on device") and the process exits 1 — instead of a panic with a
 // stack trace. Run in a child process, since it ends the process.
-func TestEmbeddedFatalOnFullDataDir(t *testing.T) {
+func TestFatalOnFullDataDir(t *testing.T) {
 	if dir := os.Getenv(fatalChildEnv); dir != "" {
-		_, err := StartEmbeddedWithFatal(dir, func(err error) { fmt.Printf("onFatal: %v\n", err) })
-		fmt.Printf("StartEmbeddedWithFatal returned: %v\n", err)
+		_, err := StartWithFatal(dir, func(err error) { fmt.Printf("onFatal: %v\n", err) })
+		fmt.Printf("StartWithFatal returned: %v\n", err)
 		os.Exit(0)
 	}
 	if os.Geteuid() != 0 {
@@ -35,7 +35,7 @@ func TestEmbeddedFatalOnFullDataDir(t *testing.T) {
 		t.Skipf("mount tmpfs: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	cmd := exec.Command(os.Args[0], "-test.run=^TestEmbeddedFatalOnFullDataDir$")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFatalOnFullDataDir$")
 	cmd.Env = append(os.Environ(), fatalChildEnv+"="+dir)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -47,7 +47,7 @@ func TestEmbeddedFatalOnFullDataDir(t *testing.T) {
 	if !strings.Contains(out.String(), "onFatal: failed to create WAL: no space left on device") {
 		t.Errorf("onFatal was not told why:\n%s", out.String())
 	}
-	if strings.Contains(out.String(), "StartEmbeddedWithFatal returned") || strings.Contains(out.String(), "goroutine ") {
+	if strings.Contains(out.String(), "StartWithFatal returned") || strings.Contains(out.String(), "goroutine ") {
 		t.Errorf("the process went on past the store's failure or panicked:\n%s", out.String())
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package store
 
 import (
 	"context"
@@ -22,9 +22,10 @@ type MemberRecord struct {
 	Tasks      []string        `json:"tasks"`      // declared static.tasks
 	Addr       string          `json:"addr"`       // the agent's API address, host:port (https://host:port with TLS)
 	Started    time.Time       `json:"started"`    // when this session joined (UTC)
-	// Layout is the store layout the agent reads (Layout: 2, per-member
-	// shares); 0 for an agent of the single-key layout, for which the
-	// leader also writes <prefix>/assignment (doc.go, "Upgrade").
+	// Layout is the store layout the agent reads (cluster.Layout: 2,
+	// per-member shares); 0 for an agent of the single-key layout, for
+	// which the leader also writes <prefix>/assignment (package cluster,
+	// "Upgrade").
 	Layout int   `json:"layout,omitempty"`
 	Lease  int64 `json:"-"` // the etcd lease ID the record is bound to
 }
@@ -38,11 +39,11 @@ func (r MemberRecord) Member() assign.Member {
 // page at one revision (about 200 bytes per member: for views and tools;
 // MembersOf reads a few by ID). It returns an error when the store cannot
 // be read or a record is not valid JSON.
-func (c *Client) Members(ctx context.Context) ([]MemberRecord, error) {
-	dir := c.key("members/")
+func (s *Store) Members(ctx context.Context) ([]MemberRecord, error) {
+	dir := s.keys.MembersDir()
 	var out []MemberRecord
-	_, err := c.rangePrefix(ctx, dir, 0, func(kv *mvccpb.KeyValue) error {
-		r, err := decodeMember(kv.Value, kv.Lease)
+	_, err := RangePrefix(ctx, s.etcd, dir, 0, func(kv *mvccpb.KeyValue) error {
+		r, err := DecodeMember(kv.Value, kv.Lease)
 		if err != nil {
 			return fmt.Errorf("member record %s: %w", kv.Key, err)
 		}
@@ -64,18 +65,18 @@ func (c *Client) Members(ctx context.Context) ([]MemberRecord, error) {
 // transaction: e.g. the addresses of the agents that run some connector's
 // tasks. It returns an error when an ID is not a valid key segment, the
 // store fails, or a record is not valid JSON.
-func (c *Client) MembersOf(ctx context.Context, ids []string) (map[string]MemberRecord, error) {
+func (s *Store) MembersOf(ctx context.Context, ids []string) (map[string]MemberRecord, error) {
 	keys := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if err := checkName("member ID", id); err != nil {
+		if err := CheckName("member ID", id); err != nil {
 			return nil, err
 		}
-		keys = append(keys, c.key("members", id))
+		keys = append(keys, s.keys.Member(id))
 	}
 	out := map[string]MemberRecord{}
 	var bad error
-	err := c.getKeys(ctx, keys, func(kv *mvccpb.KeyValue) {
-		r, err := decodeMember(kv.Value, kv.Lease)
+	err := GetKeys(ctx, s.etcd, s.maxTxnOps, keys, func(kv *mvccpb.KeyValue) {
+		r, err := DecodeMember(kv.Value, kv.Lease)
 		if err != nil {
 			bad = fmt.Errorf("member record %s: %w", kv.Key, err)
 			return
@@ -91,7 +92,10 @@ func (c *Client) MembersOf(ctx context.Context, ids []string) (map[string]Member
 	return out, nil
 }
 
-func decodeMember(b []byte, lease int64) (MemberRecord, error) {
+// DecodeMember decodes a stored member record; lease is the etcd lease
+// the key is bound to (the key's Lease). It returns an error when b is not
+// valid JSON.
+func DecodeMember(b []byte, lease int64) (MemberRecord, error) {
 	var r MemberRecord
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r, fmt.Errorf("decode member record: %w", err)
@@ -109,13 +113,13 @@ func decodeMember(b []byte, lease int64) (MemberRecord, error) {
 // TTL plus the store's election timeout after the new leader's first
 // commit (etcd's lessor Promote), not the TTL after the old session's last
 // renewal.
-func (c *Client) WaitMemberGone(ctx context.Context, id string) error {
-	if err := checkName("member ID", id); err != nil {
+func (s *Store) WaitMemberGone(ctx context.Context, id string) error {
+	if err := CheckName("member ID", id); err != nil {
 		return err
 	}
-	key := c.key("members", id)
+	key := s.keys.Member(id)
 	for {
-		resp, err := c.etcd.Get(ctx, key)
+		resp, err := s.etcd.Get(ctx, key)
 		if err != nil {
 			return fmt.Errorf("wait for member %s to be gone: %w", id, err)
 		}
@@ -123,7 +127,7 @@ func (c *Client) WaitMemberGone(ctx context.Context, id string) error {
 			return nil
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := c.etcd.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1))
+		wch := s.etcd.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1))
 		gone := false
 		for wr := range wch {
 			if wr.Err() != nil {

@@ -1,4 +1,4 @@
-package cluster
+package store
 
 import (
 	"context"
@@ -14,24 +14,24 @@ import (
 // snapshot whatever its size and no single response holds the whole
 // directory.
 const (
-	pageBytes       = 512 * 1024      // aim of one page's size, bytes
-	leaderPageBytes = 2 * 1024 * 1024 // … for a new leader's read of the whole state
+	PageBytes       = 512 * 1024      // aim of one page's size, bytes
+	LeaderPageBytes = 2 * 1024 * 1024 // … for a new leader's read of the whole state
 	pageKeysMin     = 16              // fewest keys asked for per page
-	pageKeysMax     = 5000            // most keys asked for per page
+	PageKeysMax     = 5000            // most keys asked for per page
 	pageKeysInit    = 256             // keys asked for in the first page
 )
 
-// rangePrefix calls fn for every key under prefix, in key order, read at
+// RangePrefix calls fn for every key under prefix, in key order, read at
 // revision rev (0: the current revision), and returns the revision it read
-// at. Pages adapt their key count so a page is about pageBytes. It returns
+// at. Pages adapt their key count so a page is about PageBytes. It returns
 // fn's error, or a store error naming prefix; when rev has been compacted
 // the error wraps rpctypes.ErrCompacted.
-func (c *Client) rangePrefix(ctx context.Context, prefix string, rev int64, fn func(*mvccpb.KeyValue) error) (int64, error) {
-	return c.rangePages(ctx, prefix, rev, pageBytes, fn)
+func RangePrefix(ctx context.Context, etcd clientv3.KV, prefix string, rev int64, fn func(*mvccpb.KeyValue) error) (int64, error) {
+	return RangePages(ctx, etcd, prefix, rev, PageBytes, fn)
 }
 
-// rangePages is rangePrefix with pages of about aim bytes.
-func (c *Client) rangePages(ctx context.Context, prefix string, rev int64, aim int, fn func(*mvccpb.KeyValue) error) (int64, error) {
+// RangePages is RangePrefix with pages of about aim bytes.
+func RangePages(ctx context.Context, etcd clientv3.KV, prefix string, rev int64, aim int, fn func(*mvccpb.KeyValue) error) (int64, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	from := prefix
 	limit := int64(pageKeysInit)
@@ -40,7 +40,7 @@ func (c *Client) rangePages(ctx context.Context, prefix string, rev int64, aim i
 		if rev > 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := c.etcd.Get(ctx, from, opts...)
+		resp, err := etcd.Get(ctx, from, opts...)
 		if err != nil {
 			return 0, fmt.Errorf("read %s (revision %d): %w", prefix, rev, err)
 		}
@@ -59,22 +59,22 @@ func (c *Client) rangePages(ctx context.Context, prefix string, rev int64, aim i
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		if size > 0 {
-			limit = min(max(int64(aim)*int64(len(resp.Kvs))/int64(size), pageKeysMin), pageKeysMax)
+			limit = min(max(int64(aim)*int64(len(resp.Kvs))/int64(size), pageKeysMin), PageKeysMax)
 		}
 	}
 }
 
-// getKeys reads the given keys (any number), MaxTxnOps reads per
+// GetKeys reads the given keys (any number), maxTxnOps reads per
 // transaction, and calls fn for each that exists. Different transactions
 // may read at different revisions.
-func (c *Client) getKeys(ctx context.Context, keys []string, fn func(*mvccpb.KeyValue)) error {
-	for start := 0; start < len(keys); start += c.cfg.MaxTxnOps {
-		part := keys[start:min(start+c.cfg.MaxTxnOps, len(keys))]
+func GetKeys(ctx context.Context, etcd clientv3.KV, maxTxnOps int, keys []string, fn func(*mvccpb.KeyValue)) error {
+	for start := 0; start < len(keys); start += maxTxnOps {
+		part := keys[start:min(start+maxTxnOps, len(keys))]
 		ops := make([]clientv3.Op, len(part))
 		for i, k := range part {
 			ops[i] = clientv3.OpGet(k)
 		}
-		resp, err := c.etcd.Txn(ctx).Then(ops...).Commit()
+		resp, err := etcd.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return fmt.Errorf("read %d keys (%s …): %w", len(part), part[0], err)
 		}

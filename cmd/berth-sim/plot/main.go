@@ -3,7 +3,7 @@
 // (`make bench-cluster`), as a PNG, with the anchor (bare etcd clients'
 // joins and puts, measured in the same run) beneath it.
 //
-//	go run ./cluster/sim/plot -in bin/bench-cluster.jsonl -out cluster/sim/coldstart.png
+//	go run ./cmd/berth-sim/plot -in bin/bench-cluster.jsonl -out docs/coldstart.png
 package main
 
 import (
