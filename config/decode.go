@@ -340,6 +340,26 @@ func (t *table) oneOf(k, what, def string) string {
 	return def
 }
 
+// signal reads the stop signal k (ParseSignal), with def when it is absent
+// or wrong; a wrong one is a problem listing the reference's Values.
+func (t *table) signal(k string, def Signal) Signal {
+	v, ok := t.m[k]
+	if !ok {
+		t.get(k)
+		return def
+	}
+	s := t.str(k, "")
+	if _, isStr := v.(string); !isStr {
+		return def
+	}
+	sig, ok := ParseSignal(s)
+	if !ok {
+		t.d.errs.add(t.key(k), "%q is not a stop signal (allowed: %s), each with or without its SIG prefix", s, strings.Join(t.ref(k).Values, ", "))
+		return def
+	}
+	return sig
+}
+
 // inRange reads the integer k and checks it against the reference's Range
 // for k; ok is false when k is absent or wrong.
 func (t *table) inRange(k string) (n int64, ok bool) {
@@ -621,6 +641,8 @@ func (d *decoder) process(t *table) *Process {
 	}
 	p.Restart = Restart(t.oneOf("restart", "a restart policy", string(DefaultRestart)))
 	p.StopTimeout = t.duration("stop_timeout", 0)
+	p.KillMode = KillMode(t.oneOf("kill_mode", "a kill mode", ""))
+	p.KillSignal = t.signal("kill_signal", "")
 	p.Limits = d.limitsTable(t.sub("limits"))
 	for _, pp := range d.host.checkProcess(p, processEnv(p)) {
 		if pp.key == "working_directory" {

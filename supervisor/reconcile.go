@@ -93,7 +93,7 @@ func (a *Agent) reconcile(ctx context.Context, retryFailed bool) {
 
 	defs := map[string]config.Job{}
 	if desired.Workload != nil {
-		for _, j := range desired.Workload.Jobs(cfg.Agent.StopTimeout) {
+		for _, j := range desired.Workload.JobsWithDefaults(cfg.Agent.ProcessDefaults()) {
 			defs[j.ID] = j
 		}
 	}
@@ -273,10 +273,11 @@ func sameDefinition(old, new config.Job) bool { return reflect.DeepEqual(old, ne
 // controller (v1 pids.max, blkio throttles, cpuset), so the job's cgroup is
 // made anew.
 //
-// The restart policy and the stop timeout do not touch the running
-// process either: they are handed to its worker (worker.Retune) and take
-// effect at its next exit or stop, as systemd applies Restart= and
-// TimeoutStopSec= on daemon-reload. Everything else of the process
+// The restart policy, the stop timeout, the kill mode and the stop signal
+// do not touch the running process either: they are handed to its worker
+// (worker.Retune) and take effect at its next exit or stop, as systemd
+// applies Restart=, TimeoutStopSec=, KillMode= and KillSignal= on
+// daemon-reload. Everything else of the process
 // (command, environment, env_file, user, working directory) needs a new
 // one.
 func needsRestart(old, new config.Job) bool {
@@ -284,6 +285,7 @@ func needsRestart(old, new config.Job) bool {
 	o.Limits, n.Limits = limits.Limits{}, limits.Limits{}
 	o.Restart, n.Restart = "", ""
 	o.StopTimeout, n.StopTimeout = 0, 0
+	o.KillMode, n.KillMode, o.KillSignal, n.KillSignal = "", "", "", ""
 	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limits.Removed(old.Process.Limits, new.Process.Limits)
 }
 
@@ -610,6 +612,8 @@ func (a *Agent) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group, cg
 		User:        j.Process.User,
 		Restart:     j.Process.Restart,
 		StopTimeout: stop,
+		KillMode:    j.Process.KillMode,
+		KillSignal:  j.Process.KillSignal.Number(),
 		Group:       g,
 		Log:         out,
 		OnChange:    a.logTransitions(j.ID),
@@ -667,11 +671,12 @@ func (a *Agent) logTransitions(id string) func(worker.Status) {
 // at each reconcile, and with backoff meanwhile, until the kernel accepts
 // them (the job's usage fell) or a later definition changes them.
 func (a *Agent) updateJob(cur *job, nj config.Job) {
-	if cur.w != nil && (cur.spec.Process.Restart != nj.Process.Restart || cur.spec.Process.StopTimeout != nj.Process.StopTimeout) {
-		cur.w.Retune(nj.Process.Restart, nj.Process.StopTimeout)
+	if op, np := cur.spec.Process, nj.Process; cur.w != nil && (op.Restart != np.Restart || op.StopTimeout != np.StopTimeout ||
+		op.KillMode != np.KillMode || op.KillSignal != np.KillSignal) {
+		cur.w.Retune(np.Restart, np.StopTimeout, np.KillMode, np.KillSignal.Number())
 		var o, n config.Job
-		o.Process.Restart, o.Process.StopTimeout = cur.spec.Process.Restart, cur.spec.Process.StopTimeout
-		n.Process.Restart, n.Process.StopTimeout = nj.Process.Restart, nj.Process.StopTimeout
+		o.Process.Restart, o.Process.StopTimeout, o.Process.KillMode, o.Process.KillSignal = op.Restart, op.StopTimeout, op.KillMode, op.KillSignal
+		n.Process.Restart, n.Process.StopTimeout, n.Process.KillMode, n.Process.KillSignal = np.Restart, np.StopTimeout, np.KillMode, np.KillSignal
 		a.log.Info("job restart policy and stop timeout updated in place; they apply at its next exit or stop",
 			"job_id", nj.ID, "changes", changeList(config.DiffJobs(o, n)))
 	}
