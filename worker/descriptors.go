@@ -50,27 +50,31 @@ type InheritedDescriptor struct {
 // /proc/self/fd listed them (nil when /proc is not mounted), so the caller
 // can log them.
 //
-// Errors: close_range is missing and /proc/self/fd cannot be read, or a
-// descriptor's flags cannot be set.
+// Errors: close_range fails (missing, refused) and /proc/self/fd cannot
+// be read, or a descriptor's flags cannot be set.
 func SealInheritedDescriptors() ([]InheritedDescriptor, error) {
 	open, listErr := inheritable()
 	err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 	if err == nil {
 		return open, nil
 	}
-	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
-		return open, fmt.Errorf("mark inherited descriptors close-on-exec: close_range: %w", err)
-	}
-	// Before Linux 5.11 (EINVAL: the flag is unknown) or 5.9 (ENOSYS).
+	// Before Linux 5.11 (EINVAL: the flag is unknown) or 5.9 (ENOSYS), or
+	// refused by a seccomp filter that predates close_range (EPERM): one
+	// descriptor at a time.
 	if listErr != nil {
 		return nil, fmt.Errorf("mark inherited descriptors close-on-exec: close_range: %w; %w", err, listErr)
 	}
-	for _, d := range open {
+	return open, sealEach(open)
+}
+
+// sealEach sets FD_CLOEXEC on each of ds; one closed meanwhile is skipped.
+func sealEach(ds []InheritedDescriptor) error {
+	for _, d := range ds {
 		if _, err := unix.FcntlInt(uintptr(d.FD), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
-			return open, fmt.Errorf("mark descriptor %d (%s) close-on-exec: %w", d.FD, d.Target, err)
+			return fmt.Errorf("mark descriptor %d (%s) close-on-exec: %w", d.FD, d.Target, err)
 		}
 	}
-	return open, nil
+	return nil
 }
 
 // inheritable lists the descriptors above 2 without FD_CLOEXEC, from

@@ -51,3 +51,30 @@ func TestSealedDescriptorsDoNotReachJobs(t *testing.T) {
 		t.Errorf("job holds descriptors %v, want [0 1 2]", got)
 	}
 }
+
+// Where close_range cannot be used (before Linux 5.11, or refused by a
+// seccomp filter), each descriptor /proc/self/fd lists is sealed on its
+// own.
+func TestSealEachDescriptor(t *testing.T) {
+	fd, err := unix.Open(filepath.Join(t.TempDir(), "f"), unix.O_WRONLY|unix.O_CREAT, 0o600) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	open, err := inheritable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(open, func(d InheritedDescriptor) bool { return d.FD == fd }) {
+		t.Fatalf("inheritable() = %+v, want fd %d listed", open, fd)
+	}
+	if err := sealEach(open); err != nil {
+		t.Fatal(err)
+	}
+	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+		t.Errorf("fd %d flags %#x (%v), want FD_CLOEXEC", fd, flags, err)
+	}
+	if left, err := inheritable(); err != nil || len(left) != 0 {
+		t.Errorf("after sealEach: %+v, %v; want nothing left", left, err)
+	}
+}
