@@ -50,6 +50,12 @@ type Agent struct {
 	// StopTimeout is the grace between SIGTERM and killing a job's cgroup,
 	// used when the job's process does not set its own.
 	StopTimeout time.Duration
+	// KillMode is which processes of a job a stop signals (KillMode), used
+	// when the job's process does not set its own.
+	KillMode KillMode
+	// KillSignal is the signal a stop sends (kill_signal), used when the
+	// job's process does not set its own.
+	KillSignal Signal
 	// WebConfigFile is the absolute path of the web configuration file of
 	// the listener (TLS, client certificates, basic auth), in the format of
 	// the Prometheus exporter-toolkit that node_exporter's

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -341,6 +342,26 @@ func (t *table) oneOf(k, what, def string) string {
 	return def
 }
 
+// signal reads the stop signal k (ParseSignal), with def when it is absent
+// or wrong; a wrong one is a problem listing the reference's Values.
+func (t *table) signal(k string, def Signal) Signal {
+	v, ok := t.m[k]
+	if !ok {
+		t.get(k)
+		return def
+	}
+	s := t.str(k, "")
+	if _, isStr := v.(string); !isStr {
+		return def
+	}
+	sig, ok := spec.ParseSignal(s)
+	if !ok {
+		t.d.errs.add(t.key(k), "%q is not a stop signal (allowed: %s), each with or without its SIG prefix", s, strings.Join(t.ref(k).Values, ", "))
+		return def
+	}
+	return sig
+}
+
 // inRange reads the integer k and checks it against the reference's Range
 // for k; ok is false when k is absent or wrong.
 func (t *table) inRange(k string) (n int64, ok bool) {
@@ -551,7 +572,9 @@ func (d *decoder) process(t *table) *Process {
 			d.errs.add(t.key("command")+"[0]", "program must not be an empty string")
 		}
 		for i, arg := range p.Command {
-			if _, err := spec.Expand(arg, nil); err != nil {
+			if strings.ContainsRune(arg, 0) {
+				d.errs.add(fmt.Sprintf("%s[%d]", t.key("command"), i), "%s", nulMsg)
+			} else if _, err := spec.Expand(arg, nil); err != nil {
 				d.errs.add(fmt.Sprintf("%s[%d]", t.key("command"), i), "%v", err)
 			}
 		}
@@ -566,12 +589,14 @@ func (d *decoder) process(t *table) *Process {
 		for _, k := range names {
 			v := env.str(k, "")
 			switch {
-			case k == "" || strings.ContainsAny(k, "=\x00"):
-				d.errs.add(env.key(strconv.Quote(k)), "is not a valid environment variable name")
+			case strings.ContainsRune(k, 0):
+				d.errs.addQuoted(env.path, k, "name %s", nulMsg)
+			case k == "" || strings.Contains(k, "="):
+				d.errs.addQuoted(env.path, k, "is not a valid environment variable name")
 			case spec.ReservedEnv(k):
 				d.errs.add(env.key(k), "is set by berth for every job and cannot be overridden")
 			case strings.ContainsRune(v, 0):
-				d.errs.add(env.key(k), "value must not contain a NUL byte")
+				d.errs.add(env.key(k), "value %s", nulMsg)
 			default:
 				p.Env[k] = v
 			}
@@ -580,7 +605,9 @@ func (d *decoder) process(t *table) *Process {
 	}
 	if _, ok := t.m["env_file"]; ok {
 		p.EnvFile = t.str("env_file", "")
-		if !strings.HasPrefix(p.EnvFile, "/") {
+		if strings.ContainsRune(p.EnvFile, 0) {
+			d.errs.add(t.key("env_file"), "%s", nulMsg)
+		} else if !strings.HasPrefix(p.EnvFile, "/") {
 			d.errs.add(t.key("env_file"), "must be an absolute path, not %q", p.EnvFile)
 		}
 	}
@@ -608,12 +635,16 @@ func (d *decoder) process(t *table) *Process {
 	}
 	if dirKey != "" {
 		p.Dir = t.str(dirKey, "")
-		if _, isStr := t.m[dirKey].(string); isStr && !strings.HasPrefix(p.Dir, "/") {
+		if strings.ContainsRune(p.Dir, 0) {
+			d.errs.add(t.key(dirKey), "%s", nulMsg)
+		} else if _, isStr := t.m[dirKey].(string); isStr && !strings.HasPrefix(p.Dir, "/") {
 			d.errs.add(t.key(dirKey), "must be an absolute path, not %q", p.Dir)
 		}
 	}
 	p.Restart = Restart(t.oneOf("restart", "a restart policy", string(DefaultRestart)))
 	p.StopTimeout = t.duration("stop_timeout", 0)
+	p.KillMode = KillMode(t.oneOf("kill_mode", "a kill mode", ""))
+	p.KillSignal = t.signal("kill_signal", "")
 	p.Limits = d.limitsTable(t.sub("limits"))
 	for _, pp := range d.host.CheckProcess(p, host.ProcessEnv(p)) {
 		if pp.Key == "working_directory" {
@@ -624,6 +655,11 @@ func (d *decoder) process(t *table) *Process {
 	}
 	return p
 }
+
+// nulMsg is the problem of a string that exec(2) cannot carry: arguments,
+// environment entries and paths reach the kernel as C strings, which end at
+// the first NUL byte.
+const nulMsg = "must not contain a NUL byte (exec(2) and the kernel's paths take C strings, which end at the first NUL)"
 
 // suggestArgv says how to write a command given as one string: split on
 // blanks into argv, or, when the string needs a shell (quotes, pipes,
@@ -645,6 +681,9 @@ func suggestArgv(s string) string {
 
 // checkUser checks the syntax of "user" or "user:group".
 func checkUser(s string) error {
+	if strings.ContainsRune(s, 0) {
+		return errors.New(nulMsg)
+	}
 	parts := strings.Split(s, ":")
 	if len(parts) > 2 {
 		return fmt.Errorf("%q must be \"user\" or \"user:group\"", s)

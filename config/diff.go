@@ -160,7 +160,8 @@ func flattenTop(c *Config, m map[string]string) {
 		"agent.log_max_size": strconv.FormatInt(ag.LogMaxSize, 10), "agent.log_max_files": strconv.Itoa(ag.LogMaxFiles),
 		"agent.log_sink": ag.LogSink, "agent.listen": ag.Listen, "agent.cgroup_root": ag.CgroupRoot,
 		"agent.stop_timeout": ag.StopTimeout.String(),
-		"static.connectors":  list(c.Static.Connectors), "static.tasks": list(c.Static.Tasks),
+		"agent.kill_mode":    string(ag.KillMode), "agent.kill_signal": string(ag.KillSignal),
+		"static.connectors": list(c.Static.Connectors), "static.tasks": list(c.Static.Tasks),
 		"cluster.name": c.Cluster.Name, "cluster.endpoints": list(c.Cluster.Endpoints),
 		"cluster.session_ttl": c.Cluster.SessionTTL.String(), "cluster.rebalance_delay": c.Cluster.RebalanceDelay.String(),
 		"cluster.protocol": string(c.Cluster.Protocol),
@@ -193,6 +194,12 @@ func flattenProcess(prefix string, p *Process, m map[string]string) {
 	m[prefix+"restart"] = string(p.Restart)
 	if p.StopTimeout > 0 {
 		m[prefix+"stop_timeout"] = p.StopTimeout.String()
+	}
+	if p.KillMode != "" {
+		m[prefix+"kill_mode"] = string(p.KillMode)
+	}
+	if p.KillSignal != "" {
+		m[prefix+"kill_signal"] = string(p.KillSignal)
 	}
 	flattenLimits(prefix+"limits.", p.Limits, m)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 )
 
 // The reference of every key berth's files accept, declared once: the
@@ -148,6 +149,18 @@ const (
 	LogSinkJournal = "journal"
 )
 
+// killModes are kill_mode's values (systemd.kill(5) KillMode=).
+var killModes = []string{string(KillControlGroup), string(KillMixed), string(KillProcess)}
+
+// killModeDoc says what each kill mode does.
+const killModeDoc = "control-group: kill_signal to every process of the cgroup, stop_timeout of grace for all of them, then SIGKILL to what is left; " +
+	"mixed: kill_signal to the main process, then SIGKILL to every process left once it has exited or the grace is over; " +
+	"process: kill_signal to the main process only, the others left alone until they exit or the grace is over, then SIGKILL to what is left " +
+	"(systemd.kill(5) KillMode=; unlike systemd's process, nothing outlives the stop)"
+
+// signalBounds says how kill_signal may be written.
+const signalBounds = `a name with or without SIG ("TERM")`
+
 // tomlString is s as a TOML basic string literal.
 func tomlString(s string) string { return strconv.Quote(s) }
 
@@ -197,7 +210,11 @@ var sections = []Section{
 			{Name: "cgroup_root", Type: TypeString, Default: tomlString(DefaultCgroupRoot), Bounds: `"" or a relative cgroup path of names`, Example: tomlString(DefaultCgroupRoot),
 				Doc: `the agent's cgroup below each hierarchy root; "" is the cgroup systemd delegated to berth.service`},
 			{Name: "stop_timeout", Type: TypeDuration, Default: tomlString(DefaultStopTimeout.String()), Bounds: ">= 0", Example: tomlString("10s"),
-				Doc: "grace between SIGTERM and killing a job's whole cgroup, unless the job sets its own"},
+				Doc: "grace between the stop signal and killing a job's whole cgroup, unless the job sets its own"},
+			{Name: "kill_mode", Type: TypeString, Default: tomlString(string(DefaultKillMode)), Values: killModes, Example: tomlString(string(KillControlGroup)),
+				Doc: "which processes of a job a stop signals, unless the job sets its own: " + killModeDoc},
+			{Name: "kill_signal", Type: TypeString, Default: tomlString(string(DefaultKillSignal)), Values: spec.StopSignalNames(), Bounds: signalBounds, Example: tomlString("SIGTERM"),
+				Doc: "the signal a stop sends first, unless the job sets its own (systemd's KillSignal=)"},
 			{Name: "web_config_file", Type: TypeString, DefaultNote: "plain HTTP, no authentication", Bounds: "absolute path; checked when the agent starts (berth validate too)", Example: tomlString("/etc/berth/web.yml"),
 				Doc: "TLS, client certificates and basic auth on listen: a Prometheus exporter-toolkit web configuration file (node_exporter's --web.config.file)"},
 			{Name: "allowed_hosts", Type: TypeStrings, Default: "[]", Bounds: `"*", or host names, each optionally with :port (ignored)`, Example: `["berth-a.example.net"]`,
@@ -339,7 +356,11 @@ var sections = []Section{
 			{Name: "restart", Type: TypeString, Default: tomlString(string(DefaultRestart)), Values: []string{string(RestartAlways), string(RestartOnFailure), string(RestartNever)}, Example: tomlString(string(RestartOnFailure)),
 				Doc: "when an exited worker is started again, with backoff (systemd's Restart=; never is Restart=no)"},
 			{Name: "stop_timeout", Type: TypeDuration, DefaultNote: "[agent] stop_timeout", Bounds: ">= 0", Example: tomlString("10s"),
-				Doc: "grace between SIGTERM and killing the job's whole cgroup"},
+				Doc: "grace between the stop signal and killing the job's whole cgroup"},
+			{Name: "kill_mode", Type: TypeString, DefaultNote: "[agent] kill_mode", Values: killModes, Example: tomlString(string(KillMixed)),
+				Doc: "which processes of the job a stop signals: " + killModeDoc},
+			{Name: "kill_signal", Type: TypeString, DefaultNote: "[agent] kill_signal", Values: spec.StopSignalNames(), Bounds: signalBounds, Example: tomlString("SIGINT"),
+				Doc: "the signal a stop sends first (systemd's KillSignal=)"},
 			{Name: "limits", Type: TypeTable, Section: SectionLimits, Doc: "the job's resource limits"},
 		},
 	},

@@ -147,6 +147,7 @@ func (d *decoder) agent(t *table) Agent {
 		DataDir: DefaultDataDir, LogDir: DefaultLogDir, LogMaxSize: DefaultLogMaxSize,
 		LogMaxFiles: DefaultLogMaxFiles, LogSink: LogSinkFile, Listen: DefaultListen,
 		CgroupRoot: DefaultCgroupRoot, StopTimeout: DefaultStopTimeout,
+		KillMode: DefaultKillMode, KillSignal: DefaultKillSignal,
 	}
 	if t == nil {
 		t = d.open("agent", SectionAgent, map[string]any{})
@@ -202,6 +203,8 @@ func (d *decoder) agent(t *table) Agent {
 		}
 	}
 	a.StopTimeout = t.duration("stop_timeout", a.StopTimeout)
+	a.KillMode = KillMode(t.oneOf("kill_mode", "a kill mode", string(a.KillMode)))
+	a.KillSignal = t.signal("kill_signal", a.KillSignal)
 	if _, ok := t.m["web_config_file"]; ok {
 		a.WebConfigFile = t.str("web_config_file", "")
 		if !strings.HasPrefix(a.WebConfigFile, "/") {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -26,6 +27,10 @@ type Problem struct {
 	// Def names the [[connector]] or [[group]] the problem belongs to; the
 	// zero DefRef when it belongs to none (an [agent] key, a syntax error).
 	Def DefRef
+
+	// at is the key path the position is looked up by when Key shows a
+	// name quoted (a name holding a NUL byte); "" means Key.
+	at string
 }
 
 // DefRef names one workload definition and a key inside it.
@@ -88,6 +93,13 @@ func (l *problemList) add(key, format string, args ...any) {
 	l.list = append(l.list, &Problem{Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
+// addQuoted records a problem of the key name in table path, shown quoted
+// in Key (strconv.Quote: a name that holds a NUL byte or a newline) and
+// placed at the name as written.
+func (l *problemList) addQuoted(path, name, format string, args ...any) {
+	l.list = append(l.list, &Problem{Key: join(path, strconv.Quote(name)), at: join(path, name), Msg: fmt.Sprintf(format, args...)})
+}
+
 // addDef records a problem of definition (kind, name), whose block is at
 // path in the file ("connector[2]"), at rel inside it ("group").
 func (l *problemList) addDef(kind DefKind, name, path, rel, format string, args ...any) {
@@ -114,7 +126,11 @@ func (l *problemList) placed(file string, pos *positions) []*Problem {
 	for _, e := range l.list {
 		e.File = file
 		if e.Line == 0 && pos != nil {
-			e.Line, e.Col = pos.lookup(e.Key)
+			at := e.Key
+			if e.at != "" {
+				at = e.at
+			}
+			e.Line, e.Col = pos.lookup(at)
 		}
 	}
 	sort.SliceStable(l.list, func(i, j int) bool {

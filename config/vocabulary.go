@@ -16,6 +16,8 @@ type (
 	Restart     = spec.Restart
 	TargetState = spec.TargetState
 	DefKind     = spec.DefKind
+	KillMode    = spec.KillMode
+	Signal      = spec.Signal
 )
 
 // Transitional re-declarations of spec's constants (see above).
@@ -36,6 +38,11 @@ const (
 	DefaultRestart     = spec.DefaultRestart
 	MaxNameLen         = spec.MaxNameLen
 	MaxTasks           = spec.MaxTasks
+	KillControlGroup   = spec.KillControlGroup
+	KillMixed          = spec.KillMixed
+	KillProcess        = spec.KillProcess
+	DefaultKillMode    = spec.DefaultKillMode
+	DefaultKillSignal  = spec.DefaultKillSignal
 )
 
 // TaskID is spec.TaskID, for the transition (see above).

@@ -93,26 +93,29 @@ func (h *Host) CheckProcess(p *spec.Process, env []string) []ProcessProblem {
 		return nil
 	}
 	var out []ProcessProblem
-	if p.User != "" && h.LookupUser != nil {
+	// A string with a NUL byte is the decoder's problem; a lookup would
+	// only add a second, less clear one.
+	nul := func(s string) bool { return strings.ContainsRune(s, 0) }
+	if p.User != "" && h.LookupUser != nil && !nul(p.User) {
 		if err := h.LookupUser(p.User); err != nil {
 			out = append(out, ProcessProblem{"user", fmt.Sprintf("%q does not resolve on this host: %v", p.User, err)})
 		}
 	}
-	dirOK := p.Dir == "" || strings.HasPrefix(p.Dir, "/")
+	dirOK := p.Dir == "" || (strings.HasPrefix(p.Dir, "/") && !nul(p.Dir))
 	// A relative directory is reported by the decoder (it must be
 	// absolute); a stat would read it against the agent's own cwd.
-	if p.Dir != "" && h.StatDir != nil && strings.HasPrefix(p.Dir, "/") {
+	if p.Dir != "" && h.StatDir != nil && strings.HasPrefix(p.Dir, "/") && !nul(p.Dir) {
 		if err := h.StatDir(p.Dir); err != nil {
 			dirOK = false
 			out = append(out, ProcessProblem{"working_directory", fmt.Sprintf("working directory on this host: %v", err)})
 		}
 	}
-	if p.EnvFile != "" && h.CheckEnvFile != nil {
+	if p.EnvFile != "" && h.CheckEnvFile != nil && !nul(p.EnvFile) {
 		if err := h.CheckEnvFile(p.EnvFile); err != nil {
 			out = append(out, ProcessProblem{"env_file", fmt.Sprintf("on this host: %v", err)})
 		}
 	}
-	if len(p.Command) > 0 && p.Command[0] != "" && h.LookPath != nil && !strings.Contains(p.Command[0], "${") {
+	if len(p.Command) > 0 && p.Command[0] != "" && h.LookPath != nil && !strings.Contains(p.Command[0], "${") && !nul(p.Command[0]) {
 		relative := strings.Contains(p.Command[0], "/") && !strings.HasPrefix(p.Command[0], "/")
 		if dirOK || !relative {
 			if _, err := h.LookPath(p.Command[0], env, p.Dir); err != nil {

@@ -22,24 +22,49 @@ type Job struct {
 	Group string
 	// Process is the connector's run or task process with ${...}
 	// references in Command expanded for this job, Env copied, and
-	// StopTimeout set to the effective value (the process's own, else the
+	// StopTimeout, KillMode and KillSignal set to the effective values
+	// (the process's own, else the
 	// default passed to Jobs).
 	Process Process
 }
 
+// ProcessDefaults are the values of [agent] that a process inherits when
+// it does not set its own.
+type ProcessDefaults struct {
+	// StopTimeout is stop_timeout; 0 leaves a process's 0 as it is.
+	StopTimeout time.Duration
+	// KillMode is kill_mode; "" means DefaultKillMode.
+	KillMode KillMode
+	// KillSignal is kill_signal; "" means DefaultKillSignal.
+	KillSignal Signal
+}
+
 // Jobs returns every job of every connector of w, sorted by ID: the
 // connector's own job when it has a [connector.run], and tasks 0..tasks-1
-// from [connector.task]. stopTimeout is used where a process sets none.
-// The workload must have been validated (commands expand without error).
+// from [connector.task]. stopTimeout is used where a process sets none,
+// and DefaultKillMode and DefaultKillSignal likewise. The workload must
+// have been validated (commands expand without error).
 func (w *Workload) Jobs(stopTimeout time.Duration) []Job {
+	return w.JobsWithDefaults(ProcessDefaults{StopTimeout: stopTimeout})
+}
+
+// JobsWithDefaults is Jobs with every value a process inherits from
+// [agent] given in d.
+func (w *Workload) JobsWithDefaults(d ProcessDefaults) []Job {
+	if d.KillMode == "" {
+		d.KillMode = DefaultKillMode
+	}
+	if d.KillSignal == "" {
+		d.KillSignal = DefaultKillSignal
+	}
 	var jobs []Job
 	for _, c := range w.Connectors {
 		if c.Run != nil {
-			jobs = append(jobs, c.job(c.Name, -1, c.Run, stopTimeout))
+			jobs = append(jobs, c.job(c.Name, -1, c.Run, d))
 		}
 		if c.Task != nil {
 			for n := 0; n < c.Tasks; n++ {
-				jobs = append(jobs, c.job(TaskID(c.Name, n), n, c.Task, stopTimeout))
+				jobs = append(jobs, c.job(TaskID(c.Name, n), n, c.Task, d))
 			}
 		}
 	}
@@ -47,7 +72,7 @@ func (w *Workload) Jobs(stopTimeout time.Duration) []Job {
 	return jobs
 }
 
-func (c Connector) job(id string, task int, p *Process, stopTimeout time.Duration) Job {
+func (c Connector) job(id string, task int, p *Process, d ProcessDefaults) Job {
 	j := Job{ID: id, Connector: c.Name, Kind: KindConnector, Task: task, Group: c.Group, Process: *p}
 	if task >= 0 {
 		j.Kind = KindTask
@@ -66,7 +91,13 @@ func (c Connector) job(id string, task int, p *Process, stopTimeout time.Duratio
 	}
 	j.Process.Limits.IO = slices.Clone(p.Limits.IO)
 	if j.Process.StopTimeout == 0 {
-		j.Process.StopTimeout = stopTimeout
+		j.Process.StopTimeout = d.StopTimeout
+	}
+	if j.Process.KillMode == "" {
+		j.Process.KillMode = d.KillMode
+	}
+	if j.Process.KillSignal == "" {
+		j.Process.KillSignal = d.KillSignal
 	}
 	return j
 }

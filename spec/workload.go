@@ -60,6 +60,12 @@ type Process struct {
 	// StopTimeout overrides [agent] stop_timeout when non-zero; in a Job it
 	// holds the effective value.
 	StopTimeout time.Duration
+	// KillMode overrides [agent] kill_mode when not ""; in a Job it holds
+	// the effective value.
+	KillMode KillMode
+	// KillSignal overrides [agent] kill_signal when not ""; in a Job it
+	// holds the effective value.
+	KillSignal Signal
 	// Limits are the job's resource limits.
 	Limits limits.Limits
 }

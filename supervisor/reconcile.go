@@ -10,13 +10,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/plan"
 	"github.com/berthd/berth/worker"
 	"github.com/jonboulle/clockwork"
@@ -46,13 +46,13 @@ type executor struct {
 }
 
 // wanted is the assignment's jobs that have a definition, by ID.
-func wanted(d source.Desired, stopTimeout time.Duration) map[string]config.Job {
+func wanted(d source.Desired, defaults spec.ProcessDefaults) map[string]config.Job {
 	want := map[string]config.Job{}
 	if d.Workload == nil {
 		return want
 	}
 	defs := map[string]config.Job{}
-	for _, j := range d.Workload.Jobs(stopTimeout) {
+	for _, j := range d.Workload.JobsWithDefaults(defaults) {
 		defs[j.ID] = j
 	}
 	for _, id := range d.Jobs {
@@ -67,7 +67,7 @@ func wanted(d source.Desired, stopTimeout time.Duration) map[string]config.Job {
 // force: it reads the table, lets Decide plan the pass and carries the plan
 // out. With retryFailed (a reload) every failed job is tried again.
 func (e *executor) reconcile(ctx context.Context, cfg *config.Config, desired source.Desired, retryFailed bool) {
-	want := wanted(desired, cfg.Agent.StopTimeout)
+	want := wanted(desired, cfg.Agent.ProcessDefaults())
 	in := plan.Input{Want: want, Targets: desired.Targets, Restarts: desired.Restarts,
 		EnvErrs: e.resolveEnvFiles(want), RetryFailed: retryFailed, CanStart: e.host.CheckJob}
 	in.Current, in.Handled = e.tbl.current(e.clock.Now())

@@ -176,6 +176,8 @@ func (e *executor) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group)
 		User:        j.Process.User,
 		Restart:     j.Process.Restart,
 		StopTimeout: stop,
+		KillMode:    j.Process.KillMode,
+		KillSignal:  j.Process.KillSignal.Number(),
 		Group:       g,
 		Runtime:     e.rt,
 		Log:         e.logs.Writer(j.ID, cfg.Agent.LogDir, cfg.Agent.LogMaxSize, cfg.Agent.LogMaxFiles, cfg.Agent.LogSink == "journal", e.log),

@@ -26,11 +26,12 @@ import (
 // at each reconcile, and with backoff meanwhile, until the kernel accepts
 // them (the job's usage fell) or a later definition changes them.
 func (e *executor) updateJob(cur *job, nj config.Job) {
-	if cur.w != nil && (cur.spec.Process.Restart != nj.Process.Restart || cur.spec.Process.StopTimeout != nj.Process.StopTimeout) {
-		cur.w.Retune(nj.Process.Restart, nj.Process.StopTimeout)
+	if op, np := cur.spec.Process, nj.Process; cur.w != nil && (op.Restart != np.Restart || op.StopTimeout != np.StopTimeout ||
+		op.KillMode != np.KillMode || op.KillSignal != np.KillSignal) {
+		cur.w.Retune(np.Restart, np.StopTimeout, np.KillMode, np.KillSignal.Number())
 		var o, n config.Job
-		o.Process.Restart, o.Process.StopTimeout = cur.spec.Process.Restart, cur.spec.Process.StopTimeout
-		n.Process.Restart, n.Process.StopTimeout = nj.Process.Restart, nj.Process.StopTimeout
+		o.Process.Restart, o.Process.StopTimeout, o.Process.KillMode, o.Process.KillSignal = op.Restart, op.StopTimeout, op.KillMode, op.KillSignal
+		n.Process.Restart, n.Process.StopTimeout, n.Process.KillMode, n.Process.KillSignal = np.Restart, np.StopTimeout, np.KillMode, np.KillSignal
 		e.log.Info("job restart policy and stop timeout updated in place; they apply at its next exit or stop",
 			"job_id", nj.ID, "changes", changeList(config.DiffJobs(o, n)))
 	}

@@ -64,8 +64,9 @@
 // and one process-wide reaper collects every child with wait4(-1): the exit
 // status of a worker's main process goes to its worker, orphans reparented to
 // the agent are reaped silently. When the main process ends, the rest of the
-// cgroup is killed; Stop sends SIGTERM, waits StopTimeout, then kills the
-// whole cgroup.
+// cgroup is killed; Stop sends KillSignal to what KillMode names (every
+// process of the cgroup by default), waits up to StopTimeout for them, then
+// kills whatever is left in the cgroup.
 //
 // Many at once. A worker holds no goroutine while its job runs or waits to
 // restart: its steps (a run's start, the main process's exit, a stop, a

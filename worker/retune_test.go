@@ -27,7 +27,7 @@ func TestRetuneAppliesAtNextExitAndStop(t *testing.T) {
 	w := startWorker(t, spec)
 	pid := waitRunning(t, w)
 
-	w.Retune(jobspec.RestartAlways, 500*time.Millisecond)
+	w.Retune(jobspec.RestartAlways, 500*time.Millisecond, jobspec.KillControlGroup, unix.SIGTERM)
 	if st := w.Status(); st.PID != pid || st.State != Running {
 		t.Fatalf("after Retune: state %s pid %d, want running pid %d", st.State, st.PID, pid)
 	}

@@ -61,6 +61,9 @@ func spawn(spec *Spec, g Group, logw *os.File, onExit func(unix.WaitStatus)) (*p
 	}
 	defer devnull.Close()
 
+	// Files are the job's only descriptors: syscall.ForkExec closes none of
+	// the agent's others, which reach no job because each is close-on-exec
+	// (descriptors.go).
 	attr := &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   spec.Env,

@@ -24,6 +24,12 @@ type Group interface {
 	OOMKills() (uint64, error)
 	// Kill kills every process in the group and returns once it is empty.
 	Kill(ctx context.Context) error
+	// Signal sends sig to every process in the group and returns how
+	// many it signalled (a stop in kill mode control-group).
+	Signal(sig unix.Signal) (int, error)
+	// Pids lists every process in the group (a stop waits until none is
+	// left, or its grace is over).
+	Pids() ([]int, error)
 }
 
 var _ Group = (*cgroup.Group)(nil)
@@ -53,9 +59,16 @@ type Spec struct {
 	Restart spec.Restart
 	// Backoff shapes restart delays; zero fields take DefaultBackoff()'s.
 	Backoff Backoff
-	// StopTimeout is the grace in Stop between SIGTERM and killing the
+	// StopTimeout is the grace in Stop between KillSignal and killing the
 	// cgroup; 0 means spec.DefaultStopTimeout.
 	StopTimeout time.Duration
+	// KillMode is which processes Stop signals (systemd's KillMode=, see
+	// spec.KillMode): the whole cgroup (control-group), or the main
+	// process only (mixed, process); "" means spec.DefaultKillMode.
+	KillMode spec.KillMode
+	// KillSignal is the signal Stop sends first (systemd's KillSignal=);
+	// 0 means SIGTERM.
+	KillSignal unix.Signal
 	// Log receives the job's stdout and stderr, each chunk as the job wrote
 	// it, plus the agent's "berth: ..." marker lines. When LogFile is set
 	// too, output goes to both (a file and the journal, say); when both are
@@ -106,8 +119,11 @@ type Worker struct {
 	logs      *logPipe
 	run       *proc       // the current run; nil between runs
 	runs      uint64      // numbers the runs: an exit names its run
-	timer     *time.Timer // a stop's grace period, or a restart's backoff
+	timer     *time.Timer // a stop's grace period or wait for the cgroup to empty, or a restart's backoff
 	timers    uint64      // numbers the timers: a timer's step names it
+	graceEnd  time.Time   // when the grace of a stop under way is over
+	draining  *Exit       // a stop's main process has exited, with this; the rest of the cgroup may still run
+	drainPoll time.Duration
 	delay     time.Duration
 	started   time.Time
 	oomBefore uint64
@@ -123,6 +139,12 @@ func New(s Spec) *Worker {
 	}
 	if s.Restart == "" {
 		s.Restart = spec.RestartNever
+	}
+	if s.KillMode == "" {
+		s.KillMode = spec.DefaultKillMode
+	}
+	if s.KillSignal == 0 {
+		s.KillSignal = unix.SIGTERM
 	}
 	s.Backoff = s.Backoff.withDefaults()
 	return &Worker{
@@ -160,10 +182,20 @@ func (w *Worker) Start() {
 	})
 }
 
-// Stop ends the worker: it cancels a pending restart, sends SIGTERM to the
-// main process, waits StopTimeout, then kills every process in the cgroup
-// (Group.Kill) and waits until the group is empty and the log copy has
-// ended. It does not delete the cgroup. It is idempotent and returns nil
+// Stop ends the worker: it cancels a pending restart, sends KillSignal to
+// the processes KillMode names, and gives them StopTimeout of grace:
+//
+//   - control-group: every process of the cgroup is signalled, and the
+//     stop waits until the cgroup is empty (not only the main process);
+//   - mixed: the main process is signalled; once it has exited, the rest
+//     of the cgroup is killed at once;
+//   - process: the main process is signalled; the others are left alone
+//     until the cgroup is empty.
+//
+// When the grace is over, every process left in the cgroup is killed
+// (Group.Kill). Stop returns once the group is empty and the log copy has
+// ended: whatever the mode, no process of the job outlives it. It does
+// not delete the cgroup. It is idempotent and returns nil
 // once the worker has ended, or ctx's error if ctx ends first (the worker
 // keeps stopping). A worker that had already Exited or Failed keeps that
 // state.
@@ -181,24 +213,31 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
-// Retune sets the restart policy and the stop grace of a worker that may
-// be running, as systemd applies a unit's Restart= and TimeoutStopSec= on
-// daemon-reload: the current process keeps running, and the new values
-// take effect at its next exit (restart) or next Stop (stopTimeout). A
-// restart "" means spec.RestartNever, a stopTimeout <= 0 means
-// spec.DefaultStopTimeout. A Stop already under way keeps the grace it
-// began with. Safe for concurrent use: it runs as one of the worker's
-// steps.
-func (w *Worker) Retune(restart spec.Restart, stopTimeout time.Duration) {
+// Retune sets the restart policy and how a worker that may be running is
+// stopped (grace, kill mode, stop signal), as systemd applies a unit's
+// Restart=, TimeoutStopSec=, KillMode= and KillSignal= on daemon-reload:
+// the current process keeps running, and the new values take effect at its
+// next exit (restart) or next Stop (the others). A restart "" means
+// spec.RestartNever, a stopTimeout <= 0 spec.DefaultStopTimeout, a
+// mode "" spec.DefaultKillMode, a sig 0 SIGTERM. A Stop already under
+// way keeps what it began with. Safe for concurrent use: it runs as one
+// of the worker's steps.
+func (w *Worker) Retune(restart spec.Restart, stopTimeout time.Duration, mode spec.KillMode, sig unix.Signal) {
 	if stopTimeout <= 0 {
 		stopTimeout = spec.DefaultStopTimeout
 	}
 	if restart == "" {
 		restart = spec.RestartNever
 	}
+	if mode == "" {
+		mode = spec.DefaultKillMode
+	}
+	if sig == 0 {
+		sig = unix.SIGTERM
+	}
 	w.step.Lock()
 	defer w.step.Unlock()
-	w.spec.Restart, w.spec.StopTimeout = restart, stopTimeout
+	w.spec.Restart, w.spec.StopTimeout, w.spec.KillMode, w.spec.KillSignal = restart, stopTimeout, mode, sig
 }
 
 // Done is closed when the worker has ended for good: Stopped, Exited or
@@ -298,6 +337,17 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 		w.timer = nil
 	}
 	exitAt := time.Now()
+	if w.stopping && w.spec.KillMode != spec.KillMixed && exitAt.Before(w.graceEnd) {
+		// A stop in mode control-group or process: the rest of the cgroup
+		// keeps what is left of the grace (systemd waits for the whole
+		// cgroup as well).
+		exit := exitFromStatus(ws, exitAt, false)
+		w.logs.mark("exited pid %d: %s", p.pid, exit.Reason)
+		w.setState(func(s *Status) { s.PID, s.LastExit = 0, &exit })
+		w.draining, w.drainPoll = &exit, drainPollMin
+		w.drain()
+		return
+	}
 	w.killGroup(w.logs) // a job's descendants never outlive it
 	oom := false
 	if ws.Signaled() && ws.Signal() == unix.SIGKILL && w.oomErr == nil {
@@ -358,13 +408,32 @@ func (w *Worker) stop() {
 	// Otherwise the first run has not begun: startRun sees stopping.
 }
 
-// terminate sends SIGTERM to the main process and, if it has not exited
-// after StopTimeout, kills the whole cgroup; its exit then comes to
-// exited as any other. step is held.
+// drainPollMin and drainPollMax bound the interval between looks at the
+// cgroup while a stop waits for it to empty after its main process exited.
+const (
+	drainPollMin = 5 * time.Millisecond
+	drainPollMax = 100 * time.Millisecond
+)
+
+// terminate sends KillSignal to the processes KillMode names and, if the
+// main process has not exited after StopTimeout, kills the whole cgroup;
+// its exit then comes to exited as any other. step is held.
 func (w *Worker) terminate(p *proc) {
 	w.setState(func(s *Status) { s.State = Stopping })
-	w.logs.mark("stopping pid %d: SIGTERM, grace %s", p.pid, w.spec.StopTimeout)
-	_ = unix.Kill(p.pid, unix.SIGTERM) // ESRCH: already exited, its status is on its way
+	w.graceEnd = time.Now().Add(w.spec.StopTimeout)
+	sig := unix.SignalName(w.spec.KillSignal)
+	if w.spec.KillMode == spec.KillControlGroup {
+		n, err := w.spec.Group.Signal(w.spec.KillSignal)
+		if err != nil {
+			w.logs.mark("stopping pid %d: %s to the cgroup: %v; sending it to the main process", p.pid, sig, err)
+			_ = unix.Kill(p.pid, w.spec.KillSignal)
+		} else {
+			w.logs.mark("stopping pid %d: %s to every process of the cgroup (%d), grace %s", p.pid, sig, n, w.spec.StopTimeout)
+		}
+	} else {
+		w.logs.mark("stopping pid %d: %s to the main process (kill_mode %s), grace %s", p.pid, sig, w.spec.KillMode, w.spec.StopTimeout)
+		_ = unix.Kill(p.pid, w.spec.KillSignal) // ESRCH: already exited, its status is on its way
+	}
 	w.timer = time.AfterFunc(w.spec.StopTimeout, func() {
 		w.step.Lock()
 		defer w.step.Unlock()
@@ -373,6 +442,40 @@ func (w *Worker) terminate(p *proc) {
 		}
 		w.logs.mark("stop timeout after %s: killing cgroup", w.spec.StopTimeout)
 		w.killGroup(w.logs)
+	})
+}
+
+// drain is a step of a stop whose main process has exited while other
+// processes of the cgroup may still run (kill mode control-group or
+// process): once the cgroup is empty it ends the stop; once the grace is
+// over it kills what is left and ends the stop; otherwise it looks again
+// a little later. step is held.
+func (w *Worker) drain() {
+	pids, err := w.spec.Group.Pids()
+	now := time.Now()
+	if err == nil && len(pids) == 0 || !now.Before(w.graceEnd) {
+		if len(pids) > 0 || err != nil {
+			w.logs.mark("stop timeout after %s: killing the processes left in the cgroup %v", w.spec.StopTimeout, pids)
+		}
+		exit := *w.draining
+		w.draining = nil
+		w.killGroup(w.logs)
+		w.setState(func(s *Status) { s.State, s.PID, s.LastExit = Stopped, 0, &exit })
+		w.end()
+		return
+	}
+	wait := min(w.drainPoll, w.graceEnd.Sub(now))
+	w.drainPoll = min(2*w.drainPoll, drainPollMax)
+	w.timers++
+	n := w.timers
+	w.timer = time.AfterFunc(wait, func() {
+		w.step.Lock()
+		defer w.step.Unlock()
+		if w.timers != n || w.draining == nil {
+			return
+		}
+		w.timer = nil
+		w.drain()
 	})
 }
 

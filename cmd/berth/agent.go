@@ -13,6 +13,7 @@ import (
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/daemon"
 	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/worker"
 	sd "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 )
@@ -56,6 +57,16 @@ Exit status: 0 after a clean stop (every worker gone, every cgroup removed),
 func runAgent(path string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
+
+	// Before anything is spawned: no descriptor the agent inherited (a
+	// wrapper's `exec 7>>FILE`, flock(1)'s lock) may reach a job.
+	inherited, err := worker.SealInheritedDescriptors()
+	if err != nil {
+		return err
+	}
+	for _, d := range inherited {
+		log.Info("inherited descriptor kept from jobs (marked close-on-exec)", "fd", d.FD, "target", d.Target)
+	}
 
 	host := agentHost()
 	cfg, err := config.Load(path, host)

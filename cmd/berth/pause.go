@@ -12,7 +12,7 @@ func pauseCmd(configPath *string) *cobra.Command {
 		Long: `Pause a connector (Kafka Connect's PUT /connectors/{name}/pause). Its target
 state "paused" is stored in the cluster with its definition, so it holds
 on every host, across agent restarts and when its jobs move to another
-host. Every agent that runs one of its jobs stops it (SIGTERM, stop_timeout,
+host. Every agent that runs one of its jobs stops it (kill_signal, stop_timeout,
 then the whole cgroup killed), removes its cgroup and releases its claim;
 the job shows "paused" in berth status and PAUSED in the Connect-shaped
 status. Each agent logs the pause with who asked.

@@ -364,10 +364,11 @@ func decideRestarts(in Input, p *Plan) {
 // controller (v1 pids.max, blkio throttles, cpuset), so the job's cgroup is
 // made anew.
 //
-// The restart policy and the stop timeout do not touch the running
-// process either: they are handed to its worker (worker.Retune) and take
-// effect at its next exit or stop, as systemd applies Restart= and
-// TimeoutStopSec= on daemon-reload. Everything else of the process
+// The restart policy, the stop timeout, the kill mode and the stop signal
+// do not touch the running process either: they are handed to its worker
+// (worker.Retune) and take effect at its next exit or stop, as systemd
+// applies Restart=, TimeoutStopSec=, KillMode= and KillSignal= on
+// daemon-reload. Everything else of the process
 // (command, environment, env_file, user, working directory) needs a new
 // one.
 func needsRestart(old, new config.Job) bool {
@@ -375,5 +376,6 @@ func needsRestart(old, new config.Job) bool {
 	o.Limits, n.Limits = limits.Limits{}, limits.Limits{}
 	o.Restart, n.Restart = "", ""
 	o.StopTimeout, n.StopTimeout = 0, 0
+	o.KillMode, n.KillMode, o.KillSignal, n.KillSignal = "", "", "", ""
 	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limits.Removed(old.Process.Limits, new.Process.Limits)
 }

@@ -1,0 +1,42 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A string exec(2) cannot carry (a NUL byte: arguments, environment
+// entries and paths reach the kernel as C strings) is refused with the
+// key's position, in every place a job's process takes one; the host
+// checks add no second, less clear problem for the same key.
+func TestNULBytesRefused(t *testing.T) {
+	const msg = ": must not contain a NUL byte (exec(2)"
+	cases := []struct {
+		name, body, want string
+	}{
+		{"argument", `command = ["/bin/sh", "-c", "echo a\u0000b"]`, "t.toml:5:29: connector[0].task.command[2]" + msg},
+		{"program", `command = ["/bin/s\u0000h"]`, "t.toml:5:12: connector[0].task.command[0]" + msg},
+		{"environment value", "command = [\"/bin/true\"]\nenv = { K = \"v\\u0000w\" }", "t.toml:6:9: connector[0].task.env.K: value must not contain a NUL byte"},
+		{"environment name", "command = [\"/bin/true\"]\nenv = { \"K\\u0000\" = \"v\" }", `t.toml:6:9: connector[0].task.env."K\x00": name must not contain a NUL byte`},
+		{"user", "command = [\"/bin/true\"]\nuser = \"nob\\u0000ody\"", "t.toml:6:1: connector[0].task.user" + msg},
+		{"user and group", "command = [\"/bin/true\"]\nuser = \"nobody:nog\\u0000roup\"", "t.toml:6:1: connector[0].task.user" + msg},
+		{"working directory", "command = [\"/bin/true\"]\nworking_directory = \"/tm\\u0000p\"", "t.toml:6:1: connector[0].task.working_directory" + msg},
+		{"dir", "command = [\"/bin/true\"]\ndir = \"/tm\\u0000p\"", "t.toml:6:1: connector[0].task.dir" + msg},
+		{"env_file", "command = [\"/bin/true\"]\nenv_file = \"/etc/x\\u0000\"", "t.toml:6:1: connector[0].task.env_file" + msg},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, host := range []*Host{nil, LocalHost()} {
+				_, err := Parse("t.toml", []byte(conn(c.body+"\n")), host)
+				var ps *Problems
+				if !errors.As(err, &ps) {
+					t.Fatalf("host %v: got %v, want problems", host != nil, err)
+				}
+				if len(ps.List) != 1 || !strings.HasPrefix(ps.List[0].Error(), c.want) {
+					t.Errorf("host %v: got\n%v\nwant one problem starting %q", host != nil, err, c.want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,62 @@
+package supervisor
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/worker"
+)
+
+// TestKillModeAndSignalApplyInPlace: changing a running job's kill_mode
+// (the [agent] one it inherits) or kill_signal (its own) keeps its process,
+// as systemd applies KillMode= and KillSignal= on daemon-reload; the job's
+// worker gets them for its next stop.
+func TestKillModeAndSignalApplyInPlace(t *testing.T) {
+	var logs testutil.SyncBuffer
+	fa := runFakeAgentWith(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	fa.src.assign(workloadOf(sleeper("a", limits.Limits{})))
+	first := fa.waitJob(t, "a", "a running", running)
+	inForce := func(mode config.KillMode, sig config.Signal) func() bool {
+		return func() bool {
+			fa.tbl.mu.RLock()
+			defer fa.tbl.mu.RUnlock()
+			j := fa.tbl.jobs["a"]
+			return j != nil && j.spec.Process.KillMode == mode && j.spec.Process.KillSignal == sig
+		}
+	}
+	testutil.Eventually(t, 20*time.Second, "the defaults in force", inForce(config.DefaultKillMode, config.DefaultKillSignal))
+
+	body, err := os.ReadFile(fa.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fa.path, []byte(strings.Replace(string(body), `stop_timeout = "1s"`, "stop_timeout = \"1s\"\nkill_mode = \"mixed\"", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := fa.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "inherited kill_mode mixed in force", inForce(config.KillMixed, config.DefaultKillSignal))
+
+	changed := sleeper("a", limits.Limits{})
+	changed.Run.KillSignal = "SIGINT"
+	fa.src.assign(workloadOf(changed))
+	testutil.Eventually(t, 20*time.Second, "kill_signal SIGINT in force", inForce(config.KillMixed, "SIGINT"))
+	if j, _ := fa.Job("a"); j.PID != first.PID || j.State != worker.Running {
+		t.Fatalf("kill_mode/kill_signal change: state %s pid %d, want running pid %d (kept)", j.State, j.PID, first.PID)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "kill_mode: control-group → mixed") || !strings.Contains(out, "kill_signal: SIGTERM → SIGINT") {
+		t.Errorf("the in-place lines do not name the changes:\n%s", out)
+	}
+	if strings.Contains(out, "job definition changed; restarting it") {
+		t.Errorf("log says the job was restarted:\n%s", out)
+	}
+}

@@ -1,0 +1,167 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// flushers is a job whose main process waits for two children; each child
+// traps TERM, flushes for 1 s, then writes its marker in dir and exits.
+// The main process has no trap: TERM ends it at once.
+func flushers(g *testGroup, dir string) Spec {
+	child := func(n string) string {
+		return `sh -c 'trap "sleep 1 && echo flushed > ` + filepath.Join(dir, n) + `; exit 0" TERM; while :; do sleep 0.1; done' &`
+	}
+	return sh(g, child("a")+"\n"+child("b")+"\nwait")
+}
+
+func markers(dir string) []string {
+	var out []string
+	for _, n := range []string{"a", "b"} {
+		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// stopFlushers starts spec, waits until both children run, stops it and
+// returns the log.
+func stopFlushers(t *testing.T, spec Spec) string {
+	t.Helper()
+	var logs testutil.SyncBuffer
+	spec.Log = &logs
+	w := startWorker(t, spec)
+	pid := waitRunning(t, w)
+	testutil.Eventually(t, 30*time.Second, "both children and their loops", func() bool { return len(descendants(pid)) >= 4 })
+	all := append([]int{pid}, descendants(pid)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Status(); st.State != Stopped {
+		t.Errorf("state %s, want stopped", st.State)
+	}
+	for _, p := range all {
+		if testutil.Alive(p) {
+			t.Errorf("pid %d alive after Stop", p)
+		}
+	}
+	if pids, err := spec.Group.Pids(); err != nil || len(pids) != 0 {
+		t.Errorf("cgroup holds %v (%v) after Stop", pids, err)
+	}
+	return logs.String()
+}
+
+// kill_mode control-group (the default): every process of the cgroup gets
+// the stop signal, and the stop waits for all of them, not only for the
+// main process: both children flush. No SIGKILL is needed.
+func TestStopSignalsWholeCgroup(t *testing.T) {
+	g := newTestGroup(t, 0)
+	dir := t.TempDir()
+	spec := flushers(g, dir)
+	spec.StopTimeout = time.Minute
+	log := stopFlushers(t, spec)
+	if got := markers(dir); len(got) != 2 {
+		t.Errorf("markers %v, want both children flushed\n%s", got, log)
+	}
+	if !strings.Contains(log, "SIGTERM to every process of the cgroup") || strings.Contains(log, "stop timeout") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// kill_mode mixed: the stop signal to the main process only; once it has
+// exited, the rest of the cgroup is SIGKILLed at once: no child flushes.
+func TestStopMixedKillsRestWhenMainExits(t *testing.T) {
+	g := newTestGroup(t, 0)
+	dir := t.TempDir()
+	spec := flushers(g, dir)
+	spec.StopTimeout = time.Minute
+	spec.KillMode = config.KillMixed
+	log := stopFlushers(t, spec)
+	if got := markers(dir); len(got) != 0 {
+		t.Errorf("markers %v, want none: the children were to be SIGKILLed, never signalled\n%s", got, log)
+	}
+	if !strings.Contains(log, "SIGTERM to the main process (kill_mode mixed)") || strings.Contains(log, "stop timeout") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// kill_mode process: the stop signal to the main process only; the
+// others are left alone (never signalled, so they never flush) until the
+// grace is over, then SIGKILLed: nothing outlives the stop.
+func TestStopProcessLeavesOthersUntilGrace(t *testing.T) {
+	g := newTestGroup(t, 0)
+	dir := t.TempDir()
+	spec := flushers(g, dir)
+	spec.StopTimeout = time.Second
+	spec.KillMode = config.KillProcess
+	log := stopFlushers(t, spec)
+	if got := markers(dir); len(got) != 0 {
+		t.Errorf("markers %v, want none: the children were never signalled\n%s", got, log)
+	}
+	if !strings.Contains(log, "SIGTERM to the main process (kill_mode process)") ||
+		!strings.Contains(log, "stop timeout after 1s: killing the processes left in the cgroup") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// kill_signal: the stop sends the configured signal; Retune changes the
+// signal and the mode of the next stop.
+func TestKillSignal(t *testing.T) {
+	g := newTestGroup(t, 0)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "got")
+	trap := func(sig string) string {
+		return `trap "echo ` + sig + ` > ` + marker + `; exit 0" ` + sig + `; while :; do sleep 0.1; done`
+	}
+	for _, c := range []struct {
+		name   string
+		sig    unix.Signal
+		retune bool
+		mode   config.KillMode
+		trap   string
+	}{
+		{"SIGINT to the cgroup", unix.SIGINT, false, config.KillControlGroup, "INT"},
+		{"SIGUSR1 to the main process after Retune", unix.SIGUSR1, true, config.KillMixed, "USR1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_ = os.Remove(marker)
+			var logs testutil.SyncBuffer
+			spec := sh(g, trap(c.trap))
+			spec.StopTimeout = time.Minute
+			spec.Log = &logs
+			if !c.retune {
+				spec.KillSignal, spec.KillMode = c.sig, c.mode
+			}
+			w := startWorker(t, spec)
+			pid := waitRunning(t, w)
+			testutil.Eventually(t, 30*time.Second, "the loop", func() bool { return len(descendants(pid)) > 0 })
+			if c.retune {
+				w.Retune(config.RestartNever, time.Minute, c.mode, c.sig)
+			}
+			if err := w.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(marker)
+			if err != nil || strings.TrimSpace(string(b)) != c.trap {
+				t.Errorf("marker %q (%v), want %s trapped\n%s", b, err, c.trap, logs.String())
+			}
+			if e := w.Status().LastExit; e == nil || e.Code != 0 || e.Signal != "" {
+				t.Errorf("last exit %+v, want a clean exit from the trap", e)
+			}
+			if !strings.Contains(logs.String(), unix.SignalName(c.sig)+" to ") {
+				t.Errorf("log does not name %s:\n%s", unix.SignalName(c.sig), logs.String())
+			}
+		})
+	}
+}
