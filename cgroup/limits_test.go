@@ -33,19 +33,19 @@ func TestCPUQuotaEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	startIn(t, g, "while :; do :; done")
-	var s0 *Stats
+	var s0 Usage
 	if !testutil.Poll(5*time.Second, func() bool {
-		s0, err = g.Stats()
+		s0, err = g.FullUsage()
 		return err == nil && s0.CPUUsageSeconds > 0
 	}) {
 		t.Fatalf("no CPU usage accounted: %v", err)
 	}
 	w0 := time.Now()
-	var s1 *Stats
+	var s1 Usage
 	// The window is at least 20 enforcement periods of kernel accounting
 	// and lasts until the kernel has throttled the loop.
 	if !testutil.Poll(60*time.Second, func() bool {
-		s1, err = g.Stats()
+		s1, err = g.FullUsage()
 		return err == nil && s1.Periods-s0.Periods >= 20 && s1.ThrottledPeriods > s0.ThrottledPeriods
 	}) {
 		t.Fatalf("not throttled within 60 s of a busy loop under a 0.02-core quota (%d periods, %d throttled): %v",
@@ -84,12 +84,12 @@ func TestMemoryLimitOOMKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := g.Stats()
+	s, err := g.FullUsage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.MemoryLimitBytes != uint64(lim) {
-		t.Errorf("MemoryLimitBytes = %d, want %d", s.MemoryLimitBytes, lim)
+	if s.Limits.MemoryLimitBytes != uint64(lim) {
+		t.Errorf("MemoryLimitBytes = %d, want %d", s.Limits.MemoryLimitBytes, lim)
 	}
 	// tail keeps the whole "line" in memory: /dev/zero has no newline.
 	j := startIn(t, g, "exec tail /dev/zero")
@@ -111,8 +111,8 @@ func TestMemoryLimitOOMKill(t *testing.T) {
 	if pn, err := parent.OOMKills(); err != nil || pn < n {
 		t.Errorf("sharing group OOMKills = %d, %v; want >= %d (counts its jobs)", pn, err, n)
 	}
-	if s, err := g.Stats(); err != nil || s.OOMKills != n {
-		t.Errorf("Stats().OOMKills = %+v, %v; want %d", s, err, n)
+	if s, err := g.FullUsage(); err != nil || s.OOMKills != n {
+		t.Errorf("FullUsage().OOMKills = %+v, %v; want %d", s, err, n)
 	}
 }
 
@@ -128,12 +128,12 @@ func TestPidsLimitEnforced(t *testing.T) {
 	if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(j.stderr.String(), "fork") }) {
 		t.Fatalf("no fork failure reported; stderr %q", j.stderr.String())
 	}
-	s, err := g.Stats()
+	s, err := g.FullUsage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Pids > 5 || s.PidsLimit != 5 {
-		t.Errorf("Pids = %d, PidsLimit = %d; want <= 5 and 5", s.Pids, s.PidsLimit)
+	if s.Pids > 5 || s.Limits.PidsLimit != 5 {
+		t.Errorf("Pids = %d, PidsLimit = %d; want <= 5 and 5", s.Pids, s.Limits.PidsLimit)
 	}
 	pids, err := g.Pids()
 	if err != nil || len(pids) > 5 {
@@ -208,7 +208,7 @@ func TestIOWriteBpsEnforced(t *testing.T) {
 	if rate > limit*1.1 {
 		t.Errorf("write rate %.0f bytes/s > limit %d +10%%", rate, limit)
 	}
-	s, err := g.Stats()
+	s, err := g.FullUsage()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestCPUWeightEnforced(t *testing.T) {
 	}
 	light, heavy := mk("light", 100, 2597), mk("heavy", 300, 7840)
 	usage := func(g *Group) float64 {
-		s, err := g.Stats()
+		s, err := g.FullUsage()
 		if err != nil {
 			t.Fatal(err)
 		}

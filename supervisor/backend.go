@@ -126,15 +126,15 @@ func (a *Agent) jobInfo(j *job) api.Job {
 		info.Trace = a.trace(spec.ID, info)
 	}
 	if j.group != nil {
-		if s, err := j.group.Stats(); err == nil {
+		if s, err := j.group.FullUsage(); err == nil {
 			info.Usage = &api.Usage{
 				CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
-				CPULimitCores:    s.CPUQuotaCores,
+				CPULimitCores:    s.Limits.CPUQuotaCores,
 				MemoryBytes:      s.MemoryBytes,
-				MemoryLimitBytes: s.MemoryLimitBytes,
+				MemoryLimitBytes: s.Limits.MemoryLimitBytes,
 				OOMKills:         s.OOMKills,
 				Pids:             s.Pids,
-				PidsLimit:        s.PidsLimit,
+				PidsLimit:        s.Limits.PidsLimit,
 				IOReadBytes:      s.IOReadBytes,
 				IOWriteBytes:     s.IOWriteBytes,
 				Pressure:         pressureOf(j.group),
@@ -184,15 +184,15 @@ func (a *Agent) Groups() []api.Group {
 		if ag.Jobs == nil {
 			ag.Jobs = []string{}
 		}
-		if s, err := g.group.Stats(); err == nil {
+		if s, err := g.group.FullUsage(); err == nil {
 			ag.Usage = &api.GroupUsage{
 				CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
-				CPULimitCores:    s.CPUQuotaCores,
+				CPULimitCores:    s.Limits.CPUQuotaCores,
 				MemoryBytes:      s.MemoryBytes,
-				MemoryLimitBytes: s.MemoryLimitBytes,
+				MemoryLimitBytes: s.Limits.MemoryLimitBytes,
 				OOMKills:         s.OOMKills,
 				Pids:             s.Pids,
-				PidsLimit:        s.PidsLimit,
+				PidsLimit:        s.Limits.PidsLimit,
 				IOReadBytes:      s.IOReadBytes,
 				IOWriteBytes:     s.IOWriteBytes,
 			}

@@ -1,0 +1,276 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+
+	"github.com/berthd/berth/internal/kernfile"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// Usage is a group's usage as the kernel accounts it, for the group and
+// all its descendants, and the limits in force on it: what the metrics
+// collectors and the API report about a job's or a sharing group's
+// cgroup. Counters (CPU*, Periods, Throttled*, OOMKills, IO*) never go
+// down while the group exists. A controller that is not in use leaves its
+// fields zero. Which file each field comes from is said in the file of its
+// controller (cpu.go, memory.go, pids.go, io.go).
+type Usage struct {
+	// CPUUsageSeconds, CPUUserSeconds and CPUSystemSeconds are the CPU time
+	// consumed, in all and in user and kernel mode, seconds (cgroup2
+	// cpu.stat usage_usec, user_usec, system_usec, which the kernel keeps
+	// for every cgroup2 cgroup, with or without the cpu controller: so also
+	// in the tracking tree of a hybrid host; on a legacy host v1
+	// cpuacct.usage, cpuacct.usage_user, cpuacct.usage_sys).
+	CPUUsageSeconds, CPUUserSeconds, CPUSystemSeconds float64
+	// Periods is the number of CFS enforcement periods in which the group
+	// was runnable, ThrottledPeriods those in which it hit its quota, and
+	// ThrottledSeconds the time it was held back, seconds (cpu.stat
+	// nr_periods, nr_throttled; v1 throttled_time, ns; v2 throttled_usec).
+	Periods, ThrottledPeriods uint64
+	ThrottledSeconds          float64
+	// MemoryBytes is the memory charged to the group, page cache included,
+	// bytes: the figure the hard limit is enforced against (v2
+	// memory.current; v1 memory.usage_in_bytes).
+	MemoryBytes uint64
+	// OOMKills counts the processes the OOM killer killed in the group and
+	// its descendants (see Group.OOMKills).
+	OOMKills uint64
+	// Pids is pids.current: tasks (threads count) in the group.
+	Pids uint64
+	// IOReadBytes and IOWriteBytes are bytes read from and written to
+	// block devices, summed over devices (v2 io.stat rbytes, wbytes; v1
+	// blkio.throttle.io_service_bytes_recursive Read, Write). Writes
+	// through the page cache are counted when written back, which on v1
+	// may be charged to another cgroup. FullUsage only.
+	IOReadBytes, IOWriteBytes uint64
+	// Limits are the limits in force on the group.
+	Limits Limits
+}
+
+// Limits are the limits of a group that berth reports, as the kernel holds
+// them.
+type Limits struct {
+	// CPUQuotaCores is the CPU quota over its period, cores (v2 cpu.max;
+	// v1 cpu.cfs_quota_us / cpu.cfs_period_us), 0 when unlimited.
+	CPUQuotaCores float64
+	// MemoryLimitBytes is the hard memory limit, bytes, in whole pages as
+	// the kernel stores it (v2 memory.max; v1 memory.limit_in_bytes), 0
+	// when unlimited.
+	MemoryLimitBytes uint64
+	// PidsLimit is pids.max, 0 when unlimited.
+	PidsLimit uint64
+}
+
+// Usage reads what changes in the group from one scrape to the next: CPU
+// time and throttling, memory, OOM kills and tasks, each file read once,
+// with Limits as berth applied them (New, Update; for a loaded group read
+// from the kernel once and then kept) and block I/O left out (reported per
+// sharing group only, by FullUsage). It is the hot path of a scrape of
+// thousands of jobs.
+//
+// It reads the group's own files only, which suits a job's cgroup (berth
+// makes nothing below it in the v1 hierarchies): on v1 OOM kills are
+// counted in the cgroup of the killed process and not propagated to its
+// parents, so kills inside v1 memory cgroups that a job made below its own
+// are not in Usage; OOMKills and FullUsage walk them.
+//
+// Errors: the group is gone (wrapping ErrNotExist); a control file cannot
+// be read or parsed.
+func (g *Group) Usage() (Usage, error) {
+	u, err := g.read(false)
+	if err != nil {
+		return Usage{}, err
+	}
+	u.Limits = g.applied().Limits
+	return u, nil
+}
+
+// FullUsage is Usage plus what a scrape of every job leaves out: block
+// I/O, v1 OOM kills in cgroups below the group, and Limits read from the
+// kernel rather than remembered. The API and the sharing groups' metrics
+// use it.
+//
+// Errors: as Usage.
+func (g *Group) FullUsage() (Usage, error) {
+	return g.read(true)
+}
+
+func (g *Group) read(full bool) (Usage, error) {
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	var u Usage
+	err := g.h.dirsFor(g).err
+	if err == nil {
+		u, err = g.h.v.read(g, *bp, full)
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = errors.Join(err, ErrNotExist)
+		}
+		return Usage{}, fmt.Errorf("read usage of cgroup %s: %w", g.rel, err)
+	}
+	return u, nil
+}
+
+// applied is what New and Update wrote to a group: the Limits it reports
+// and the CPU quota and period they come from.
+type applied struct {
+	Limits
+	quota  int64  // µs, < 0 unlimited
+	period uint64 // µs, 0: the kernel's default
+}
+
+// merge returns a with the fields res sets (nil fields keep a's), as New
+// and Update write them.
+func (a applied) merge(res *specs.LinuxResources) applied {
+	if res == nil {
+		return a
+	}
+	if c := res.CPU; c != nil {
+		if c.Quota != nil {
+			a.quota = *c.Quota
+		}
+		if c.Period != nil {
+			a.period = *c.Period
+		}
+	}
+	a.CPUQuotaCores = 0
+	if p := a.period; a.quota > 0 {
+		if p == 0 {
+			p = defaultPeriodMicros
+		}
+		a.CPUQuotaCores = float64(a.quota) / float64(p)
+	}
+	if m := res.Memory; m != nil && m.Limit != nil {
+		a.MemoryLimitBytes = 0
+		if *m.Limit > 0 {
+			page := uint64(os.Getpagesize())
+			a.MemoryLimitBytes = uint64(*m.Limit) / page * page
+		}
+	}
+	if p := res.Pids; p != nil && p.Limit != nil {
+		a.PidsLimit = 0
+		if *p.Limit > 0 {
+			a.PidsLimit = uint64(*p.Limit)
+		}
+	}
+	return a
+}
+
+// applied returns the limits berth applied to the group (New, Update). For
+// a group that was loaded (Load), whose limits berth did not write in this
+// process, they are read from the kernel once and then kept.
+func (g *Group) applied() applied {
+	if a := g.limits.Load(); a != nil {
+		return *a
+	}
+	a := applied{quota: -1}
+	if u, err := g.FullUsage(); err == nil {
+		a.Limits = u.Limits
+	}
+	g.limits.CompareAndSwap(nil, &a)
+	return *g.limits.Load()
+}
+
+// setApplied records that res was written to the group.
+func (g *Group) setApplied(res *specs.LinuxResources) {
+	cur := applied{quota: -1}
+	if a := g.limits.Load(); a != nil {
+		cur = *a
+	}
+	next := cur.merge(res)
+	g.limits.Store(&next)
+}
+
+// readBufs are the scratch buffers of control-file reads (4 KiB: every
+// file a scrape reads is shorter).
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+
+// mountDir is one directory of a group, as Usage reads files in it: the
+// cached fd of the mount it lies under (underMount) and the directory's
+// path relative to it, with a trailing slash; fd < 0 when the group has
+// no such directory (controller not in use).
+type mountDir struct {
+	fd  int
+	rel string
+}
+
+func (d mountDir) ok() bool { return d.fd >= 0 }
+
+// read reads the file name in d into buf.
+func (d mountDir) read(name string, buf []byte) ([]byte, error) {
+	return kernfile.ReadAt(d.fd, d.rel+name, buf)
+}
+
+// number reads a single-value file of d ("max" reads as 0).
+func (d mountDir) number(name string, buf []byte) (uint64, error) {
+	b, err := d.read(name, buf)
+	if err != nil {
+		return 0, err
+	}
+	v, err := kernfile.Uint(b)
+	if err != nil {
+		return 0, fmt.Errorf("%s%s: %w", d.rel, name, err)
+	}
+	return v, nil
+}
+
+// keyed reads the wanted keys of a flat keyed file of d into out.
+func (d mountDir) keyed(name string, buf []byte, keys []string, out []uint64) error {
+	b, err := d.read(name, buf)
+	if err != nil {
+		return err
+	}
+	if err := kernfile.Keyed(b, ' ', keys, out); err != nil {
+		return fmt.Errorf("%s%s: %w", d.rel, name, err)
+	}
+	return nil
+}
+
+// groupDirs are the directories of a group that Usage, FullUsage and
+// Pressure read, found once per group: no path joining or cleaning per
+// read. On a unified host only unified is set.
+type groupDirs struct {
+	unified, cpu, cpuacct, memory, pids mountDir
+	err                                 error
+}
+
+// dirsFor returns g's groupDirs, computed on first use.
+func (h *Hierarchy) dirsFor(g *Group) *groupDirs {
+	g.dirsOnce.Do(func() {
+		d := &groupDirs{}
+		at := func(mount, dir string) mountDir {
+			if dir == "" || d.err != nil {
+				return mountDir{fd: -1}
+			}
+			fd, rel, err := underMount(mount, dir)
+			if err != nil {
+				d.err = err
+				return mountDir{fd: -1}
+			}
+			return mountDir{fd: fd, rel: rel + "/"}
+		}
+		d.unified = at(h.unifiedMount, h.unifiedDir(g.rel))
+		d.cpu = at(mountRoot, h.v1Dir(cgroup1.Cpu, g.rel))
+		d.cpuacct = at(mountRoot, h.v1Dir(cgroup1.Cpuacct, g.rel))
+		d.memory = at(mountRoot, h.v1Dir(cgroup1.Memory, g.rel))
+		d.pids = at(mountRoot, h.v1Dir(cgroup1.Pids, g.rel))
+		g.dirs = d
+	})
+	return g.dirs
+}
+
+// optional is err unless it says a controller's file is absent (the
+// controller is not enabled for the group).
+func optional(err error) error {
+	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV) {
+		return nil
+	}
+	return err
+}
