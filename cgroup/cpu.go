@@ -45,8 +45,9 @@ func cpuV2(res *specs.LinuxResources, r *cgroup2.Resources) {
 // others only where the cpu controller is enabled.
 var cpuStatKeys = []string{"usage_usec", "user_usec", "system_usec", "nr_periods", "nr_throttled", "throttled_usec"}
 
-// readCPUV2 reads cgroup2 cpu.stat (CPU time, throttling) and, when full,
-// cpu.max.
+// readCPUV2 reads cgroup2 cpu.stat (CPU time, throttling), which every
+// cgroup2 cgroup has, and, when full, cpu.max, which exists only where the
+// cpu controller is enabled.
 func readCPUV2(d mountDir, buf []byte, u *Usage, full bool) error {
 	var v [6]uint64
 	if err := d.keyed("cpu.stat", buf, cpuStatKeys, v[:]); err != nil {
@@ -59,7 +60,7 @@ func readCPUV2(d mountDir, buf []byte, u *Usage, full bool) error {
 	}
 	b, err := d.read("cpu.max", buf)
 	if err != nil {
-		return err
+		return optional(err) // no cpu controller: no limit
 	}
 	if q, p, ok := strings.Cut(string(bytes.TrimSpace(b)), " "); ok {
 		if u.Limits.CPUQuotaCores, err = quotaCores(q, p); err != nil {

@@ -139,6 +139,9 @@ func (v cgroupV1) apply(g *Group, res *specs.LinuxResources) error {
 
 func (v cgroupV1) read(g *Group, buf []byte, full bool) (Usage, error) {
 	var u Usage
+	if full && g.v1 == nil {
+		return u, ErrNotExist // gone from every v1 controller
+	}
 	d := v.h.dirsFor(g)
 	pass := func(err error) error {
 		if full {

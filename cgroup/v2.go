@@ -97,12 +97,8 @@ func (v cgroupV2) finish(m *cgroup2.Manager, rel string, res *specs.LinuxResourc
 func (v cgroupV2) read(g *Group, buf []byte, full bool) (Usage, error) {
 	var u Usage
 	d := v.h.dirsFor(g).unified
-	pass := optional
-	if !full {
-		pass = func(err error) error { return err } // cpu.stat exists in every cgroup2 cgroup
-	}
 	err := errors.Join(
-		pass(readCPUV2(d, buf, &u, full)),
+		readCPUV2(d, buf, &u, full), // cpu.stat: its absence means the group is gone
 		optional(readMemoryV2(d, buf, &u, full)),
 		optional(readPids(d, buf, &u, full)),
 	)
