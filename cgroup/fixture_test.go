@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -60,5 +62,22 @@ func TestIOFixtures(t *testing.T) {
 	}
 	if err := readIOV2(t.TempDir(), &u); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "io.stat") {
 		t.Errorf("io.stat missing: %v, want fs.ErrNotExist naming the file", err)
+	}
+}
+
+// cgroup.procs: one pid per line; the agent's own pid (a launcher thread
+// passing through a v1 group) is never listed as a job's.
+func TestAppendPidsFixtures(t *testing.T) {
+	got, err := appendPids([]int{7}, []byte("1\n23\n"+strconv.Itoa(self)+"\n456"))
+	if err != nil || !slices.Equal(got, []int{7, 1, 23, 456}) {
+		t.Errorf("appendPids = %v, %v; want [7 1 23 456]", got, err)
+	}
+	for _, bad := range []string{"12 x\n", "max\n", "0\n", "-3\n", "99999999999\n"} {
+		if _, err := appendPids(nil, []byte(bad)); err == nil {
+			t.Errorf("appendPids(%q): no error", bad)
+		}
+	}
+	if got, err := appendPids(nil, nil); err != nil || len(got) != 0 {
+		t.Errorf("appendPids of an empty file = %v, %v", got, err)
 	}
 }

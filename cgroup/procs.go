@@ -9,11 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/berthd/berth/internal/kernfile"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -61,21 +60,16 @@ func procsRecursive(dir string) ([]int, error) {
 		if !d.IsDir() {
 			return nil
 		}
-		data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		file := filepath.Join(p, "cgroup.procs")
+		data, err := kernfile.Read(file)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		for _, f := range strings.Fields(string(data)) {
-			pid, err := strconv.Atoi(f)
-			if err != nil {
-				return fmt.Errorf("parse %s: %w", filepath.Join(p, "cgroup.procs"), err)
-			}
-			if pid != self {
-				pids = append(pids, pid)
-			}
+		if pids, err = appendPids(pids, data); err != nil {
+			return fmt.Errorf("parse %s: %w", file, err)
 		}
 		return nil
 	})
@@ -123,14 +117,8 @@ func (g *Group) Processes() ([]int, error) {
 		if err != nil {
 			return fmt.Errorf("list processes of cgroup %s: %w", d, err)
 		}
-		for _, f := range strings.Fields(string(b)) {
-			pid, err := strconv.Atoi(f)
-			if err != nil {
-				return fmt.Errorf("parse %s: %w", filepath.Join(d, "cgroup.procs"), err)
-			}
-			if pid != self { // a launcher thread passing through (see Pids)
-				pids = append(pids, pid)
-			}
+		if pids, err = appendPids(pids, b); err != nil {
+			return fmt.Errorf("parse %s: %w", filepath.Join(d, "cgroup.procs"), err)
 		}
 		entries, err := os.ReadDir(d)
 		if err != nil {
@@ -203,6 +191,20 @@ func (g *Group) leafProcesses(leaf string) (pids []int, ok bool) {
 		// The run ended and Kill removed its leaf: no process.
 		return nil, errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
 	}
+	pids, err = appendPids(pids, b)
+	if err != nil {
+		return nil, false
+	}
+	return pids, true
+}
+
+// appendPids appends the pids of a cgroup.procs file's content b (one
+// decimal pid per line, cgroup-v2.rst "cgroup.procs") to pids, leaving out
+// the agent's own: a v1 cgroup.procs names it while one of its launcher
+// threads passes through the group (ForkInside).
+//
+// Errors: a line is not a pid.
+func appendPids(pids []int, b []byte) ([]int, error) {
 	for len(b) > 0 {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -214,14 +216,14 @@ func (g *Group) leafProcesses(leaf string) (pids []int, ok bool) {
 			continue
 		}
 		v, err := kernfile.Uint(line)
-		if err != nil {
-			return nil, false
+		if err != nil || v == 0 || v > math.MaxInt32 {
+			return pids, fmt.Errorf("%q is not a pid", line)
 		}
 		if pid := int(v); pid != self {
 			pids = append(pids, pid)
 		}
 	}
-	return pids, true
+	return pids, nil
 }
 
 // readUnder reads file, under the mount point mount, relative to the
