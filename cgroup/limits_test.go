@@ -15,8 +15,9 @@ import (
 )
 
 // A busy loop limited to 0.02 cores uses at most 0.02 cores and is
-// throttled. Usage is measured from the kernel's accounting
-// (cpuacct.usage / cpu.stat usage_usec) against the number of elapsed CFS
+// throttled. Usage is measured from the kernel's accounting (cgroup2
+// cpu.stat usage_usec, also in a hybrid host's tracking tree; cpuacct.usage
+// on a legacy host) against the number of elapsed CFS
 // periods the kernel counted for the group (nr_periods) and against wall
 // time. The quota is far below what a busy loop gets even on this shared,
 // loaded 2-core machine, so the kernel throttles it whatever else runs.
@@ -37,7 +38,11 @@ func TestCPUQuotaEnforced(t *testing.T) {
 	// before the first throttle (the first period's runtime is handed out
 	// in slices of up to 5 ms per CPU, sched-bwc.rst) is not the steady
 	// state the quota holds, and how much of it a first reading catches
-	// depends only on how soon after the start it is taken.
+	// depends only on how soon after the start it is taken. (Under qemu's
+	// emulation on a loaded host, lane 1, the kernel still overruns this
+	// quota in some windows, by up to a scheduler tick per period: it
+	// throttles at tick granularity, and 2 ms is less than a tick at
+	// HZ=250. Seen as often before the window changed.)
 	var s0 Usage
 	if !testutil.Poll(60*time.Second, func() bool {
 		s0, err = g.FullUsage()
