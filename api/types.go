@@ -43,18 +43,9 @@ type Job struct {
 // counters (CPUSeconds, OOMKills, IO*, Pressure) never go down while the
 // job's cgroup exists; a client computes rates from two answers.
 type Usage struct {
-	CPUSeconds       float64 `json:"cpu_seconds"`        // user + system, seconds
-	CPULimitCores    float64 `json:"cpu_limit_cores"`    // quota/period in force; 0: unlimited
-	MemoryBytes      uint64  `json:"memory_bytes"`       // charged to the cgroup, bytes
-	MemoryLimitBytes uint64  `json:"memory_limit_bytes"` // 0: unlimited
-	OOMKills         uint64  `json:"oom_kills"`
-	Pids             uint64  `json:"pids"`
-	PidsLimit        uint64  `json:"pids_limit"` // pids.max; 0: unlimited
-	// IOReadBytes and IOWriteBytes are bytes read from and written to
-	// block devices, summed over devices (v2 io.stat rbytes/wbytes; v1
-	// blkio.throttle.io_service_bytes_recursive).
-	IOReadBytes  uint64 `json:"io_read_bytes"`
-	IOWriteBytes uint64 `json:"io_write_bytes"`
+	// GroupUsage holds the cgroup's accounting and limits, as a sharing
+	// group's; its fields are Usage's own in JSON.
+	GroupUsage
 	// Pressure is the job's pressure stall information; nil when the
 	// kernel keeps none for it (no cgroup2 hierarchy, PSI disabled).
 	Pressure *Pressure `json:"pressure,omitempty"`
@@ -162,9 +153,12 @@ type GroupUsage struct {
 	MemoryLimitBytes uint64  `json:"memory_limit_bytes"` // 0: unlimited
 	OOMKills         uint64  `json:"oom_kills"`
 	Pids             uint64  `json:"pids"`
-	PidsLimit        uint64  `json:"pids_limit"`     // 0: unlimited
-	IOReadBytes      uint64  `json:"io_read_bytes"`  // from block devices, bytes
-	IOWriteBytes     uint64  `json:"io_write_bytes"` // to block devices, bytes
+	PidsLimit        uint64  `json:"pids_limit"`     // pids.max; 0: unlimited
+	// IOReadBytes and IOWriteBytes are bytes read from and written to
+	// block devices, summed over devices (v2 io.stat rbytes/wbytes; v1
+	// blkio.throttle.io_service_bytes_recursive).
+	IOReadBytes  uint64 `json:"io_read_bytes"`
+	IOWriteBytes uint64 `json:"io_write_bytes"`
 }
 
 // Member is one live member in GET /v1/members.

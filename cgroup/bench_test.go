@@ -28,3 +28,23 @@ func BenchmarkNewDelete(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUsage reads one busy job's usage and limits as the metrics
+// scrape does for every job (the hot path at thousands of jobs).
+func BenchmarkUsage(b *testing.B) {
+	h := testHierarchy(b)
+	g, err := h.New("jobs/bench-usage", &specs.LinuxResources{
+		CPU:    &specs.LinuxCPU{Quota: ptr(int64(50000)), Period: ptr(uint64(100000))},
+		Memory: &specs.LinuxMemory{Limit: ptr(int64(256 << 20))},
+		Pids:   &specs.LinuxPids{Limit: ptr(int64(64))},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	startIn(b, g, "sleep 1000")
+	for b.Loop() {
+		if _, err := g.Usage(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

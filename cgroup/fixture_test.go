@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -22,71 +24,6 @@ func fixture(t *testing.T, name, text string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func TestReadUintFixtures(t *testing.T) {
-	for _, c := range []struct {
-		text    string
-		want    uint64
-		wantErr bool
-	}{
-		{"1048576\n", 1048576, false},
-		{"max\n", 0, false}, // memory.max, pids.max with no limit
-		{"0", 0, false},
-		{"18446744073709551615\n", 18446744073709551615, false}, // v1 "unlimited" memory
-		{"-1\n", 0, true},
-		{"12 34\n", 0, true},
-		{"", 0, true},
-	} {
-		p := fixture(t, "memory.max", c.text)
-		got, err := readUint(p)
-		if (err != nil) != c.wantErr || got != c.want {
-			t.Errorf("readUint(%q) = %d, %v; want %d, error %v", c.text, got, err, c.want, c.wantErr)
-		}
-		if err != nil && !strings.Contains(err.Error(), p) {
-			t.Errorf("readUint(%q) error %q does not name the file", c.text, err)
-		}
-	}
-	if _, err := readUint(filepath.Join(t.TempDir(), "gone")); !errors.Is(err, fs.ErrNotExist) || !isGone(err) {
-		t.Errorf("readUint of a missing file: %v, want fs.ErrNotExist (isGone)", err)
-	}
-}
-
-func TestReadKeysFixtures(t *testing.T) {
-	// cgroup v2 memory.events and cpu.stat; v1 memory.oom_control (its
-	// oom_kill line exists since Linux 4.13).
-	events := "low 0\nhigh 12\nmax 40\noom 3\noom_kill 2\noom_group_kill 0\n"
-	cpuStat := "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\nnr_periods 100\nnr_throttled 7\nthrottled_usec 35000\n"
-	oomControl := "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n"
-
-	var kills, usage, throttled, v1kills, absent uint64 = 0, 0, 0, 0, 99
-	if err := readKeys(fixture(t, "memory.events", events), map[string]*uint64{"oom_kill": &kills, "oom_group_kill_x": &absent}); err != nil {
-		t.Fatal(err)
-	}
-	if kills != 2 {
-		t.Errorf("memory.events oom_kill = %d, want 2 (not oom 3, not oom_group_kill)", kills)
-	}
-	if absent != 99 {
-		t.Errorf("a key the file lacks was written: %d", absent)
-	}
-	if err := readKeys(fixture(t, "cpu.stat", cpuStat), map[string]*uint64{"usage_usec": &usage, "nr_throttled": &throttled}); err != nil {
-		t.Fatal(err)
-	}
-	if usage != 2500000 || throttled != 7 {
-		t.Errorf("cpu.stat usage_usec %d nr_throttled %d, want 2500000 7", usage, throttled)
-	}
-	if err := readKeys(fixture(t, "memory.oom_control", oomControl), map[string]*uint64{"oom_kill": &v1kills}); err != nil {
-		t.Fatal(err)
-	}
-	if v1kills != 5 {
-		t.Errorf("memory.oom_control oom_kill = %d, want 5 (not oom_kill_disable)", v1kills)
-	}
-
-	p := fixture(t, "cpu.stat", "usage_usec many\n")
-	err := readKeys(p, map[string]*uint64{"usage_usec": &usage})
-	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "usage_usec") {
-		t.Errorf("a value that is not a number: %v, want an error naming the file and key", err)
-	}
 }
 
 func TestQuotaCoresFixtures(t *testing.T) {
@@ -107,5 +44,40 @@ func TestQuotaCoresFixtures(t *testing.T) {
 		if (err != nil) != c.wantErr || got != c.want {
 			t.Errorf("quotaCores(%q, %q) = %v, %v; want %v, error %v", c.quota, c.period, got, err, c.want, c.wantErr)
 		}
+	}
+}
+
+// io.stat (v2, nested keyed) and blkio.throttle.io_service_bytes_recursive
+// (v1) summed over devices, as FullUsage reads them.
+func TestIOFixtures(t *testing.T) {
+	v2 := filepath.Dir(fixture(t, "io.stat", "8:16 rbytes=1000 wbytes=2000 rios=1 wios=2 dbytes=0 dios=0\n8:0 rbytes=30 wbytes=40 rios=3 wios=4\n"))
+	v1 := filepath.Dir(fixture(t, "blkio.throttle.io_service_bytes_recursive", "8:0 Read 500\n8:0 Write 600\n8:0 Sync 1100\n8:0 Async 0\n8:0 Discard 0\n8:0 Total 1100\n8:16 Read 7\n8:16 Write 8\nTotal 1115\n"))
+	var u Usage
+	if err := readIOV2(v2, &u); err != nil || u.IOReadBytes != 1030 || u.IOWriteBytes != 2040 {
+		t.Errorf("io.stat: read %d write %d, %v; want 1030 2040", u.IOReadBytes, u.IOWriteBytes, err)
+	}
+	u = Usage{}
+	if err := readIOV1(v1, &u); err != nil || u.IOReadBytes != 507 || u.IOWriteBytes != 608 {
+		t.Errorf("blkio: read %d write %d, %v; want 507 608", u.IOReadBytes, u.IOWriteBytes, err)
+	}
+	if err := readIOV2(t.TempDir(), &u); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "io.stat") {
+		t.Errorf("io.stat missing: %v, want fs.ErrNotExist naming the file", err)
+	}
+}
+
+// cgroup.procs: one pid per line; the agent's own pid (a launcher thread
+// passing through a v1 group) is never listed as a job's.
+func TestAppendPidsFixtures(t *testing.T) {
+	got, err := appendPids([]int{7}, []byte("1\n23\n"+strconv.Itoa(self)+"\n456"))
+	if err != nil || !slices.Equal(got, []int{7, 1, 23, 456}) {
+		t.Errorf("appendPids = %v, %v; want [7 1 23 456]", got, err)
+	}
+	for _, bad := range []string{"12 x\n", "max\n", "0\n", "-3\n", "99999999999\n"} {
+		if _, err := appendPids(nil, []byte(bad)); err == nil {
+			t.Errorf("appendPids(%q): no error", bad)
+		}
+	}
+	if got, err := appendPids(nil, nil); err != nil || len(got) != 0 {
+		t.Errorf("appendPids of an empty file = %v, %v", got, err)
 	}
 }

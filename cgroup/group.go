@@ -6,16 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 )
 
 // ErrNotExist is returned (wrapped) by Load when the group exists in no
@@ -41,12 +37,12 @@ type Group struct {
 	// leaf is runLeaf for readers that must not wait for a start in
 	// progress (Processes at scrape time); nil before the first run.
 	leaf atomic.Pointer[string]
-	// applied is what New and Update wrote (see Applied); nil for a
-	// loaded group until Applied reads it.
-	applied atomic.Pointer[Applied]
-	// usage holds the directories Usage reads, found once (usageOnce).
-	usageOnce sync.Once
-	usage     *usageDirs
+	// limits is what New and Update wrote (Usage's Limits); nil for a
+	// loaded group until Usage reads it from the kernel.
+	limits atomic.Pointer[applied]
+	// dirs holds the directories Usage reads, found once (dirsOnce).
+	dirsOnce sync.Once
+	dirs     *groupDirs
 }
 
 // Placement says where a new process must be put to run inside a Group.
@@ -95,22 +91,8 @@ func (h *Hierarchy) New(rel string, res *specs.LinuxResources) (*Group, error) {
 		res = &specs.LinuxResources{}
 	}
 	g := &Group{h: h, rel: rel}
-	if h.mode == Unified {
-		g.v2, err = h.newV2(rel, res)
-		if err != nil {
-			return nil, fmt.Errorf("create cgroup %s: %w", h.unifiedDir(rel), err)
-		}
-		g.setApplied(res)
-		return g, nil
-	}
-	g.v1, err = h.newV1(rel, res)
-	if err != nil {
-		return nil, fmt.Errorf("create cgroup %s in v1 controllers %v: %w", rel, h.Controllers(), err)
-	}
-	if d := h.unifiedDir(rel); d != "" {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("create cgroup %s: %w", d, err)
-		}
+	if err := h.v.create(g, res); err != nil {
+		return nil, err
 	}
 	g.setApplied(res)
 	return g, nil
@@ -136,16 +118,8 @@ func (h *Hierarchy) Load(rel string) (*Group, error) {
 		return nil, fmt.Errorf("load cgroup %s: %w", rel, ErrNotExist)
 	}
 	g := &Group{h: h, rel: rel}
-	if h.mode == Unified {
-		g.v2, err = cgroup2.Load(filepath.Join(h.unifiedRoot, rel), cgroup2.WithMountpoint(h.unifiedMount))
-		if err != nil {
-			return nil, fmt.Errorf("load cgroup %s: %w", h.unifiedDir(rel), err)
-		}
-		return g, nil
-	}
-	g.v1, err = cgroup1.Load(h.v1Path(rel), cgroup1.WithHierarchy(h.v1HierarchyNoCpuset), allowAnyController)
-	if err != nil && !errors.Is(err, cgroup1.ErrCgroupDeleted) {
-		return nil, fmt.Errorf("load cgroup %s: %w", rel, err)
+	if err := h.v.load(g); err != nil {
+		return nil, err
 	}
 	return g, nil
 }
@@ -177,88 +151,9 @@ func (g *Group) Update(res *specs.LinuxResources) error {
 	if res == nil {
 		return nil
 	}
-	if g.h.mode == Unified {
-		if err := g.h.updateV2(g.v2, g.rel, res); err != nil {
-			return fmt.Errorf("update cgroup %s: %w", g.h.unifiedDir(g.rel), err)
-		}
-		g.setApplied(res)
-		return nil
-	}
-	if g.v1 == nil {
-		return fmt.Errorf("update cgroup %s: %w", g.rel, ErrNotExist)
-	}
-	if err := g.h.updateV1(g.v1, g.rel, res); err != nil {
-		return fmt.Errorf("update cgroup %s in v1 controllers %v: %w", g.rel, g.h.Controllers(), err)
+	if err := g.h.v.update(g, res); err != nil {
+		return err
 	}
 	g.setApplied(res)
-	return nil
-}
-
-// Pids lists every process in the group and its descendants, sorted, as the
-// union of cgroup.procs over every hierarchy and every descendant cgroup
-// (a process put into only some hierarchies is still listed). A process that
-// has exited is no longer listed, even before it is reaped (kernel ≥ 5.x
-// drops exiting tasks from cgroup.procs; verified on 6.18). A group that is
-// gone has no processes. The agent's own pid is never listed: a v1
-// cgroup.procs file names it while one of its launcher threads passes
-// through the group (ForkInside), and nothing must ever signal it as a job.
-//
-// Errors: a cgroup.procs file cannot be read for a reason other than the
-// cgroup disappearing meanwhile.
-func (g *Group) Pids() ([]int, error) {
-	var pids []int
-	for _, dir := range g.h.dirs(g.rel) {
-		got, err := procsRecursive(dir)
-		if err != nil {
-			return nil, fmt.Errorf("list processes of cgroup %s: %w", dir, err)
-		}
-		pids = append(pids, got...)
-	}
-	slices.Sort(pids)
-	return slices.Compact(pids), nil
-}
-
-// self is the agent's pid, left out of every process list of a group.
-var self = os.Getpid()
-
-// procsRecursive reads cgroup.procs of dir and every cgroup below it. Parts
-// that vanish while walking (a concurrent Delete) are skipped.
-func procsRecursive(dir string) ([]int, error) {
-	var pids []int
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, f := range strings.Fields(string(data)) {
-			pid, err := strconv.Atoi(f)
-			if err != nil {
-				return fmt.Errorf("parse %s: %w", filepath.Join(p, "cgroup.procs"), err)
-			}
-			if pid != self {
-				pids = append(pids, pid)
-			}
-		}
-		return nil
-	})
-	return pids, err
-}
-
-// allowAnyController makes containerd skip controllers that are not active
-// instead of failing (berth does not require the devices controller).
-func allowAnyController(c *cgroup1.InitConfig) error {
-	c.InitCheck = cgroup1.AllowAny
 	return nil
 }

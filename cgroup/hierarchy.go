@@ -39,6 +39,9 @@ var ErrInvalidPath = errors.New("invalid cgroup path")
 // called before it is shared.
 type Hierarchy struct {
 	mode Mode
+	// v is the cgroup version that drives the groups, chosen by mode once
+	// (versionFor).
+	v version
 	// root is the cgroup path of berth's root inside each hierarchy when
 	// it is the same everywhere ("/berth"); with a delegated root taken
 	// from /proc/self/cgroup the v1 paths may differ per controller and
@@ -194,6 +197,7 @@ func open(root string, delegated bool) (*Hierarchy, error) {
 	if h.unifiedMount != "" {
 		h.cloneInto, h.kernel = kernelAtLeast(5, 7)
 	}
+	h.v = versionFor(h)
 	return h, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/berthd/berth/internal/kernfile"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"golang.org/x/sys/unix"
 )
@@ -182,7 +183,9 @@ func (g *Group) ForkInside(home *Home, fork func(cgroupFD int) (int, error)) (in
 				return 0, fmt.Errorf("open cgroup %s: %w", leaf, err)
 			}
 			defer unix.Close(cgFD)
-		} else if h.mode == Unified {
+		} else if len(h.threadCtrls) == 0 {
+			// Without v1 controllers to hold the child from birth (a
+			// pure cgroup v2 host), only CLONE_INTO_CGROUP can.
 			return 0, fmt.Errorf("start in cgroup %s: kernel %s lacks clone3 CLONE_INTO_CGROUP (Linux 5.7), which a pure cgroup v2 host needs", leaf, h.kernel)
 		}
 	}
@@ -257,25 +260,10 @@ func (g *Group) newRunLeaf(ud string) (string, error) {
 // kernels without CLONE_INTO_CGROUP, on a hybrid host only).
 func placeAfterExec(leaf string, pid int) error {
 	f := filepath.Join(leaf, "cgroup.procs")
-	if err := writeFD(f, strconv.Itoa(pid)); err != nil {
+	if err := kernfile.Write(f, strconv.Itoa(pid)); err != nil {
 		return fmt.Errorf("place pid %d in %s: %w", pid, f, err)
 	}
 	return nil
-}
-
-// writeFD writes s to a control file with plain open(2)/write(2) (see
-// readSmall for why not os.WriteFile).
-func writeFD(file, s string) error {
-	fd, err := unix.Open(file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	_, werr := unix.Write(fd, []byte(s))
-	cerr := unix.Close(fd)
-	if werr != nil {
-		return werr
-	}
-	return cerr
 }
 
 // mountFDs holds an open fd of each cgroup mount point ForkInside writes
@@ -332,13 +320,6 @@ type threadTasks struct {
 	in      []int          // open tasks files of the group, by ctrls
 	inPaths []string
 	pids    []pidsLevel
-}
-
-// pidsLevel is one berth cgroup, from <root>/jobs down to the group, whose
-// pids.max the thread's presence would count against.
-type pidsLevel struct {
-	rel string
-	fd  int // pids.max, open read-write
 }
 
 // openThreadTasks opens, while the thread is still at home (so that the
@@ -403,7 +384,7 @@ func (t *threadTasks) leave() error {
 		if _, err := unix.Write(t.home.fds[name], thisThread); err == nil {
 			continue
 		}
-		if err := writeFD(t.home.roots[name], "0"); err != nil {
+		if err := kernfile.Write(t.home.roots[name], "0"); err != nil {
 			errs = append(errs, fmt.Errorf("%w: thread %d, controller %s: return to %s: %w", ErrThreadStranded, t.home.tid, name, t.home.roots[name], err))
 		}
 	}
@@ -417,94 +398,6 @@ func (t *threadTasks) close() {
 	for _, l := range t.pids {
 		_ = unix.Close(l.fd)
 	}
-}
-
-// raisePids records the launcher thread that has just entered every level
-// and raises pids.max by one on each level that has a limit; it returns the
-// levels to pass to lowerPids. A pids.max that cannot be written is left as
-// it is: the fork then fails on it with the kernel's error (EAGAIN).
-func (h *Hierarchy) raisePids(levels []pidsLevel) []pidsLevel {
-	h.pidsMu.Lock()
-	defer h.pidsMu.Unlock()
-	for _, l := range levels {
-		if h.pidsInside[l.rel] == 0 {
-			h.pidsLimits[l.rel] = readPidsMax(l.fd)
-		}
-		h.pidsInside[l.rel]++
-		if limit := h.pidsLimits[l.rel]; limit >= 0 {
-			_ = writeAt(l.fd, strconv.FormatInt(limit+int64(h.pidsInside[l.rel]), 10))
-		}
-	}
-	return levels
-}
-
-// lowerPids undoes raisePids for levels, before the thread leaves.
-func (h *Hierarchy) lowerPids(levels []pidsLevel) error {
-	h.pidsMu.Lock()
-	defer h.pidsMu.Unlock()
-	var errs []error
-	for _, l := range levels {
-		h.pidsInside[l.rel]--
-		n := h.pidsInside[l.rel]
-		limit := h.pidsLimits[l.rel]
-		if n <= 0 {
-			delete(h.pidsInside, l.rel)
-			delete(h.pidsLimits, l.rel)
-		}
-		if limit < 0 {
-			continue
-		}
-		if err := writeAt(l.fd, strconv.FormatInt(limit+int64(n), 10)); err != nil {
-			errs = append(errs, fmt.Errorf("restore pids.max %d of cgroup %s: %w", limit, l.rel, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// readPidsMax reads an open pids.max file: the limit, or -1 for "max" (and
-// for a file that cannot be read: it is then left alone).
-func readPidsMax(fd int) int64 {
-	var buf [32]byte
-	n, err := unix.Pread(fd, buf[:], 0)
-	if err != nil {
-		return -1
-	}
-	limit, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
-	if err != nil {
-		return -1 // "max"
-	}
-	return limit
-}
-
-// setPidsMax writes a v1 group's pids.max for Update and New: "max" for
-// limit <= 0 (unlimited, as the runtime spec says), else limit plus the
-// launcher threads inside the group at this moment.
-func (h *Hierarchy) setPidsMax(rel string, limit int64) error {
-	dir := h.v1Dir(cgroup1.Pids, rel)
-	if dir == "" {
-		return nil
-	}
-	file := filepath.Join(dir, "pids.max")
-	h.pidsMu.Lock()
-	defer h.pidsMu.Unlock()
-	v := "max"
-	if limit > 0 {
-		v = strconv.FormatInt(limit+int64(h.pidsInside[rel]), 10)
-	} else {
-		limit = -1
-	}
-	if h.pidsInside[rel] > 0 {
-		h.pidsLimits[rel] = limit // lowerPids restores this one
-	}
-	if err := writeFD(file, v); err != nil {
-		return fmt.Errorf("write %s to %s: %w", v, file, err)
-	}
-	return nil
-}
-
-func writeAt(fd int, s string) error {
-	_, err := unix.Pwrite(fd, []byte(s), 0)
-	return err
 }
 
 // kernelAtLeast reports whether the running kernel's release (uname -r) is

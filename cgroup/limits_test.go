@@ -15,8 +15,9 @@ import (
 )
 
 // A busy loop limited to 0.02 cores uses at most 0.02 cores and is
-// throttled. Usage is measured from the kernel's accounting
-// (cpuacct.usage / cpu.stat usage_usec) against the number of elapsed CFS
+// throttled. Usage is measured from the kernel's accounting (cgroup2
+// cpu.stat usage_usec, also in a hybrid host's tracking tree; cpuacct.usage
+// on a legacy host) against the number of elapsed CFS
 // periods the kernel counted for the group (nr_periods) and against wall
 // time. The quota is far below what a busy loop gets even on this shared,
 // loaded 2-core machine, so the kernel throttles it whatever else runs.
@@ -33,19 +34,28 @@ func TestCPUQuotaEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	startIn(t, g, "while :; do :; done")
-	var s0 *Stats
-	if !testutil.Poll(5*time.Second, func() bool {
-		s0, err = g.Stats()
-		return err == nil && s0.CPUUsageSeconds > 0
+	// The window starts once the kernel has throttled the loop: the burst
+	// before the first throttle (the first period's runtime is handed out
+	// in slices of up to 5 ms per CPU, sched-bwc.rst) is not the steady
+	// state the quota holds, and how much of it a first reading catches
+	// depends only on how soon after the start it is taken. (Under qemu's
+	// emulation on a loaded host, lane 1, the kernel still overruns this
+	// quota in some windows, by up to a scheduler tick per period: it
+	// throttles at tick granularity, and 2 ms is less than a tick at
+	// HZ=250. Seen as often before the window changed.)
+	var s0 Usage
+	if !testutil.Poll(60*time.Second, func() bool {
+		s0, err = g.FullUsage()
+		return err == nil && s0.CPUUsageSeconds > 0 && s0.ThrottledPeriods > 0
 	}) {
-		t.Fatalf("no CPU usage accounted: %v", err)
+		t.Fatalf("no CPU usage accounted, or never throttled (%+v): %v", s0, err)
 	}
 	w0 := time.Now()
-	var s1 *Stats
+	var s1 Usage
 	// The window is at least 20 enforcement periods of kernel accounting
 	// and lasts until the kernel has throttled the loop.
 	if !testutil.Poll(60*time.Second, func() bool {
-		s1, err = g.Stats()
+		s1, err = g.FullUsage()
 		return err == nil && s1.Periods-s0.Periods >= 20 && s1.ThrottledPeriods > s0.ThrottledPeriods
 	}) {
 		t.Fatalf("not throttled within 60 s of a busy loop under a 0.02-core quota (%d periods, %d throttled): %v",
@@ -84,12 +94,12 @@ func TestMemoryLimitOOMKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := g.Stats()
+	s, err := g.FullUsage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.MemoryLimitBytes != uint64(lim) {
-		t.Errorf("MemoryLimitBytes = %d, want %d", s.MemoryLimitBytes, lim)
+	if s.Limits.MemoryLimitBytes != uint64(lim) {
+		t.Errorf("MemoryLimitBytes = %d, want %d", s.Limits.MemoryLimitBytes, lim)
 	}
 	// tail keeps the whole "line" in memory: /dev/zero has no newline.
 	j := startIn(t, g, "exec tail /dev/zero")
@@ -111,8 +121,8 @@ func TestMemoryLimitOOMKill(t *testing.T) {
 	if pn, err := parent.OOMKills(); err != nil || pn < n {
 		t.Errorf("sharing group OOMKills = %d, %v; want >= %d (counts its jobs)", pn, err, n)
 	}
-	if s, err := g.Stats(); err != nil || s.OOMKills != n {
-		t.Errorf("Stats().OOMKills = %+v, %v; want %d", s, err, n)
+	if s, err := g.FullUsage(); err != nil || s.OOMKills != n {
+		t.Errorf("FullUsage().OOMKills = %+v, %v; want %d", s, err, n)
 	}
 }
 
@@ -128,12 +138,12 @@ func TestPidsLimitEnforced(t *testing.T) {
 	if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(j.stderr.String(), "fork") }) {
 		t.Fatalf("no fork failure reported; stderr %q", j.stderr.String())
 	}
-	s, err := g.Stats()
+	s, err := g.FullUsage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Pids > 5 || s.PidsLimit != 5 {
-		t.Errorf("Pids = %d, PidsLimit = %d; want <= 5 and 5", s.Pids, s.PidsLimit)
+	if s.Pids > 5 || s.Limits.PidsLimit != 5 {
+		t.Errorf("Pids = %d, PidsLimit = %d; want <= 5 and 5", s.Pids, s.Limits.PidsLimit)
 	}
 	pids, err := g.Pids()
 	if err != nil || len(pids) > 5 {
@@ -208,7 +218,7 @@ func TestIOWriteBpsEnforced(t *testing.T) {
 	if rate > limit*1.1 {
 		t.Errorf("write rate %.0f bytes/s > limit %d +10%%", rate, limit)
 	}
-	s, err := g.Stats()
+	s, err := g.FullUsage()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +270,7 @@ func TestCPUWeightEnforced(t *testing.T) {
 	}
 	light, heavy := mk("light", 100, 2597), mk("heavy", 300, 7840)
 	usage := func(g *Group) float64 {
-		s, err := g.Stats()
+		s, err := g.FullUsage()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,10 +68,11 @@ func GroupRel(name string) string { return GroupsDir + "/" + name }
 // Errors: a directory cannot be made; a process cannot be moved; the kernel
 // refuses to enable a controller (EBUSY when a cgroup on the way still holds
 // processes, ENOENT when the parent has not enabled it).
-func (h *Hierarchy) Prepare() error {
-	if h.mode == Unified {
-		return h.prepareV2()
-	}
+func (h *Hierarchy) Prepare() error { return h.v.prepare() }
+
+// prepareV1 makes the subtrees in every v1 controller in use and in the
+// cgroup2 tracking tree of a hybrid host.
+func (h *Hierarchy) prepareV1() error {
 	for _, sub := range Subtrees() {
 		if _, err := cgroup1.New(h.v1Path(sub), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.v1Hierarchy), allowAnyController); err != nil {
 			return fmt.Errorf("prepare cgroup root %s in v1 controllers %v: %w", h.root, h.Controllers(), err)
@@ -85,6 +86,9 @@ func (h *Hierarchy) Prepare() error {
 	return nil
 }
 
+// prepareV2 makes the subtrees on a unified host, moves the processes of
+// the root into its agent leaf, and enables berth's controllers down to
+// the subtrees.
 func (h *Hierarchy) prepareV2() error {
 	rootDir := h.unifiedDir("")
 	for _, sub := range Subtrees() {

@@ -1,13 +1,13 @@
 package cgroup
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/berthd/berth/internal/kernfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,7 +74,7 @@ func (g *Group) Pressure() (Pressure, error) {
 	if dir == "" {
 		return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w: the host (%s) has no cgroup2 hierarchy", g.rel, ErrNoPressure, g.h.mode)
 	}
-	d := g.dirsForUsage()
+	d := g.h.dirsFor(g)
 	if d.err != nil {
 		return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w", dir, d.err)
 	}
@@ -111,40 +111,29 @@ func (g *Group) Pressure() (Pressure, error) {
 func parsePressure(b []byte) (StallTime, error) {
 	var st StallTime
 	hasSome := false
-	all := b
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		kind, rest, _ := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
+	err := kernfile.Nested(b, func(kind, fields []byte) error {
 		if string(kind) != "some" && string(kind) != "full" {
-			continue
+			return nil
 		}
-		var total []byte
-		found := false
-		for f := range bytes.FieldsSeq(rest) {
-			if v, ok := bytes.CutPrefix(f, []byte("total=")); ok {
-				total, found = v, true
-			}
+		us, found, err := kernfile.Field(fields, "total")
+		if err != nil {
+			return fmt.Errorf("%q line: total is not a number of microseconds: %w", kind, err)
 		}
 		if !found {
-			return StallTime{}, fmt.Errorf("%q line has no total= field: %q", kind, line)
-		}
-		us, err := parseUint(total)
-		if err != nil {
-			return StallTime{}, fmt.Errorf("%q line: total=%q is not a number of microseconds: %w", kind, total, err)
+			return fmt.Errorf("%q line has no total= field: %q", kind, fields)
 		}
 		if string(kind) == "some" {
 			st.SomeSeconds, hasSome = float64(us)/1e6, true
 		} else {
 			st.FullSeconds, st.HasFull = float64(us)/1e6, true
 		}
+		return nil
+	})
+	if err != nil {
+		return StallTime{}, err
 	}
 	if !hasSome {
-		return StallTime{}, fmt.Errorf("no \"some\" line in %q", all)
+		return StallTime{}, fmt.Errorf("no \"some\" line in %q", b)
 	}
 	return st, nil
 }

@@ -83,15 +83,15 @@ func TestUpdateInPlaceKeepsProcess(t *testing.T) {
 	if p, err := g.Pids(); err != nil || len(p) != 1 || p[0] != pid {
 		t.Errorf("Pids after Update = %v, %v; want [%d]", p, err, pid)
 	}
-	s, err := g.Stats()
+	s, err := g.FullUsage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.CPUQuotaCores != 1.5 {
-		t.Errorf("CPUQuotaCores = %v, want 1.5", s.CPUQuotaCores)
+	if s.Limits.CPUQuotaCores != 1.5 {
+		t.Errorf("CPUQuotaCores = %v, want 1.5", s.Limits.CPUQuotaCores)
 	}
-	if s.MemoryLimitBytes != 128<<20 || s.PidsLimit != 0 {
-		t.Errorf("after Update MemoryLimitBytes=%d PidsLimit=%d; want %d and 0 (unlimited)", s.MemoryLimitBytes, s.PidsLimit, 128<<20)
+	if s.Limits.MemoryLimitBytes != 128<<20 || s.Limits.PidsLimit != 0 {
+		t.Errorf("after Update MemoryLimitBytes=%d PidsLimit=%d; want %d and 0 (unlimited)", s.Limits.MemoryLimitBytes, s.Limits.PidsLimit, 128<<20)
 	}
 	if d := h.v1Dir("cpu", "jobs/upd"); d != "" {
 		if got := readFile(t, filepath.Join(d, "cpu.cfs_quota_us")); got != "150000" {

@@ -1,70 +1,134 @@
 package cgroup
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
 	"sync"
 
+	"github.com/berthd/berth/internal/kernfile"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
-// Usage is what changes in a job's cgroup from one scrape to the next: the
-// counters and gauges of Stats without the limits (which berth wrote and
-// knows: see Applied) and without block I/O (reported per sharing group
-// only). Counters never go down while the group exists.
+// Usage is a group's usage as the kernel accounts it, for the group and
+// all its descendants, and the limits in force on it: what the metrics
+// collectors and the API report about a job's or a sharing group's
+// cgroup. Counters (CPU*, Periods, Throttled*, OOMKills, IO*) never go
+// down while the group exists. A controller that is not in use leaves its
+// fields zero. Which file each field comes from is said in the file of its
+// controller (cpu.go, memory.go, pids.go, io.go).
 type Usage struct {
-	// CPUUserSeconds and CPUSystemSeconds are CPU time in user and kernel
-	// mode, seconds (cgroup2 cpu.stat user_usec, system_usec, which the
-	// kernel keeps for every cgroup2 cgroup, with or without the cpu
-	// controller: so also in the tracking tree of a hybrid host; on a
-	// legacy host v1 cpuacct.usage_user, cpuacct.usage_sys).
-	CPUUserSeconds, CPUSystemSeconds float64
-	// ThrottledPeriods and ThrottledSeconds are the CFS periods in which
-	// the group hit its quota and the time it was held back, seconds (v1
-	// cpu.stat nr_throttled, throttled_time; v2 cpu.stat nr_throttled,
-	// throttled_usec).
-	ThrottledPeriods uint64
-	ThrottledSeconds float64
-	// MemoryBytes is memory charged to the group, bytes (v1
-	// memory.usage_in_bytes; v2 memory.current).
+	// CPUUsageSeconds, CPUUserSeconds and CPUSystemSeconds are the CPU time
+	// consumed, in all and in user and kernel mode, seconds (cgroup2
+	// cpu.stat usage_usec, user_usec, system_usec, which the kernel keeps
+	// for every cgroup2 cgroup, with or without the cpu controller: so also
+	// in the tracking tree of a hybrid host; on a legacy host v1
+	// cpuacct.usage, cpuacct.usage_user, cpuacct.usage_sys).
+	CPUUsageSeconds, CPUUserSeconds, CPUSystemSeconds float64
+	// Periods is the number of CFS enforcement periods in which the group
+	// was runnable, ThrottledPeriods those in which it hit its quota, and
+	// ThrottledSeconds the time it was held back, seconds (cpu.stat
+	// nr_periods, nr_throttled; v1 throttled_time, ns; v2 throttled_usec).
+	Periods, ThrottledPeriods uint64
+	ThrottledSeconds          float64
+	// MemoryBytes is the memory charged to the group, page cache included,
+	// bytes: the figure the hard limit is enforced against (v2
+	// memory.current; v1 memory.usage_in_bytes).
 	MemoryBytes uint64
-	// OOMKills counts OOM kills in the group and its descendants (see
-	// Group.OOMKills).
+	// OOMKills counts the processes the OOM killer killed in the group and
+	// its descendants (see Group.OOMKills).
 	OOMKills uint64
 	// Pids is pids.current: tasks (threads count) in the group.
 	Pids uint64
+	// IOReadBytes and IOWriteBytes are bytes read from and written to
+	// block devices, summed over devices (v2 io.stat rbytes, wbytes; v1
+	// blkio.throttle.io_service_bytes_recursive Read, Write). Writes
+	// through the page cache are counted when written back, which on v1
+	// may be charged to another cgroup. FullUsage only.
+	IOReadBytes, IOWriteBytes uint64
+	// Limits are the limits in force on the group.
+	Limits Limits
 }
 
-// Applied is the part of a group's limits that metrics report, as the
-// kernel holds it after berth wrote it: known from what New and Update
-// applied, never read back at scrape time.
-type Applied struct {
-	// CPUQuotaCores is quota/period in cores, 0 when unlimited.
+// Limits are the limits of a group that berth reports, as the kernel holds
+// them.
+type Limits struct {
+	// CPUQuotaCores is the CPU quota over its period, cores (v2 cpu.max;
+	// v1 cpu.cfs_quota_us / cpu.cfs_period_us), 0 when unlimited.
 	CPUQuotaCores float64
-	// MemoryLimitBytes is the hard memory limit in bytes, rounded down to
-	// whole pages as the kernel stores it (page_counter_memparse), 0 when
-	// unlimited.
+	// MemoryLimitBytes is the hard memory limit, bytes, in whole pages as
+	// the kernel stores it (v2 memory.max; v1 memory.limit_in_bytes), 0
+	// when unlimited.
 	MemoryLimitBytes uint64
 	// PidsLimit is pids.max, 0 when unlimited.
 	PidsLimit uint64
+}
 
+// Usage reads what changes in the group from one scrape to the next: CPU
+// time and throttling, memory, OOM kills and tasks, each file read once,
+// with Limits as berth applied them (New, Update; for a loaded group read
+// from the kernel once and then kept) and block I/O left out (reported per
+// sharing group only, by FullUsage). It is the hot path of a scrape of
+// thousands of jobs.
+//
+// It reads the group's own files only, which suits a job's cgroup (berth
+// makes nothing below it in the v1 hierarchies): on v1 OOM kills are
+// counted in the cgroup of the killed process and not propagated to its
+// parents, so kills inside v1 memory cgroups that a job made below its own
+// are not in Usage; OOMKills and FullUsage walk them.
+//
+// Errors: the group is gone (wrapping ErrNotExist); a control file cannot
+// be read or parsed.
+func (g *Group) Usage() (Usage, error) {
+	u, err := g.read(false)
+	if err != nil {
+		return Usage{}, err
+	}
+	u.Limits = g.applied().Limits
+	return u, nil
+}
+
+// FullUsage is Usage plus what a scrape of every job leaves out: block
+// I/O, v1 OOM kills in cgroups below the group, and Limits read from the
+// kernel rather than remembered. The API and the sharing groups' metrics
+// use it.
+//
+// Errors: as Usage.
+func (g *Group) FullUsage() (Usage, error) {
+	return g.read(true)
+}
+
+func (g *Group) read(full bool) (Usage, error) {
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	var u Usage
+	err := g.h.dirsFor(g).err
+	if err == nil {
+		u, err = g.h.v.read(g, *bp, full)
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = errors.Join(err, ErrNotExist)
+		}
+		return Usage{}, fmt.Errorf("read usage of cgroup %s: %w", g.rel, err)
+	}
+	return u, nil
+}
+
+// applied is what New and Update wrote to a group: the Limits it reports
+// and the CPU quota and period they come from.
+type applied struct {
+	Limits
 	quota  int64  // µs, < 0 unlimited
 	period uint64 // µs, 0: the kernel's default
 }
 
-// defaultPeriodMicros is the kernel's default CFS period,
-// Documentation/scheduler/sched-bwc.rst.
-const defaultPeriodMicros = 100000
-
 // merge returns a with the fields res sets (nil fields keep a's), as New
 // and Update write them.
-func (a Applied) merge(res *specs.LinuxResources) Applied {
+func (a applied) merge(res *specs.LinuxResources) applied {
 	if res == nil {
 		return a
 	}
@@ -99,86 +163,34 @@ func (a Applied) merge(res *specs.LinuxResources) Applied {
 	return a
 }
 
-// Applied returns the limits berth applied to the group (New, Update). For
+// applied returns the limits berth applied to the group (New, Update). For
 // a group that was loaded (Load), whose limits berth did not write in this
 // process, they are read from the kernel once and then kept.
-func (g *Group) Applied() Applied {
-	if a := g.applied.Load(); a != nil {
+func (g *Group) applied() applied {
+	if a := g.limits.Load(); a != nil {
 		return *a
 	}
-	a := Applied{quota: -1}
-	if s, err := g.Stats(); err == nil {
-		a.CPUQuotaCores, a.MemoryLimitBytes, a.PidsLimit = s.CPUQuotaCores, s.MemoryLimitBytes, s.PidsLimit
+	a := applied{quota: -1}
+	if u, err := g.FullUsage(); err == nil {
+		a.Limits = u.Limits
 	}
-	g.applied.CompareAndSwap(nil, &a)
-	return *g.applied.Load()
+	g.limits.CompareAndSwap(nil, &a)
+	return *g.limits.Load()
 }
 
 // setApplied records that res was written to the group.
 func (g *Group) setApplied(res *specs.LinuxResources) {
-	cur := Applied{quota: -1}
-	if a := g.applied.Load(); a != nil {
+	cur := applied{quota: -1}
+	if a := g.limits.Load(); a != nil {
 		cur = *a
 	}
 	next := cur.merge(res)
-	g.applied.Store(&next)
+	g.limits.Store(&next)
 }
 
 // readBufs are the scratch buffers of control-file reads (4 KiB: every
 // file a scrape reads is shorter).
 var readBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
-
-// readInto reads a small control or proc file (a seq_file: a read(2) with
-// room to spare returns the whole content, so one short read means the
-// end) into buf, with plain openat(2)/read(2)/close(2) and no allocation;
-// it returns the bytes read. A file longer than buf is an error
-// (errTooLong). dirFD is a directory fd the path is relative to, or
-// unix.AT_FDCWD for an absolute path.
-func readInto(dirFD int, path string, buf []byte) ([]byte, error) {
-	fd, err := unix.Openat(dirFD, path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	for {
-		n, err := unix.Read(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-		}
-		if n == len(buf) {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: errTooLong}
-		}
-		return buf[:n], nil
-	}
-}
-
-var errTooLong = errors.New("longer than the read buffer")
-
-// ReadFileAt reads a small file of procfs or a cgroup file system into
-// buf (see readInto) and returns the bytes read: the allocation-free read
-// that the per-job metrics use for /proc/PID files. path is relative to
-// the directory fd dirFD (an O_PATH fd of /proc, say), or absolute with
-// unix.AT_FDCWD.
-//
-// Errors: the file cannot be opened or read (fs.PathError naming path,
-// wrapping ENOENT or ESRCH when the process or cgroup is gone), or is
-// longer than buf.
-func ReadFileAt(dirFD int, path string, buf []byte) ([]byte, error) {
-	return readInto(dirFD, path, buf)
-}
-
-// readUnder reads file, under the mount point mount, relative to the
-// mount's cached fd (openIn): no walk from / on every open.
-func readUnder(mount, file string, buf []byte) ([]byte, error) {
-	dirFD, rel, err := underMount(mount, file)
-	if err != nil {
-		return nil, err
-	}
-	return readInto(dirFD, rel, buf)
-}
 
 // mountDir is one directory of a group, as Usage reads files in it: the
 // cached fd of the mount it lies under (underMount) and the directory's
@@ -193,20 +205,46 @@ func (d mountDir) ok() bool { return d.fd >= 0 }
 
 // read reads the file name in d into buf.
 func (d mountDir) read(name string, buf []byte) ([]byte, error) {
-	return readInto(d.fd, d.rel+name, buf)
+	return kernfile.ReadAt(d.fd, d.rel+name, buf)
 }
 
-// usageDirs are the directories Usage and Pressure read, found once per
-// group: no path joining or cleaning per read.
-type usageDirs struct {
+// number reads a single-value file of d ("max" reads as 0).
+func (d mountDir) number(name string, buf []byte) (uint64, error) {
+	b, err := d.read(name, buf)
+	if err != nil {
+		return 0, err
+	}
+	v, err := kernfile.Uint(b)
+	if err != nil {
+		return 0, fmt.Errorf("%s%s: %w", d.rel, name, err)
+	}
+	return v, nil
+}
+
+// keyed reads the wanted keys of a flat keyed file of d into out.
+func (d mountDir) keyed(name string, buf []byte, keys []string, out []uint64) error {
+	b, err := d.read(name, buf)
+	if err != nil {
+		return err
+	}
+	if err := kernfile.Keyed(b, ' ', keys, out); err != nil {
+		return fmt.Errorf("%s%s: %w", d.rel, name, err)
+	}
+	return nil
+}
+
+// groupDirs are the directories of a group that Usage, FullUsage and
+// Pressure read, found once per group: no path joining or cleaning per
+// read. On a unified host only unified is set.
+type groupDirs struct {
 	unified, cpu, cpuacct, memory, pids mountDir
 	err                                 error
 }
 
-// dirsForUsage returns the group's usageDirs, computed on first use.
-func (g *Group) dirsForUsage() *usageDirs {
-	g.usageOnce.Do(func() {
-		d := &usageDirs{}
+// dirsFor returns g's groupDirs, computed on first use.
+func (h *Hierarchy) dirsFor(g *Group) *groupDirs {
+	g.dirsOnce.Do(func() {
+		d := &groupDirs{}
 		at := func(mount, dir string) mountDir {
 			if dir == "" || d.err != nil {
 				return mountDir{fd: -1}
@@ -218,125 +256,14 @@ func (g *Group) dirsForUsage() *usageDirs {
 			}
 			return mountDir{fd: fd, rel: rel + "/"}
 		}
-		d.unified = at(g.h.unifiedMount, g.h.unifiedDir(g.rel))
-		d.cpu = at(mountRoot, g.h.v1Dir(cgroup1.Cpu, g.rel))
-		d.cpuacct = at(mountRoot, g.h.v1Dir(cgroup1.Cpuacct, g.rel))
-		d.memory = at(mountRoot, g.h.v1Dir(cgroup1.Memory, g.rel))
-		d.pids = at(mountRoot, g.h.v1Dir(cgroup1.Pids, g.rel))
-		g.usage = d
+		d.unified = at(h.unifiedMount, h.unifiedDir(g.rel))
+		d.cpu = at(mountRoot, h.v1Dir(cgroup1.Cpu, g.rel))
+		d.cpuacct = at(mountRoot, h.v1Dir(cgroup1.Cpuacct, g.rel))
+		d.memory = at(mountRoot, h.v1Dir(cgroup1.Memory, g.rel))
+		d.pids = at(mountRoot, h.v1Dir(cgroup1.Pids, g.rel))
+		g.dirs = d
 	})
-	return g.usage
-}
-
-// keyedValue returns the value of key in a flat keyed file's content
-// ("key value" lines: cpu.stat, memory.oom_control, memory.events); found
-// is false when the key is absent.
-func keyedValue(b []byte, key string) (v uint64, found bool, err error) {
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		if len(line) > len(key) && line[len(key)] == ' ' && string(line[:len(key)]) == key {
-			v, err := parseUint(line[len(key)+1:])
-			return v, true, err
-		}
-	}
-	return 0, false, nil
-}
-
-// parseUint parses a decimal number, ignoring surrounding white space;
-// "max" is 0.
-func parseUint(b []byte) (uint64, error) {
-	b = bytes.TrimSpace(b)
-	if string(b) == "max" {
-		return 0, nil
-	}
-	var v uint64
-	if len(b) == 0 {
-		return 0, fmt.Errorf("parse %q: not a number", b)
-	}
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("parse %q: not a number", b)
-		}
-		d := uint64(c - '0')
-		if v > (1<<64-1-d)/10 {
-			return 0, fmt.Errorf("parse %q: %w", b, strconv.ErrRange)
-		}
-		v = v*10 + d
-	}
-	return v, nil
-}
-
-// Usage reads what changed in the group since the last scrape: a handful
-// of files, each read once (see Usage for which), limits and I/O left out.
-// A controller that is not in use leaves its fields zero. On a hybrid host
-// CPU time comes from the cgroup2 tracking tree's cpu.stat, throttling
-// from v1 cpu.stat. It reads the group's own files only, which suits a
-// job's cgroup (berth makes nothing below it in the v1 hierarchies): on v1
-// OOM kills are counted in the cgroup of the killed process and not
-// propagated to its parents, so kills inside v1 memory cgroups that a job
-// made below its own are not in Usage; OOMKills and Stats walk them.
-//
-// Errors: the group is gone (wrapping ErrNotExist); a control file cannot
-// be read or parsed.
-func (g *Group) Usage() (Usage, error) {
-	bp := readBufs.Get().(*[]byte)
-	defer readBufs.Put(bp)
-	buf := *bp
-	var u Usage
-	var err error
-	if g.h.mode == Unified {
-		err = g.usageV2(&u, buf)
-	} else {
-		err = g.usageV1(&u, buf)
-	}
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = errors.Join(err, ErrNotExist)
-		}
-		return Usage{}, fmt.Errorf("read usage of cgroup %s: %w", g.rel, err)
-	}
-	return u, nil
-}
-
-func (g *Group) usageV2(u *Usage, buf []byte) error {
-	d := g.dirsForUsage()
-	if d.err != nil {
-		return d.err
-	}
-	b, err := d.unified.read("cpu.stat", buf)
-	if err != nil {
-		return err
-	}
-	user, _, err1 := keyedValue(b, "user_usec")
-	sys, _, err2 := keyedValue(b, "system_usec")
-	thr, _, err3 := keyedValue(b, "nr_throttled")
-	thrUs, _, err4 := keyedValue(b, "throttled_usec")
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		return err
-	}
-	u.CPUUserSeconds, u.CPUSystemSeconds = float64(user)/1e6, float64(sys)/1e6
-	u.ThrottledPeriods, u.ThrottledSeconds = thr, float64(thrUs)/1e6
-	if b, err = d.unified.read("memory.current", buf); err == nil {
-		u.MemoryBytes, err = parseUint(b)
-	}
-	if optional(err) != nil {
-		return err
-	}
-	if b, err = d.unified.read("memory.events", buf); err == nil {
-		u.OOMKills, _, err = keyedValue(b, "oom_kill")
-	}
-	if optional(err) != nil {
-		return err
-	}
-	if b, err = d.unified.read("pids.current", buf); err == nil {
-		u.Pids, err = parseUint(b)
-	}
-	return optional(err)
+	return g.dirs
 }
 
 // optional is err unless it says a controller's file is absent (the
@@ -346,73 +273,4 @@ func optional(err error) error {
 		return nil
 	}
 	return err
-}
-
-func (g *Group) usageV1(u *Usage, buf []byte) error {
-	d := g.dirsForUsage()
-	if d.err != nil {
-		return d.err
-	}
-	if d.unified.ok() {
-		b, err := d.unified.read("cpu.stat", buf)
-		if err != nil {
-			return err
-		}
-		user, _, err1 := keyedValue(b, "user_usec")
-		sys, _, err2 := keyedValue(b, "system_usec")
-		if err := errors.Join(err1, err2); err != nil {
-			return err
-		}
-		u.CPUUserSeconds, u.CPUSystemSeconds = float64(user)/1e6, float64(sys)/1e6
-	} else if d.cpuacct.ok() {
-		us, err1 := readNumber(d.cpuacct, "cpuacct.usage_user", buf)
-		sy, err2 := readNumber(d.cpuacct, "cpuacct.usage_sys", buf)
-		if err := errors.Join(optional(err1), optional(err2)); err != nil {
-			return err
-		}
-		u.CPUUserSeconds, u.CPUSystemSeconds = float64(us)/1e9, float64(sy)/1e9
-	}
-	if d.cpu.ok() {
-		b, err := d.cpu.read("cpu.stat", buf)
-		if err == nil {
-			var ns uint64
-			var err1, err2 error
-			u.ThrottledPeriods, _, err1 = keyedValue(b, "nr_throttled")
-			ns, _, err2 = keyedValue(b, "throttled_time")
-			u.ThrottledSeconds = float64(ns) / 1e9
-			err = errors.Join(err1, err2)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if d.memory.ok() {
-		var err error
-		if u.MemoryBytes, err = readNumber(d.memory, "memory.usage_in_bytes", buf); err != nil {
-			return err
-		}
-		b, err := d.memory.read("memory.oom_control", buf)
-		if err == nil {
-			u.OOMKills, _, err = keyedValue(b, "oom_kill")
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if d.pids.ok() {
-		var err error
-		if u.Pids, err = readNumber(d.pids, "pids.current", buf); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readNumber reads a one-number file of d.
-func readNumber(d mountDir, name string, buf []byte) (uint64, error) {
-	b, err := d.read(name, buf)
-	if err != nil {
-		return 0, err
-	}
-	return parseUint(b)
 }

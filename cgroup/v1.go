@@ -1,22 +1,23 @@
 package cgroup
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 )
+
+// cgroupV1 drives the v1 controllers of a legacy or hybrid host through
+// containerd's cgroup1, in one hierarchy per controller
+// (Documentation/admin-guide/cgroup-v1/cgroups.rst). On a hybrid host the
+// group is also made in the controller-less cgroup2 mount, without limits,
+// for tracking, cgroup.kill and PSI.
+type cgroupV1 struct{ h *Hierarchy }
 
 // newSubsystem returns containerd's v1 controller for name, rooted at the
 // v1 mount root.
@@ -51,55 +52,123 @@ func (h *Hierarchy) v1Dir(name cgroup1.Name, rel string) string {
 	return filepath.Join(mountRoot, string(name), base, rel)
 }
 
-// newV1 makes rel in every v1 controller in use and applies res.
-func (h *Hierarchy) newV1(rel string, res *specs.LinuxResources) (cgroup1.Cgroup, error) {
-	// Create with no resources first, then apply through Update: containerd's
-	// memory Update orders memory.limit_in_bytes and memory.memsw.limit_in_bytes
-	// so that memsw >= limit holds at every step, which Create does not.
-	if err := h.makeCpuset(rel); err != nil {
-		return nil, err
-	}
-	cg, err := cgroup1.New(h.v1Path(rel), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.v1HierarchyNoCpuset), allowAnyController)
+func (v cgroupV1) prepare() error { return v.h.prepareV1() }
+
+// create makes g in every v1 controller in use, applies res, and makes g
+// in the cgroup2 tracking tree of a hybrid host.
+func (v cgroupV1) create(g *Group, res *specs.LinuxResources) error {
+	h := v.h
+	err := func() error {
+		// Create with no resources first, then apply: the memory limit
+		// and the swap limit must be written in an order that keeps
+		// memsw >= limit at every step (setMemoryAndSwap), which
+		// containerd's Create does not do.
+		if err := h.makeCpuset(g.rel); err != nil {
+			return err
+		}
+		cg, err := cgroup1.New(h.v1Path(g.rel), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.v1HierarchyNoCpuset), allowAnyController)
+		if err != nil {
+			return err
+		}
+		g.v1 = cg
+		return v.apply(g, res)
+	}()
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("create cgroup %s in v1 controllers %v: %w", g.rel, h.Controllers(), err)
 	}
-	if err := h.updateV1(cg, rel, res); err != nil {
-		return nil, err
+	if d := h.unifiedDir(g.rel); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", d, err)
+		}
 	}
-	return cg, nil
+	return nil
 }
 
-// updateV1 applies res to an existing v1 group.
-func (h *Hierarchy) updateV1(cg cgroup1.Cgroup, rel string, res *specs.LinuxResources) error {
-	r := h.v1Resources(rel, res)
+func (v cgroupV1) load(g *Group) error {
+	cg, err := cgroup1.Load(v.h.v1Path(g.rel), cgroup1.WithHierarchy(v.h.v1HierarchyNoCpuset), allowAnyController)
+	if err != nil && !errors.Is(err, cgroup1.ErrCgroupDeleted) {
+		return fmt.Errorf("load cgroup %s: %w", g.rel, err)
+	}
+	g.v1 = cg
+	return nil
+}
+
+func (v cgroupV1) update(g *Group, res *specs.LinuxResources) error {
+	if g.v1 == nil {
+		return fmt.Errorf("update cgroup %s: %w", g.rel, ErrNotExist)
+	}
+	if err := v.apply(g, res); err != nil {
+		return fmt.Errorf("update cgroup %s in v1 controllers %v: %w", g.rel, v.h.Controllers(), err)
+	}
+	return nil
+}
+
+// apply writes res to g's v1 cgroups: containerd's cgroup1 Update for
+// what it writes right, each controller's own writes for the rest.
+func (v cgroupV1) apply(g *Group, res *specs.LinuxResources) error {
+	h := v.h
+	for _, note := range Unenforced(h.mode, res) {
+		h.log.Warn("cgroup limit not enforced", "cgroup", g.rel, "mode", h.mode.String(), "note", note)
+	}
+	r := *res
+	r.Unified = nil // cgroup2 files: Unenforced above
+	r.Devices = nil // berth does not use the devices controller
+	r.Memory = h.memoryV1(g.rel, res.Memory)
+	r.Pids = nil // pids.max is written by setPidsMax
 	if m := r.Memory; m != nil && m.Limit != nil && m.Swap != nil {
-		if err := h.setMemoryAndSwap(rel, *m.Limit, *m.Swap); err != nil {
+		if err := h.setMemoryAndSwap(g.rel, *m.Limit, *m.Swap); err != nil {
 			return err
 		}
 		mm := *m
 		mm.Limit, mm.Swap = nil, nil
 		r.Memory = &mm
 	}
-	// pids.max is written here, not by containerd: a launcher thread of
-	// the agent may be inside the group at this moment, and the file then
-	// holds the limit plus one per such thread (see ForkInside). <= 0
-	// means unlimited in the runtime spec.
-	r.Pids = nil
-	if err := cg.Update(r); err != nil {
+	if err := g.v1.Update(&r); err != nil {
 		return err
 	}
 	if c := res.CPU; c != nil {
-		if err := h.setCpuset(rel, c.Cpus, c.Mems); err != nil {
+		if err := h.setCpuset(g.rel, c.Cpus, c.Mems); err != nil {
 			return err
 		}
 	}
 	if res.Pids != nil && res.Pids.Limit != nil {
-		if err := h.setPidsMax(rel, *res.Pids.Limit); err != nil {
-			return err
-		}
+		return h.setPidsMax(g.rel, *res.Pids.Limit)
 	}
 	return nil
 }
+
+func (v cgroupV1) read(g *Group, buf []byte, full bool) (Usage, error) {
+	var u Usage
+	if full && g.v1 == nil {
+		return u, ErrNotExist // gone from every v1 controller
+	}
+	d := v.h.dirsFor(g)
+	pass := func(err error) error {
+		if full {
+			return optional(err)
+		}
+		return err
+	}
+	err := errors.Join(
+		pass(readCPUV1(d, buf, &u, full)),
+		pass(readMemoryV1(d.memory, buf, &u, full)),
+		pass(readPids(d.pids, buf, &u, full)),
+	)
+	if err != nil || !full {
+		return u, err
+	}
+	if err := optional(readIOV1(v.h.v1Dir(cgroup1.Blkio, g.rel), &u)); err != nil {
+		return u, err
+	}
+	if n, err := g.OOMKills(); err == nil {
+		u.OOMKills = n
+	} else if !errors.Is(err, ErrNotExist) {
+		return u, err
+	}
+	return u, nil
+}
+
+func (v cgroupV1) oomKills(g *Group) (uint64, error) { return v.h.oomKillsV1(g.rel) }
 
 // v1HierarchyNoCpuset is the subsystems berth uses without cpuset, which
 // containerd's cgroup1 handles by walking up every ancestor, reading and
@@ -114,142 +183,6 @@ func (h *Hierarchy) v1HierarchyNoCpuset() ([]cgroup1.Subsystem, error) {
 		}
 	}
 	return out, nil
-}
-
-// makeCpuset makes rel in the v1 cpuset hierarchy, parents first when
-// missing, and gives every directory it makes, or finds empty, the
-// cpuset.cpus and cpuset.mems of its parent: a v1 cpuset child starts
-// empty and refuses tasks (Documentation/admin-guide/cgroup-v1/cpusets.rst).
-// A host without the cpuset controller in use needs nothing.
-func (h *Hierarchy) makeCpuset(rel string) error {
-	dir := h.v1Dir(cgroup1.Cpuset, rel)
-	if dir == "" {
-		return nil
-	}
-	err := unix.Mkdir(dir, 0o755)
-	if errors.Is(err, unix.ENOENT) && rel != "" && rel != "." {
-		if err := h.makeCpuset(path.Dir(rel)); err != nil {
-			return err
-		}
-		err = unix.Mkdir(dir, 0o755)
-	}
-	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("create cgroup %s: %w", dir, err)
-	}
-	parent := filepath.Dir(dir)
-	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-		if err == nil { // made just now: empty unless the parent has clone_children
-			if cur, rerr := readSmall(filepath.Join(dir, f)); rerr == nil && len(bytes.TrimSpace(cur)) > 0 {
-				continue
-			}
-		} else if cur, rerr := readSmall(filepath.Join(dir, f)); rerr != nil || len(bytes.TrimSpace(cur)) > 0 {
-			continue
-		}
-		v, rerr := readSmall(filepath.Join(parent, f))
-		if rerr != nil {
-			return fmt.Errorf("read %s: %w", filepath.Join(parent, f), rerr)
-		}
-		if werr := writeFD(filepath.Join(dir, f), string(bytes.TrimSpace(v))); werr != nil {
-			return fmt.Errorf("write %s: %w", filepath.Join(dir, f), werr)
-		}
-	}
-	return nil
-}
-
-// setCpuset writes the CPUs and memory nodes a group may use (runtime-spec
-// LinuxCPU Cpus and Mems); an empty value leaves the file as it is.
-func (h *Hierarchy) setCpuset(rel, cpus, mems string) error {
-	dir := h.v1Dir(cgroup1.Cpuset, rel)
-	if dir == "" {
-		return nil
-	}
-	for _, w := range []struct{ file, v string }{{"cpuset.cpus", cpus}, {"cpuset.mems", mems}} {
-		if w.v == "" {
-			continue
-		}
-		if err := writeFD(filepath.Join(dir, w.file), w.v); err != nil {
-			return fmt.Errorf("write %s to %s: %w", w.v, filepath.Join(dir, w.file), err)
-		}
-	}
-	return nil
-}
-
-// setMemoryAndSwap writes memory.limit_in_bytes and
-// memory.memsw.limit_in_bytes in the order that keeps memsw >= limit true at
-// every step, as the kernel requires (EINVAL otherwise;
-// Documentation/admin-guide/cgroup-v1/memory.rst, 2.5): memsw first when the
-// new memsw is at least the current limit, else the limit first. (containerd's
-// cgroup1 Update means to do this but swaps the wrong pair of settings.)
-// -1 means unlimited.
-func (h *Hierarchy) setMemoryAndSwap(rel string, limit, swap int64) error {
-	dir := h.v1Dir(cgroup1.Memory, rel)
-	if dir == "" {
-		return nil
-	}
-	limitFile := filepath.Join(dir, "memory.limit_in_bytes")
-	swapFile := filepath.Join(dir, "memory.memsw.limit_in_bytes")
-	data, err := os.ReadFile(limitFile)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", limitFile, err)
-	}
-	cur, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	if err != nil {
-		return fmt.Errorf("parse %s: %w", limitFile, err)
-	}
-	unl := func(v int64) int64 {
-		if v < 0 {
-			return math.MaxInt64
-		}
-		return v
-	}
-	writes := []struct {
-		file string
-		v    int64
-	}{{limitFile, limit}, {swapFile, swap}}
-	if unl(swap) >= cur {
-		writes[0], writes[1] = writes[1], writes[0]
-	}
-	for _, w := range writes {
-		if err := os.WriteFile(w.file, []byte(strconv.FormatInt(w.v, 10)), 0); err != nil {
-			return fmt.Errorf("write %d to %s: %w", w.v, w.file, err)
-		}
-	}
-	return nil
-}
-
-// v1Resources is res as the v1 controllers can take it: Unified dropped
-// (logged), memsw dropped where swap accounting is off (logged), the
-// deprecated kernel memory limit dropped (the kernel no longer accepts it,
-// Documentation/admin-guide/cgroup-v1/memory.rst), devices dropped (berth
-// does not use the devices controller).
-func (h *Hierarchy) v1Resources(rel string, res *specs.LinuxResources) *specs.LinuxResources {
-	r := *res
-	r.Unified = nil
-	r.Devices = nil
-	for _, note := range Unenforced(h.mode, res) {
-		h.log.Warn("cgroup limit not enforced", "cgroup", rel, "mode", h.mode.String(), "note", note)
-	}
-	if res.Memory != nil {
-		m := *res.Memory
-		//lint:ignore SA1019 cleared precisely because the kernel no longer accepts it
-		m.Kernel = nil
-		if m.Swap != nil && !h.memswAvailable() {
-			h.log.Warn("cgroup swap limit not applied: swap accounting is off (no memory.memsw.limit_in_bytes)", "cgroup", rel)
-			m.Swap = nil
-		}
-		r.Memory = &m
-	}
-	return &r
-}
-
-// memswAvailable reports whether v1 swap accounting is on.
-func (h *Hierarchy) memswAvailable() bool {
-	dir := h.v1Dir(cgroup1.Memory, "")
-	if dir == "" {
-		return false
-	}
-	_, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes"))
-	return err == nil
 }
 
 // Unenforced lists, one note per item, the parts of res that a host in mode
@@ -278,6 +211,13 @@ func Unenforced(m Mode, res *specs.LinuxResources) []string {
 		}
 	}
 	return notes
+}
+
+// allowAnyController makes containerd skip controllers that are not active
+// instead of failing (berth does not require the devices controller).
+func allowAnyController(c *cgroup1.InitConfig) error {
+	c.InitCheck = cgroup1.AllowAny
+	return nil
 }
 
 // isGone reports whether err says the cgroup file or directory is gone.

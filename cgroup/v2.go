@@ -1,60 +1,71 @@
 package cgroup
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// newV2 makes rel on a unified host and applies res
-// (Documentation/admin-guide/cgroup-v2.rst).
-func (h *Hierarchy) newV2(rel string, res *specs.LinuxResources) (*cgroup2.Manager, error) {
+// cgroupV2 drives the single hierarchy of a unified host through
+// containerd's cgroup2 (Documentation/admin-guide/cgroup-v2.rst): one
+// tree limits, accounts and tracks.
+type cgroupV2 struct{ h *Hierarchy }
+
+func (v cgroupV2) prepare() error { return v.h.prepareV2() }
+
+func (v cgroupV2) create(g *Group, res *specs.LinuxResources) error {
+	h := v.h
 	r, swap := v2Resources(res)
-	m, err := cgroup2.NewManager(h.unifiedMount, filepath.Join(h.unifiedRoot, rel), r)
+	m, err := cgroup2.NewManager(h.unifiedMount, filepath.Join(h.unifiedRoot, g.rel), r)
+	if err == nil {
+		err = v.finish(m, g.rel, res, swap)
+	}
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("create cgroup %s: %w", h.unifiedDir(g.rel), err)
 	}
-	if err := h.finishV2(m, rel, res, swap); err != nil {
-		return nil, err
-	}
-	return m, nil
+	g.v2 = m
+	return nil
 }
 
-// updateV2 applies res in place on a unified host.
-func (h *Hierarchy) updateV2(m *cgroup2.Manager, rel string, res *specs.LinuxResources) error {
+func (v cgroupV2) load(g *Group) error {
+	m, err := cgroup2.Load(filepath.Join(v.h.unifiedRoot, g.rel), cgroup2.WithMountpoint(v.h.unifiedMount))
+	if err != nil {
+		return fmt.Errorf("load cgroup %s: %w", v.h.unifiedDir(g.rel), err)
+	}
+	g.v2 = m
+	return nil
+}
+
+func (v cgroupV2) update(g *Group, res *specs.LinuxResources) error {
 	r, swap := v2Resources(res)
-	if err := m.ToggleControllers(r.EnabledControllers(), cgroup2.Enable); err != nil {
-		return err
+	err := g.v2.ToggleControllers(r.EnabledControllers(), cgroup2.Enable)
+	if err == nil {
+		err = g.v2.Update(r)
 	}
-	if err := m.Update(r); err != nil {
-		return err
+	if err == nil {
+		err = v.finish(g.v2, g.rel, res, swap)
 	}
-	return h.finishV2(m, rel, res, swap)
+	if err != nil {
+		return fmt.Errorf("update cgroup %s: %w", v.h.unifiedDir(g.rel), err)
+	}
+	return nil
 }
 
-// finishV2 writes what cgroup2.Resources cannot say safely: memory.swap.max
-// only where swap accounting exists, and every res.Unified key verbatim.
-func (h *Hierarchy) finishV2(m *cgroup2.Manager, rel string, res *specs.LinuxResources, swap *int64) error {
-	dir := h.unifiedDir(rel)
-	if swap != nil {
-		f := filepath.Join(dir, "memory.swap.max")
-		if _, err := os.Stat(f); err != nil {
-			h.log.Warn("cgroup swap limit not applied: no memory.swap.max (swap accounting off)", "cgroup", rel)
-		} else {
-			v := "max"
-			if *swap >= 0 {
-				v = strconv.FormatInt(*swap, 10)
-			}
-			if err := os.WriteFile(f, []byte(v), 0); err != nil {
-				return fmt.Errorf("write %s: %w", f, err)
-			}
-		}
+// finish writes what cgroup2.Resources cannot say safely: memory.swap.max
+// only where swap accounting exists (memory.go), and every res.Unified key
+// verbatim, so that an exact "cpu.weight" or "memory.high" wins over the
+// lossy shares→weight conversion; the controllers those keys need are
+// enabled first.
+func (v cgroupV2) finish(m *cgroup2.Manager, rel string, res *specs.LinuxResources, swap *int64) error {
+	dir := v.h.unifiedDir(rel)
+	if err := v.h.setSwapMax(rel, swap); err != nil {
+		return err
 	}
 	if len(res.Unified) == 0 {
 		return nil
@@ -83,36 +94,43 @@ func (h *Hierarchy) finishV2(m *cgroup2.Manager, rel string, res *specs.LinuxRes
 	return nil
 }
 
-// v2Resources converts res with cgroup2.ToResources, fixing two spots: a
-// negative CPU quota means "max" (cpu.max takes no negative number), and the
-// swap limit is returned apart so that it is written only where
-// memory.swap.max exists. Devices are dropped: berth does not use the device
-// controller.
+func (v cgroupV2) read(g *Group, buf []byte, full bool) (Usage, error) {
+	var u Usage
+	d := v.h.dirsFor(g).unified
+	err := errors.Join(
+		readCPUV2(d, buf, &u, full), // cpu.stat: its absence means the group is gone
+		optional(readMemoryV2(d, buf, &u, full)),
+		optional(readPids(d, buf, &u, full)),
+	)
+	if err != nil || !full {
+		return u, err
+	}
+	return u, optional(readIOV2(v.h.unifiedDir(g.rel), &u))
+}
+
+func (v cgroupV2) oomKills(g *Group) (uint64, error) {
+	d := v.h.dirsFor(g)
+	err := d.err
+	var n [1]uint64
+	if err == nil {
+		bp := readBufs.Get().(*[]byte)
+		defer readBufs.Put(bp)
+		err = d.unified.keyed("memory.events", *bp, oomKillKey, n[:])
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read OOM kills of cgroup %s: %w", g.rel, err)
+	}
+	return n[0], nil
+}
+
+// v2Resources converts res with cgroup2.ToResources, with each
+// controller's corrections (cpuV2, memoryV2, pidsV2); the swap limit is
+// returned apart, to be written only where memory.swap.max exists.
+// Devices are dropped: berth does not use the device controller.
 func v2Resources(res *specs.LinuxResources) (*cgroup2.Resources, *int64) {
 	r := cgroup2.ToResources(res)
 	r.Devices = nil
-	if c := res.CPU; c != nil && r.CPU != nil && c.Quota != nil && *c.Quota < 0 {
-		r.CPU.Max = cgroup2.NewCPUMax(nil, c.Period)
-	}
-	if c := res.CPU; c != nil && r.CPU != nil && c.Quota != nil && c.Period == nil && *c.Quota >= 0 {
-		// ToResources drops a quota without a period; the kernel's default
-		// period is 100000 µs (Documentation/scheduler/sched-bwc.rst).
-		r.CPU.Max = cgroup2.NewCPUMax(c.Quota, nil)
-	}
-	if p := res.Pids; p != nil && p.Limit != nil && *p.Limit <= 0 {
-		// cgroup2.Pids writes nothing for 0; the runtime spec means
-		// unlimited, which pids.max spells "max".
-		r.Pids = &cgroup2.Pids{Max: -1}
-	}
-	var swap *int64
-	if r.Memory != nil {
-		swap = r.Memory.Swap
-		r.Memory.Swap = nil
-		if s := res.Memory.Swap; s != nil && *s < 0 {
-			// ToResources computes swap-limit even for -1 (unlimited).
-			unlimited := int64(-1)
-			swap = &unlimited
-		}
-	}
-	return r, swap
+	cpuV2(res, r)
+	pidsV2(res, r)
+	return r, memoryV2(res, r)
 }

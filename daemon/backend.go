@@ -107,19 +107,8 @@ func (a *Agent) jobInfo(j supervisor.JobView) api.Job {
 		info.Trace = a.trace(spec.ID, info)
 	}
 	if j.Group != nil {
-		if s, err := j.Group.Stats(); err == nil {
-			info.Usage = &api.Usage{
-				CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
-				CPULimitCores:    s.CPUQuotaCores,
-				MemoryBytes:      s.MemoryBytes,
-				MemoryLimitBytes: s.MemoryLimitBytes,
-				OOMKills:         s.OOMKills,
-				Pids:             s.Pids,
-				PidsLimit:        s.PidsLimit,
-				IOReadBytes:      s.IOReadBytes,
-				IOWriteBytes:     s.IOWriteBytes,
-				Pressure:         pressureOf(j.Group),
-			}
+		if u, ok := usageOf(j.Group); ok {
+			info.Usage = &api.Usage{GroupUsage: u, Pressure: pressureOf(j.Group)}
 		}
 	}
 	return info
@@ -145,18 +134,8 @@ func (a *Agent) Groups() []api.Group {
 	out := make([]api.Group, 0, len(v.Groups))
 	for _, g := range v.Groups {
 		ag := api.Group{Name: g.Name, Cgroup: g.Cgroup, Limits: g.Limits, Jobs: g.Jobs}
-		if s, err := g.Group.Stats(); err == nil {
-			ag.Usage = &api.GroupUsage{
-				CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
-				CPULimitCores:    s.CPUQuotaCores,
-				MemoryBytes:      s.MemoryBytes,
-				MemoryLimitBytes: s.MemoryLimitBytes,
-				OOMKills:         s.OOMKills,
-				Pids:             s.Pids,
-				PidsLimit:        s.PidsLimit,
-				IOReadBytes:      s.IOReadBytes,
-				IOWriteBytes:     s.IOWriteBytes,
-			}
+		if u, ok := usageOf(g.Group); ok {
+			ag.Usage = &u
 		}
 		out = append(out, ag)
 	}
@@ -340,6 +319,26 @@ func (a *Agent) Fencings() uint64 { return a.info().Fencings }
 func (a *Agent) Lease() (lastRenewal, deadline time.Time) {
 	i := a.info()
 	return i.LastRenewal, i.Deadline
+}
+
+// usageOf is cgroup g's accounting and limits as the API shows them, read
+// now (cgroup.Group.FullUsage); false when they cannot be read.
+func usageOf(g *cgroup.Group) (api.GroupUsage, bool) {
+	s, err := g.FullUsage()
+	if err != nil {
+		return api.GroupUsage{}, false
+	}
+	return api.GroupUsage{
+		CPUSeconds:       s.CPUUserSeconds + s.CPUSystemSeconds,
+		CPULimitCores:    s.Limits.CPUQuotaCores,
+		MemoryBytes:      s.MemoryBytes,
+		MemoryLimitBytes: s.Limits.MemoryLimitBytes,
+		OOMKills:         s.OOMKills,
+		Pids:             s.Pids,
+		PidsLimit:        s.Limits.PidsLimit,
+		IOReadBytes:      s.IOReadBytes,
+		IOWriteBytes:     s.IOWriteBytes,
+	}, true
 }
 
 // pressureOf is the group's pressure stall information for the API; nil

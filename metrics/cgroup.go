@@ -29,8 +29,8 @@ func newCgroup(log *slog.Logger) *cgroupCollector { return &cgroupCollector{log:
 // Update implements Collector. A job whose cgroup cannot be read is left
 // out of this scrape and fails the collector; the others are reported.
 // Only what changes is read (cgroup.Group.Usage: a handful of files per
-// job); the limits are those berth applied (cgroup.Group.Applied). Jobs
-// are read in parallel across the cores.
+// job, with the limits berth applied). Jobs are read in parallel across
+// the cores.
 func (c *cgroupCollector) Update(out Output, s Snapshot) error {
 	c.acc.mu.Lock()
 	defer c.acc.mu.Unlock()
@@ -47,7 +47,7 @@ func (c *cgroupCollector) Update(out Output, s Snapshot) error {
 			errs[i] = fmt.Errorf("job %s: %w", j.ID, err)
 			return
 		}
-		lim := j.Cgroup.Applied()
+		lim := u.Limits
 		acc := accs[i]
 		out.jobWith(famCPU, i, "user", acc.cpuUser.observe(u.CPUUserSeconds))
 		out.jobWith(famCPU, i, "system", acc.cpuSystem.observe(u.CPUSystemSeconds))

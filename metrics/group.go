@@ -60,7 +60,7 @@ func (c *groupCollector) Update(out Output, s Snapshot) error {
 		if g.Cgroup == nil {
 			continue
 		}
-		st, err := g.Cgroup.Stats()
+		st, err := g.Cgroup.FullUsage()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("group %s: %w", g.Name, err))
 			continue
@@ -78,14 +78,14 @@ func (c *groupCollector) Update(out Output, s Snapshot) error {
 		out.Send(prometheus.MustNewConstMetric(descGroupIO, prometheus.CounterValue, acc.ioWrite.observe(float64(st.IOWriteBytes)), g.Name, "write"))
 		out.Send(prometheus.MustNewConstMetric(descGroupMem, prometheus.GaugeValue, float64(st.MemoryBytes), g.Name))
 		out.Send(prometheus.MustNewConstMetric(descGroupPids, prometheus.GaugeValue, float64(st.Pids), g.Name))
-		if st.CPUQuotaCores > 0 {
-			out.Send(prometheus.MustNewConstMetric(descGroupCPULimit, prometheus.GaugeValue, st.CPUQuotaCores, g.Name))
+		if st.Limits.CPUQuotaCores > 0 {
+			out.Send(prometheus.MustNewConstMetric(descGroupCPULimit, prometheus.GaugeValue, st.Limits.CPUQuotaCores, g.Name))
 		}
-		if st.MemoryLimitBytes > 0 {
-			out.Send(prometheus.MustNewConstMetric(descGroupMemLimit, prometheus.GaugeValue, float64(st.MemoryLimitBytes), g.Name))
+		if st.Limits.MemoryLimitBytes > 0 {
+			out.Send(prometheus.MustNewConstMetric(descGroupMemLimit, prometheus.GaugeValue, float64(st.Limits.MemoryLimitBytes), g.Name))
 		}
-		if st.PidsLimit > 0 {
-			out.Send(prometheus.MustNewConstMetric(descGroupPidsLimit, prometheus.GaugeValue, float64(st.PidsLimit), g.Name))
+		if st.Limits.PidsLimit > 0 {
+			out.Send(prometheus.MustNewConstMetric(descGroupPidsLimit, prometheus.GaugeValue, float64(st.Limits.PidsLimit), g.Name))
 		}
 	}
 	for name := range c.acc {

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/internal/kernfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,7 +42,7 @@ func readProc(pid int, name string, buf []byte) ([]byte, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: "/proc", Err: err}
 	}
-	return cgroup.ReadFileAt(dir, strconv.Itoa(pid)+"/"+name, buf)
+	return kernfile.ReadAt(dir, strconv.Itoa(pid)+"/"+name, buf)
 }
 
 // procStat is what the collector uses of /proc/PID/stat.
@@ -72,13 +72,13 @@ func readStat(pid int, buf []byte) (procStat, error) {
 		case 3:
 			st.state = f[0]
 		case 4:
-			v, err := parseDec(f)
+			v, err := kernfile.Uint(f)
 			if err != nil {
 				return procStat{}, fmt.Errorf("parse /proc/%d/stat ppid: %w", pid, err)
 			}
 			st.ppid = int(v)
 		case 20, 22, 24:
-			v, err := parseDec(f)
+			v, err := kernfile.Uint(f)
 			if err != nil {
 				return procStat{}, fmt.Errorf("parse /proc/%d/stat field %d: %w", pid, field, err)
 			}
@@ -99,34 +99,6 @@ func readStat(pid int, buf []byte) (procStat, error) {
 	return procStat{}, fmt.Errorf("parse /proc/%d/stat: %d fields, want ≥ 24", pid, field-1)
 }
 
-// colonValues returns the numbers after "key:" of the wanted keys in a
-// /proc file of "key:<blanks>value" lines (status, io); a key not found
-// leaves its value 0.
-func colonValues(b []byte, keys []string, out []uint64) error {
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		k, v, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			continue
-		}
-		for i, key := range keys {
-			if string(k) == key {
-				n, err := parseDec(bytes.TrimSpace(v))
-				if err != nil {
-					return fmt.Errorf("parse %s: %w", key, err)
-				}
-				out[i] = n
-			}
-		}
-	}
-	return nil
-}
-
 var (
 	ioKeys     = []string{"read_bytes", "write_bytes"}
 	statusKeys = []string{"voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"}
@@ -139,7 +111,7 @@ func readIO(pid int, buf []byte) (read, write uint64, err error) {
 		return 0, 0, err
 	}
 	var v [2]uint64
-	if err := colonValues(b, ioKeys, v[:]); err != nil {
+	if err := kernfile.Keyed(b, ':', ioKeys, v[:]); err != nil {
 		return 0, 0, fmt.Errorf("/proc/%d/io: %w", pid, err)
 	}
 	return v[0], v[1], nil
@@ -153,7 +125,7 @@ func readCtxSwitches(pid int, buf []byte) (vol, invol uint64, err error) {
 		return 0, 0, err
 	}
 	var v [2]uint64
-	if err := colonValues(b, statusKeys, v[:]); err != nil {
+	if err := kernfile.Keyed(b, ':', statusKeys, v[:]); err != nil {
 		return 0, 0, fmt.Errorf("/proc/%d/status: %w", pid, err)
 	}
 	return v[0], v[1], nil
@@ -187,19 +159,4 @@ func countFDs(pid int) (int, error) {
 			return n, err
 		}
 	}
-}
-
-// parseDec parses a decimal number of a /proc file without allocating.
-func parseDec(b []byte) (uint64, error) {
-	if len(b) == 0 || len(b) > 19 {
-		return 0, fmt.Errorf("%q is not a number", b)
-	}
-	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("%q is not a number", b)
-		}
-		v = v*10 + uint64(c-'0')
-	}
-	return v, nil
 }

@@ -114,7 +114,7 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 		fa.tbl.mu.RLock()
 		j := fa.tbl.jobs["m"]
 		fa.tbl.mu.RUnlock()
-		st, err := j.group.Stats()
+		st, err := j.group.FullUsage()
 		return err == nil && st.MemoryBytes >= 48<<20
 	})
 	pidsMax := filepath.Join("/sys/fs/cgroup/pids", fa.hier.Root(), "jobs", "m", "pids.max")

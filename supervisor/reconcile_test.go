@@ -171,8 +171,8 @@ func TestLimitsOnlyChangeUpdatesInPlace(t *testing.T) {
 		if g == nil || g.group == nil {
 			return false
 		}
-		st, err := g.group.Stats()
-		return err == nil && st.MemoryLimitBytes == 96<<20
+		st, err := g.group.FullUsage()
+		return err == nil && st.Limits.MemoryLimitBytes == 96<<20
 	})
 	if j, _ := fa.Job("a"); j.PID != first.PID {
 		t.Fatalf("limits-only change restarted the job: pid %d -> %d", first.PID, j.PID)

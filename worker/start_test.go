@@ -99,12 +99,12 @@ func TestPidsLimitedJobsAllStart(t *testing.T) {
 			continue
 		}
 		checkInGroup(t, st.PID, r.g)
-		s, err := r.g.Stats()
+		s, err := r.g.FullUsage()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Pids != 1 || s.PidsLimit != uint64(r.limit) {
-			t.Errorf("pids=%d job pid %d: pids.current %d, pids.max %d; want 1 and %d", r.limit, st.PID, s.Pids, s.PidsLimit, r.limit)
+		if s.Pids != 1 || s.Limits.PidsLimit != uint64(r.limit) {
+			t.Errorf("pids=%d job pid %d: pids.current %d, pids.max %d; want 1 and %d", r.limit, st.PID, s.Pids, s.Limits.PidsLimit, r.limit)
 		}
 	}
 	checkThreadsHome(t)

@@ -12,16 +12,16 @@ import (
 func TestTopRows(t *testing.T) {
 	full := 0.0
 	prev := map[string]api.Job{
-		"a": {ID: "a", Usage: &api.Usage{CPUSeconds: 10, IOReadBytes: 1000, IOWriteBytes: 0,
+		"a": {ID: "a", Usage: &api.Usage{GroupUsage: api.GroupUsage{CPUSeconds: 10, IOReadBytes: 1000, IOWriteBytes: 0},
 			Pressure: &api.Pressure{CPU: api.Stall{SomeSeconds: 1}, Memory: api.Stall{SomeSeconds: 2, FullSeconds: &full}}}},
-		"b": {ID: "b", Usage: &api.Usage{CPUSeconds: 50}},
+		"b": {ID: "b", Usage: &api.Usage{GroupUsage: api.GroupUsage{CPUSeconds: 50}}},
 	}
 	cur := []api.Job{
 		{ID: "a", State: "running", Restarts: 2, Limits: limits.Limits{CPU: 1.5},
-			Usage: &api.Usage{CPUSeconds: 11, MemoryBytes: 100, MemoryLimitBytes: 400, IOReadBytes: 3000, IOWriteBytes: 4096,
+			Usage: &api.Usage{GroupUsage: api.GroupUsage{CPUSeconds: 11, MemoryBytes: 100, MemoryLimitBytes: 400, IOReadBytes: 3000, IOWriteBytes: 4096},
 				Pressure: &api.Pressure{CPU: api.Stall{SomeSeconds: 1.5}, Memory: api.Stall{SomeSeconds: 2}}}},
-		{ID: "b", State: "running", Usage: &api.Usage{CPUSeconds: 1}}, // cgroup made anew: counters went back
-		{ID: "c", State: "backoff"},                                   // no usage, no earlier sample
+		{ID: "b", State: "running", Usage: &api.Usage{GroupUsage: api.GroupUsage{CPUSeconds: 1}}}, // cgroup made anew: counters went back
+		{ID: "c", State: "backoff"}, // no usage, no earlier sample
 	}
 	rows := topRows(prev, cur, 2*time.Second, "cpu")
 	if len(rows) != 3 || rows[0].ID != "a" {

@@ -1,0 +1,229 @@
+package cgroup
+
+// The memory controller: the hard limit, the swap limit, and the memory
+// charged and OOM kills the kernel accounts. Sources:
+// Documentation/admin-guide/cgroup-v2.rst "Memory" (memory.max,
+// memory.high, memory.swap.max, memory.current, memory.events) and
+// Documentation/admin-guide/cgroup-v1/memory.rst (memory.limit_in_bytes,
+// memory.memsw.limit_in_bytes, memory.usage_in_bytes,
+// memory.oom_control). The limits are written by containerd with the
+// corrections below; memory.high, v2 only, is a res.Unified key.
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/berthd/berth/internal/kernfile"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// v1Unlimited is the smallest value treated as "no limit" in a v1 limit file
+// (the kernel shows PAGE_COUNTER_MAX pages, 9223372036854771712 bytes on
+// 4 KiB pages).
+const v1Unlimited = 1 << 62
+
+// oomKillKey is the key of memory.events (v2) and memory.oom_control (v1,
+// Linux ≥ 4.13) that counts OOM kills.
+var oomKillKey = []string{"oom_kill"}
+
+// memoryV1 is m as the v1 memory controller can take it: the deprecated
+// kernel memory limit dropped (the kernel no longer accepts it,
+// cgroup-v1/memory.rst), the swap limit dropped (logged) where swap
+// accounting is off.
+func (h *Hierarchy) memoryV1(rel string, m *specs.LinuxMemory) *specs.LinuxMemory {
+	if m == nil {
+		return nil
+	}
+	mm := *m
+	//lint:ignore SA1019 cleared precisely because the kernel no longer accepts it
+	mm.Kernel = nil
+	if mm.Swap != nil && !h.memswAvailable() {
+		h.log.Warn("cgroup swap limit not applied: swap accounting is off (no memory.memsw.limit_in_bytes)", "cgroup", rel)
+		mm.Swap = nil
+	}
+	return &mm
+}
+
+// memswAvailable reports whether v1 swap accounting is on.
+func (h *Hierarchy) memswAvailable() bool {
+	dir := h.v1Dir(cgroup1.Memory, "")
+	if dir == "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes"))
+	return err == nil
+}
+
+// setMemoryAndSwap writes memory.limit_in_bytes and
+// memory.memsw.limit_in_bytes in the order that keeps memsw >= limit true at
+// every step, as the kernel requires (EINVAL otherwise;
+// Documentation/admin-guide/cgroup-v1/memory.rst, 2.5): memsw first when the
+// new memsw is at least the current limit, else the limit first. (containerd's
+// cgroup1 Update means to do this but swaps the wrong pair of settings.)
+// -1 means unlimited.
+func (h *Hierarchy) setMemoryAndSwap(rel string, limit, swap int64) error {
+	dir := h.v1Dir(cgroup1.Memory, rel)
+	if dir == "" {
+		return nil
+	}
+	limitFile := filepath.Join(dir, "memory.limit_in_bytes")
+	swapFile := filepath.Join(dir, "memory.memsw.limit_in_bytes")
+	data, err := os.ReadFile(limitFile)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", limitFile, err)
+	}
+	cur, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return fmt.Errorf("parse %s: %w", limitFile, err)
+	}
+	unl := func(v int64) int64 {
+		if v < 0 {
+			return math.MaxInt64
+		}
+		return v
+	}
+	writes := []struct {
+		file string
+		v    int64
+	}{{limitFile, limit}, {swapFile, swap}}
+	if unl(swap) >= cur {
+		writes[0], writes[1] = writes[1], writes[0]
+	}
+	for _, w := range writes {
+		if err := os.WriteFile(w.file, []byte(strconv.FormatInt(w.v, 10)), 0); err != nil {
+			return fmt.Errorf("write %d to %s: %w", w.v, w.file, err)
+		}
+	}
+	return nil
+}
+
+// memoryV2 takes the swap limit out of r, to be written by setSwapMax
+// only where swap accounting exists; ToResources computes one even for
+// -1 (unlimited), which is returned as -1.
+func memoryV2(res *specs.LinuxResources, r *cgroup2.Resources) *int64 {
+	if r.Memory == nil {
+		return nil
+	}
+	swap := r.Memory.Swap
+	r.Memory.Swap = nil
+	if s := res.Memory.Swap; s != nil && *s < 0 {
+		unlimited := int64(-1)
+		swap = &unlimited
+	}
+	return swap
+}
+
+// setSwapMax writes memory.swap.max of rel on a unified host ("max" for a
+// negative swap); where the file is absent (swap accounting off) it logs
+// that the limit is not applied. A nil swap writes nothing.
+func (h *Hierarchy) setSwapMax(rel string, swap *int64) error {
+	if swap == nil {
+		return nil
+	}
+	f := filepath.Join(h.unifiedDir(rel), "memory.swap.max")
+	if _, err := os.Stat(f); err != nil {
+		h.log.Warn("cgroup swap limit not applied: no memory.swap.max (swap accounting off)", "cgroup", rel)
+		return nil
+	}
+	v := "max"
+	if *swap >= 0 {
+		v = strconv.FormatInt(*swap, 10)
+	}
+	if err := os.WriteFile(f, []byte(v), 0); err != nil {
+		return fmt.Errorf("write %s: %w", f, err)
+	}
+	return nil
+}
+
+// readMemoryV2 reads memory.current and the oom_kill count of
+// memory.events (which counts the group's descendants: a sharing group's
+// node counts its jobs' kills) and, when full, memory.max.
+func readMemoryV2(d mountDir, buf []byte, u *Usage, full bool) error {
+	var err error
+	if u.MemoryBytes, err = d.number("memory.current", buf); err != nil {
+		return err
+	}
+	var n [1]uint64
+	if err := d.keyed("memory.events", buf, oomKillKey, n[:]); err != nil {
+		return err
+	}
+	u.OOMKills = n[0]
+	if full {
+		u.Limits.MemoryLimitBytes, err = d.number("memory.max", buf) // "max" reads as 0
+	}
+	return err
+}
+
+// readMemoryV1 reads memory.usage_in_bytes and the group's own oom_kill
+// count of memory.oom_control and, when full, memory.limit_in_bytes.
+func readMemoryV1(d mountDir, buf []byte, u *Usage, full bool) error {
+	if !d.ok() {
+		return nil
+	}
+	var err error
+	if u.MemoryBytes, err = d.number("memory.usage_in_bytes", buf); err != nil {
+		return err
+	}
+	var n [1]uint64
+	if err := d.keyed("memory.oom_control", buf, oomKillKey, n[:]); err != nil {
+		return err
+	}
+	u.OOMKills = n[0]
+	if !full {
+		return nil
+	}
+	l, err := d.number("memory.limit_in_bytes", buf)
+	if l < v1Unlimited {
+		u.Limits.MemoryLimitBytes = l
+	}
+	return err
+}
+
+// OOMKills returns the kernel's count of OOM kills in the group and all its
+// descendants.
+//
+// v2: the oom_kill line of memory.events (not memory.events.local: a
+// sharing group's node must count its jobs' kills; cgroup-v2.rst
+// "memory.events"). v1: the oom_kill line of memory.oom_control (kernel ≥
+// 4.13), summed over the group and every descendant, because v1 does not
+// propagate memory events to ancestors. The count is that of the current
+// cgroups: deleting a child cgroup drops its kills from a v1 parent's sum.
+//
+// Errors: the memory controller is not in use or the group is not in it
+// (wrapping ErrNotExist); a file cannot be read or parsed.
+func (g *Group) OOMKills() (uint64, error) { return g.h.v.oomKills(g) }
+
+// oomKillsV1 sums the oom_kill lines of memory.oom_control over rel and
+// every cgroup below it in the v1 memory hierarchy.
+func (h *Hierarchy) oomKillsV1(rel string) (uint64, error) {
+	dir := h.v1Dir(cgroup1.Memory, rel)
+	if dir == "" {
+		return 0, fmt.Errorf("read OOM kills of cgroup %s: memory controller not in use: %w", rel, ErrNotExist)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return 0, fmt.Errorf("read OOM kills of cgroup %s: %w", dir, ErrNotExist)
+	}
+	var total uint64
+	for _, r := range h.subtree(rel) {
+		f := filepath.Join(h.v1Dir(cgroup1.Memory, r), "memory.oom_control")
+		b, err := kernfile.Read(f)
+		if isGone(err) {
+			continue
+		}
+		var n [1]uint64
+		if err == nil {
+			err = kernfile.Keyed(b, ' ', oomKillKey, n[:])
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read OOM kills of cgroup %s: %s: %w", dir, f, err)
+		}
+		total += n[0]
+	}
+	return total, nil
+}

@@ -1,0 +1,237 @@
+package cgroup
+
+// The processes of a group: every process in every hierarchy (Pids, what
+// Kill signals), and the cheap list of one hierarchy or of the latest run's
+// leaf (Processes, what the metrics read at every scrape).
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/berthd/berth/internal/kernfile"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"golang.org/x/sys/unix"
+)
+
+// Pids lists every process in the group and its descendants, sorted, as the
+// union of cgroup.procs over every hierarchy and every descendant cgroup
+// (a process put into only some hierarchies is still listed). A process that
+// has exited is no longer listed, even before it is reaped (kernel ≥ 5.x
+// drops exiting tasks from cgroup.procs; verified on 6.18). A group that is
+// gone has no processes. The agent's own pid is never listed: a v1
+// cgroup.procs file names it while one of its launcher threads passes
+// through the group (ForkInside), and nothing must ever signal it as a job.
+//
+// Errors: a cgroup.procs file cannot be read for a reason other than the
+// cgroup disappearing meanwhile.
+func (g *Group) Pids() ([]int, error) {
+	var pids []int
+	for _, dir := range g.h.dirs(g.rel) {
+		got, err := procsRecursive(dir)
+		if err != nil {
+			return nil, fmt.Errorf("list processes of cgroup %s: %w", dir, err)
+		}
+		pids = append(pids, got...)
+	}
+	slices.Sort(pids)
+	return slices.Compact(pids), nil
+}
+
+// self is the agent's pid, left out of every process list of a group.
+var self = os.Getpid()
+
+// procsRecursive reads cgroup.procs of dir and every cgroup below it. Parts
+// that vanish while walking (a concurrent Delete) are skipped.
+func procsRecursive(dir string) ([]int, error) {
+	var pids []int
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		file := filepath.Join(p, "cgroup.procs")
+		data, err := kernfile.Read(file)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if pids, err = appendPids(pids, data); err != nil {
+			return fmt.Errorf("parse %s: %w", file, err)
+		}
+		return nil
+	})
+	return pids, err
+}
+
+// Processes lists the processes of the group and its descendants from one
+// hierarchy (cgroup2 when mounted, else the v1 pids or freezer controller,
+// whose directories hold few files): the cheap list for accounting at
+// scrape time. Kill uses Pids, which reads every hierarchy. The agent's own
+// pid is left out, as Pids does.
+//
+// Errors: cgroup.procs cannot be read for a reason other than the group
+// disappearing.
+//
+// A group started with ForkInside on a host with cgroup2 has its processes
+// in the leaf of its latest run: only that leaf's cgroup.procs is read,
+// without listing any directory (see leafProcesses).
+func (g *Group) Processes() ([]int, error) {
+	dir := g.h.unifiedDir(g.rel)
+	if leaf := g.leaf.Load(); leaf != nil && dir != "" {
+		if pids, ok := g.leafProcesses(*leaf); ok {
+			return pids, nil
+		}
+		dir = *leaf
+	}
+	if dir == "" {
+		for _, name := range []cgroup1.Name{cgroup1.Pids, cgroup1.Freezer} {
+			if d := g.h.v1Dir(name, g.rel); d != "" {
+				dir = d
+				break
+			}
+		}
+	}
+	if dir == "" {
+		return g.Pids()
+	}
+	var pids []int
+	var walk func(d string) error
+	walk = func(d string) error {
+		b, err := kernfile.Read(filepath.Join(d, "cgroup.procs"))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list processes of cgroup %s: %w", d, err)
+		}
+		if pids, err = appendPids(pids, b); err != nil {
+			return fmt.Errorf("parse %s: %w", filepath.Join(d, "cgroup.procs"), err)
+		}
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("list child cgroups of %s: %w", d, err)
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				if err := walk(filepath.Join(d, e.Name())); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return pids, walk(dir)
+}
+
+// subtree lists rel and every cgroup below it (relative paths), read from
+// the hierarchy whose directories hold the fewest files (cgroup2, else the
+// v1 pids or freezer controller): the same tree exists in every hierarchy.
+func (h *Hierarchy) subtree(rel string) []string {
+	base := func(r string) string {
+		if d := h.unifiedDir(r); d != "" {
+			return d
+		}
+		for _, name := range []cgroup1.Name{cgroup1.Pids, cgroup1.Freezer, cgroup1.Memory} {
+			if d := h.v1Dir(name, r); d != "" {
+				return d
+			}
+		}
+		return ""
+	}
+	out := []string{rel}
+	var walk func(r string)
+	walk = func(r string) {
+		d := base(r)
+		if d == "" {
+			return
+		}
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				c := filepath.Join(r, e.Name())
+				out = append(out, c)
+				walk(c)
+			}
+		}
+	}
+	walk(rel)
+	return out
+}
+
+// leafProcesses reads the processes of a run leaf with one read of its
+// cgroup.procs, without listing the leaf's directory: processes a job
+// moved into cgroup2 cgroups it made below its leaf are not listed (the
+// cgroup accounting covers them all the same). ok is false when the leaf
+// holds more processes than fit one read buffer: the caller then reads it
+// in full.
+func (g *Group) leafProcesses(leaf string) (pids []int, ok bool) {
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	b, err := readUnder(g.h.unifiedMount, leaf+"/cgroup.procs", *bp)
+	if err != nil {
+		// The run ended and Kill removed its leaf: no process.
+		return nil, errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
+	}
+	pids, err = appendPids(pids, b)
+	if err != nil {
+		return nil, false
+	}
+	return pids, true
+}
+
+// appendPids appends the pids of a cgroup.procs file's content b (one
+// decimal pid per line, cgroup-v2.rst "cgroup.procs") to pids, leaving out
+// the agent's own: a v1 cgroup.procs names it while one of its launcher
+// threads passes through the group (ForkInside).
+//
+// Errors: a line is not a pid.
+func appendPids(pids []int, b []byte) ([]int, error) {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		v, err := kernfile.Uint(line)
+		if err != nil || v == 0 || v > math.MaxInt32 {
+			return pids, fmt.Errorf("%q is not a pid", line)
+		}
+		if pid := int(v); pid != self {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// readUnder reads file, under the mount point mount, relative to the
+// mount's cached fd (underMount): no walk from / on every open.
+func readUnder(mount, file string, buf []byte) ([]byte, error) {
+	dirFD, rel, err := underMount(mount, file)
+	if err != nil {
+		return nil, err
+	}
+	return kernfile.ReadAt(dirFD, rel, buf)
+}

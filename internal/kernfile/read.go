@@ -1,0 +1,89 @@
+package kernfile
+
+import (
+	"errors"
+	"io/fs"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrTooLong is returned (wrapped in an fs.PathError) by ReadAt for a file
+// longer than the buffer it was given.
+var ErrTooLong = errors.New("longer than the read buffer")
+
+// ReadAt reads the file at path, relative to the directory fd dirFD (or
+// absolute with unix.AT_FDCWD), into buf and returns the bytes read. A
+// file of a cgroup file system or of procfs is a seq_file: a read(2) with
+// room to spare returns the whole content, so one read that does not fill
+// buf is the end.
+//
+// Errors: the file cannot be opened or read (an fs.PathError naming path,
+// wrapping ENOENT or ENODEV when a cgroup is gone, ESRCH when a process
+// is); ErrTooLong when the content fills buf.
+func ReadAt(dirFD int, path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Openat(dirFD, path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == len(buf) {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: ErrTooLong}
+		}
+		return buf[:n], nil
+	}
+}
+
+// Read reads the whole file at the absolute path, however long, with
+// plain open(2) and read(2) calls.
+//
+// Errors: the file cannot be opened or read (an fs.PathError naming path).
+func Read(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// Write writes s to the file at the absolute path with one open(2),
+// write(2) and close(2): a control file takes one value per write.
+//
+// Errors: the file cannot be opened, or the kernel refuses the value
+// (EINVAL, EBUSY...), returned as the bare errno.
+func Write(path, s string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := unix.Write(fd, []byte(s))
+	cerr := unix.Close(fd)
+	if werr != nil {
+		return werr
+	}
+	return cerr
+}
