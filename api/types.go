@@ -153,7 +153,7 @@ type GroupUsage struct {
 	MemoryLimitBytes uint64  `json:"memory_limit_bytes"` // 0: unlimited
 	OOMKills         uint64  `json:"oom_kills"`
 	Pids             uint64  `json:"pids"`
-	PidsLimit        uint64  `json:"pids_limit"`     // pids.max; 0: unlimited
+	PidsLimit        uint64  `json:"pids_limit"` // pids.max; 0: unlimited
 	// IOReadBytes and IOWriteBytes are bytes read from and written to
 	// block devices, summed over devices (v2 io.stat rbytes/wbytes; v1
 	// blkio.throttle.io_service_bytes_recursive).
