@@ -119,7 +119,7 @@ func (c *Cluster) Start(ctx context.Context, env Env) error {
 		if err != nil {
 			return err
 		}
-		ccfg.Validate, ccfg.OnRenew = workload.Validator(c.host), env.OnRenew
+		ccfg.Validate, ccfg.OnRenew = workload.Validator(c.host), c.onRenew
 		// Every generation this agent publishes as leader is one log line:
 		// why jobs move is then in the leader's log.
 		ccfg.OnPublish = func(p cluster.PublishStats) {
@@ -187,6 +187,22 @@ func (c *Cluster) applyFile(ctx context.Context, cfg *config.Config) error {
 	return nil
 }
 
+// onRenew is told the round-trip time of every successful renewal of the
+// session's lease (cluster.Config.OnRenew), after the session has recorded
+// it: it passes the time on (Env.OnRenew) and the new deadline
+// (Env.OnDeadline).
+func (c *Cluster) onRenew(rtt time.Duration) {
+	if c.env.OnRenew != nil {
+		c.env.OnRenew(rtt)
+	}
+	c.mu.Lock()
+	s := c.session
+	c.mu.Unlock()
+	if s != nil && c.env.OnDeadline != nil {
+		c.env.OnDeadline(s.Deadline())
+	}
+}
+
 // join makes the agent a member. While an older session of the same
 // agent still holds the member ID it watches the record and joins as soon
 // as the store deletes it (when the store expires that lease: at most
@@ -221,6 +237,9 @@ func (c *Cluster) join(ctx context.Context) error {
 		c.mu.Lock()
 		c.session, c.state = s, Member
 		c.mu.Unlock()
+		if c.env.OnDeadline != nil {
+			c.env.OnDeadline(s.Deadline())
+		}
 		c.log.Info("joined the cluster", "member", s.Member().ID, "lease_ttl", s.TTL(), "deadline", s.Deadline())
 		signal(c.changed)
 		return nil

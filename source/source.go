@@ -77,6 +77,11 @@ type Env struct {
 	// OnRenew, when set, is told the round-trip time of every successful
 	// lease renewal. It must not block.
 	OnRenew func(time.Duration)
+	// OnDeadline, when set, is told the session's local fencing deadline
+	// (cluster.Session.Deadline: last renewal sent + TTL − max(1 s,
+	// TTL/5)) when a session is made and after every successful renewal,
+	// before any job is claimed under it. It must not block.
+	OnDeadline func(time.Time)
 	// StoreFailed, when set, is called when the store the source runs
 	// inside the agent's process (the embedded etcd) cannot go on — its
 	// WAL cannot be created, a commit to its database failed: a full or

@@ -17,6 +17,7 @@ import (
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/guard"
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/worker"
@@ -65,6 +66,9 @@ type Agent struct {
 	logs     jobLogs
 	envFiles envFiles // the env_files' values, read on this host
 
+	guardCmd []string      // Options.GuardCommand
+	guard    *guard.Client // nil: no guard (no GuardCommand)
+
 	registry *metrics.Registry
 	handler  http.Handler // the API and /metrics, set by Run before it serves
 }
@@ -83,6 +87,9 @@ type Options struct {
 	Clock clockwork.Clock
 	// Version and Commit are the agent's build, as GET / reports them.
 	Version, Commit string
+	// GuardCommand runs the lease guard, `berth guard` ({the berth binary,
+	// "guard"}; package guard); nil: no guard is started (a test's agent).
+	GuardCommand []string
 }
 
 // New returns an agent for cfg, whose file is path (re-read on Reload). It
@@ -103,6 +110,7 @@ func New(cfg *config.Config, path string, opts Options) *Agent {
 		retries:  map[string]*retryState{},
 		handled:  map[string]int64{},
 		build:    [2]string{opts.Version, opts.Commit},
+		guardCmd: opts.GuardCommand,
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -183,6 +191,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, sub, err)
 		}
 	}
+	if err := a.startGuard(ctx); err != nil {
+		return err
+	}
+	defer a.guard.Close()
 
 	a.registry, err = metrics.NewRegistry(a.log, a, a)
 	if err != nil {
@@ -217,12 +229,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 
 	env := source.Env{Log: a.log, Addr: addr, Fence: a.fenceAll,
-		OnFence: a.registry.Cluster.Fenced, OnRenew: a.registry.Cluster.ObserveRenew, StoreFailed: a.storeFailed}
+		OnFence: a.registry.Cluster.Fenced, OnRenew: a.registry.Cluster.ObserveRenew, StoreFailed: a.storeFailed,
+		OnDeadline: a.guard.Deadline}
 	if err := a.source.Start(ctx, env); err != nil {
 		a.source.Close()
 		// Leave no cgroup behind: nothing of ours runs yet.
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		_ = a.releaseGuard(rctx)
 		_ = hier.Remove(rctx)
 		if ctx.Err() != nil {
 			return nil // asked to stop while joining: a clean stop

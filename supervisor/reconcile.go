@@ -854,6 +854,11 @@ func (a *Agent) stopAll() error {
 			err = errors.Join(err, fmt.Errorf("remove %s: %w", sub, cerr))
 		}
 	}
+	// Every job is gone: the lease guard may go (its leaf is under the
+	// root). Not while a job's process survives: it keeps the deadline.
+	if err == nil {
+		err = a.releaseGuard(ctx)
+	}
 	// Leave no cgroup behind: the root too, unless it is the cgroup systemd
 	// delegated to the agent (which systemd owns).
 	if rerr := a.hier.Remove(ctx); rerr != nil {

@@ -25,6 +25,9 @@ func (a *Agent) storeFailed(err error) {
 		a.log.Error("remove job cgroups before exit", "error", cerr)
 		return
 	}
+	if gerr := a.releaseGuard(ctx); gerr != nil {
+		a.log.Error("release the lease guard before exit", "error", gerr)
+	}
 	if rerr := a.hier.Remove(ctx); rerr != nil {
 		a.log.Error("remove the cgroup root before exit", "error", rerr)
 	}
