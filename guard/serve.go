@@ -303,7 +303,7 @@ func (s *server) run(ctx context.Context) error {
 		case <-timer.C:
 			if deadline != 0 && boottime() >= deadline {
 				s.log.Error("guard: the fencing deadline passed without a renewal from the agent: killing every job",
-					"agent_connected", agent != nil, "agent_pid", agentPID)
+					"agent_connected", agent != nil, "agent_pid", agentPID, "late", time.Duration(boottime()-deadline))
 				return s.killAll()
 			}
 		}
