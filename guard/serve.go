@@ -52,6 +52,11 @@ type ServeOptions struct {
 // resisted (a process in uninterruptible sleep).
 const killRetry = time.Second
 
+// helloGrace is how long a guard that never had an agent waits for one
+// (the agent that started it says hello within milliseconds, unless it
+// died meanwhile).
+const helloGrace = 5 * time.Second
+
 // maxWait caps one wait for the deadline: the timer runs on the
 // monotonic clock, which stops while the system is suspended, and
 // CLOCK_BOOTTIME is read again after every wake.
@@ -71,11 +76,12 @@ const maxWait = time.Second
 //     and <root>/groups is killed and those cgroups removed
 //     (cgroup.Hierarchy.Cleanup: cgroup.kill on v2, freeze-kill-thaw on
 //     v1), retried until done, and Serve returns nil;
-//   - the agent disconnects before sending any deadline: the same kill at
-//     once (no lease is known that would let a job run).
+//   - the agent disconnects before sending any deadline, or no agent says
+//     hello within helloGrace of the start: the same kill at once (no
+//     lease is known that would let a job run).
 //
 // Errors: ErrRunning when another guard holds the data_dir; the hierarchy
-// cannot be opened; the leaf cannot be made or entered; the socket cannot
+// cannot be opened or has no <root>/jobs (the agent prepares it first); the leaf cannot be made or entered; the socket cannot
 // be made.
 func Serve(ctx context.Context, opts ServeOptions) error {
 	log := opts.Log
@@ -98,6 +104,12 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		return fmt.Errorf("guard: open cgroup root %q: %w", opts.CgroupRoot, err)
 	}
 	h.SetLogger(log)
+	// The agent prepares the root before it starts a guard: a guard
+	// whose agent died and whose root was removed meanwhile must not make
+	// it again.
+	if _, err := h.Load(cgroup.JobsDir); err != nil {
+		return fmt.Errorf("guard: cgroup root %q is not prepared: %w", opts.CgroupRoot, err)
+	}
 	if err := enterLeaf(h); err != nil {
 		return err
 	}
@@ -244,6 +256,7 @@ func (s *server) run(ctx context.Context) error {
 			agent.Close()
 		}
 	}()
+	lonely := time.Now().Add(helloGrace) // until the first hello
 	timer := time.NewTimer(maxWait)
 	defer timer.Stop()
 	for {
@@ -270,7 +283,7 @@ func (s *server) run(ctx context.Context) error {
 					s.log.Info("guard: a new agent connected; the previous connection is closed", "previous_pid", agentPID)
 					agent.Close()
 				}
-				agent = cm.c
+				agent, lonely = cm.c, time.Time{}
 			}
 			if cm.err != nil {
 				s.log.Warn("guard: the agent disconnected without release", "agent_pid", agentPID, "error", cm.err,
@@ -301,6 +314,10 @@ func (s *server) run(ctx context.Context) error {
 				agent = nil
 			}
 		case <-timer.C:
+			if !lonely.IsZero() && time.Now().After(lonely) {
+				s.log.Warn("guard: no agent connected since the start: killing every job now", "waited", helloGrace)
+				return s.killAll()
+			}
 			if deadline != 0 && boottime() >= deadline {
 				s.log.Error("guard: the fencing deadline passed without a renewal from the agent: killing every job",
 					"agent_connected", agent != nil, "agent_pid", agentPID, "late", time.Duration(boottime()-deadline))
