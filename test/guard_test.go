@@ -1,9 +1,11 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -173,5 +175,46 @@ func TestGuardKillsJobsOfHungAgent(t *testing.T) {
 	}
 	if d := e.cgroupDirs(); len(d) > 0 {
 		t.Errorf("cgroup root left after a clean stop: %v", d)
+	}
+}
+
+// rollup reads the kB fields of /proc/PID/smaps_rollup.
+func rollup(t *testing.T, pid int) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[2] == "kB" {
+			n, _ := strconv.Atoi(f[1])
+			out[strings.TrimSuffix(f[0], ":")] = n
+		}
+	}
+	return out
+}
+
+// The guard of an idle agent keeps at most 8 MiB of anonymous memory
+// resident (its budget); its file-backed pages are the berth binary's,
+// shared with the agent. The figures are logged.
+func TestGuardMemory(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + guardJob)
+	e.start()
+	e.jobProcs()
+	guards := e.guardPids()
+	if len(guards) != 1 {
+		t.Fatalf("processes in the guard's cgroup: %v, want one", guards)
+	}
+	m := rollup(t, guards[0])
+	t.Logf("guard pid %d: Rss %d kB, Pss %d kB, Anonymous %d kB, Pss_Anon %d kB, Pss_File %d kB",
+		guards[0], m["Rss"], m["Pss"], m["Anonymous"], m["Pss_Anon"], m["Pss_File"])
+	if m["Anonymous"] == 0 || m["Anonymous"] > 8<<10 {
+		t.Errorf("guard's anonymous resident memory %d kB, want at most 8 MiB", m["Anonymous"])
+	}
+	if err := e.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("clean stop: %v", err)
 	}
 }
