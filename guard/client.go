@@ -20,7 +20,8 @@ type Options struct {
 	// flags: normally {path of the berth binary, "guard"}. Start appends
 	// --data-dir and --cgroup-root.
 	Command []string
-	// Env is the guard's environment; nil: this process's.
+	// Env is the guard's environment; nil: this process's, without
+	// systemd's notification, watchdog and socket-activation variables.
 	Env []string
 	// Log receives the client's log; nil: slog.Default().
 	Log *slog.Logger

@@ -437,3 +437,71 @@ func TestOtherVersionRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A guard that no agent ever says hello to (its agent died while starting
+// it) kills every job after helloGrace and exits: it never lingers.
+func TestGuardWithoutAgentKillsAndExits(t *testing.T) {
+	w := newWorld(t)
+	_, pids := w.startJobs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	started := time.Now()
+	if err := spawn(ctx, w.options()); err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := w.h.Load(CgroupLeaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guards, err := leaf.Pids()
+	if err != nil || len(guards) != 1 {
+		t.Fatalf("processes in the guard's leaf: %v (%v), want one", guards, err)
+	}
+	exited := w.reaped(guards[0])
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("guard without an agent still running after 60 s")
+	}
+	if d := time.Since(started); d < helloGrace {
+		t.Errorf("guard without an agent exited after %s, before its %s grace", d, helloGrace)
+	}
+	if left := alive(pids); len(left) > 0 {
+		t.Errorf("processes %v alive after the guard without an agent exited", left)
+	}
+}
+
+// Packets of another size, version or kind are refused; every kind
+// survives a round trip.
+func TestDecode(t *testing.T) {
+	for _, k := range []kind{kindHello, kindDeadline, kindRelease, kindAck} {
+		m := message{kind: k, value: 1<<63 + 7}
+		got, err := decode(m.encode())
+		if err != nil || got != m {
+			t.Errorf("decode(encode(%v)) = %v, %v", m, got, err)
+		}
+	}
+	good := message{kind: kindHello}.encode()
+	otherVersion := append([]byte(nil), good...)
+	otherVersion[0] = Version + 1
+	unknownKind := append([]byte(nil), good...)
+	unknownKind[1] = 9
+	for name, b := range map[string][]byte{
+		"short": good[:msgSize-1], "long": append(append([]byte(nil), good...), 0), "empty": nil,
+		"other version": otherVersion, "unknown kind": unknownKind,
+	} {
+		if m, err := decode(b); err == nil {
+			t.Errorf("%s packet decoded as %v", name, m)
+		}
+	}
+}
+
+// The guard does not inherit what systemd meant for the agent alone.
+func TestGuardEnviron(t *testing.T) {
+	got := guardEnviron([]string{"PATH=/bin", "NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=30000000",
+		"WATCHDOG_PID=1", "LISTEN_FDS=1", "INVOCATION_ID=x"})
+	want := []string{"PATH=/bin", "INVOCATION_ID=x"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("guardEnviron = %v, want %v", got, want)
+	}
+}

@@ -65,7 +65,7 @@ func spawn(ctx context.Context, opts Options) error {
 	argv := append(append([]string(nil), opts.Command...), "--data-dir", opts.DataDir, "--cgroup-root", opts.CgroupRoot)
 	env := opts.Env
 	if env == nil {
-		env = os.Environ()
+		env = guardEnviron(os.Environ())
 	}
 	p, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
 		Env:   env,
@@ -93,6 +93,22 @@ func spawn(ctx context.Context, opts Options) error {
 	// It exited without listening: another guard won the lock (the
 	// caller dials it), or it failed (the caller's dial says so).
 	return nil
+}
+
+// guardEnviron is the agent's environment without what systemd meant for
+// the agent's process alone: its notification socket and watchdog, and
+// socket activation's descriptors (sd_notify(3), sd_listen_fds(3)).
+func guardEnviron(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "NOTIFY_SOCKET", "WATCHDOG_PID", "WATCHDOG_USEC", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // NotifyReady writes ReadyLine on the pipe the agent passed at ReadyFD,
