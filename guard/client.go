@@ -104,35 +104,46 @@ func (c *Client) Deadline(t time.Time) {
 // Release tells the guard that the agent has stopped every job: the
 // guard exits without killing anything. Release waits (within ctx) until
 // the guard has closed its end, so that its cgroup is about to be empty
-// when Release returns. A guard that is gone is no error. A nil Client
+// when Release returns. A guard that is gone (it killed every job at a
+// deadline the agent missed, or was killed) is no error. A nil Client
 // does nothing.
 //
-// Errors: the guard did not acknowledge the release before ctx ended or
-// within answerTimeout.
+// Errors: a guard listens but did not acknowledge the release within
+// answerTimeout, or did not close the connection before ctx ended.
 func (c *Client) Release(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
 	conn := c.stop()
-	if conn == nil {
-		var err error
-		if conn, _, err = c.dial(ctx); err != nil {
-			return nil // no guard listens: nothing to release
+	if conn != nil {
+		if exchange(conn, message{kind: kindRelease}, kindAck) == nil {
+			return c.released(ctx, conn)
 		}
+		conn.Close() // the guard behind it is gone or hung: ask the one listening
 	}
-	defer conn.Close()
+	conn, _, err := c.dial(ctx)
+	if err != nil {
+		c.log.Info("no lease guard to release", "reason", err)
+		return nil
+	}
 	if err := exchange(conn, message{kind: kindRelease}, kindAck); err != nil {
+		conn.Close()
 		return fmt.Errorf("release the lease guard: %w", err)
 	}
-	// The guard closes the connection as it exits.
+	return c.released(ctx, conn)
+}
+
+// released waits, within ctx, for the guard to close conn as it exits.
+func (c *Client) released(ctx context.Context, conn *net.UnixConn) error {
+	defer conn.Close()
 	if d, ok := ctx.Deadline(); ok {
 		_ = conn.SetReadDeadline(d)
 	} else {
 		_ = conn.SetReadDeadline(time.Now().Add(answerTimeout))
 	}
-	buf := make([]byte, msgSize)
-	if _, err := conn.Read(buf); err == nil {
-		return errors.New("release the lease guard: it did not close the connection")
+	_, err := conn.Read(make([]byte, msgSize))
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("release the lease guard: it acknowledged but did not exit (%v)", err)
 	}
 	c.log.Info("lease guard released")
 	return nil

@@ -288,6 +288,15 @@ func TestDeadlinePassesKillsEveryJob(t *testing.T) {
 					t.Errorf("cgroup %s still exists after the guard's kill", rel)
 				}
 			}
+			if !tc.gone {
+				// The hung agent comes back and stops cleanly: the guard
+				// it would release is gone, which is no error.
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				if err := c.Release(ctx); err != nil {
+					t.Errorf("release after the guard killed and exited: %v", err)
+				}
+			}
 		})
 	}
 }
