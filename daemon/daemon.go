@@ -15,6 +15,7 @@ import (
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/guard"
 	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
@@ -33,6 +34,10 @@ type Agent struct {
 	host  *host.Host
 	clock clockwork.Clock
 	build [2]string // version, commit
+	// guardCmd starts the lease guard (Options.GuardCommand); guard is
+	// its client, nil without one.
+	guardCmd []string
+	guard    *guard.Client
 
 	// Set by Run before the supervisor starts, then read only.
 	hier     *cgroup.Hierarchy
@@ -60,13 +65,16 @@ type Options struct {
 	Host *host.Host
 	// Version and Commit are the agent's build, as GET / reports them.
 	Version, Commit string
+	// GuardCommand runs the lease guard, `berth guard` ({the berth binary,
+	// "guard"}; package guard); nil: no guard is started (a test's agent).
+	GuardCommand []string
 }
 
 // New returns an agent for cfg, whose file is path (re-read on Reload). It
 // does not touch cgroups, processes or the store.
 func New(cfg *config.Config, path string, opts Options) *Agent {
 	a := &Agent{log: opts.Logger, path: path, host: opts.Host, clock: clockwork.NewRealClock(), cfg: cfg,
-		build: [2]string{opts.Version, opts.Commit}, started: make(chan struct{}), ready: make(chan struct{})}
+		build: [2]string{opts.Version, opts.Commit}, guardCmd: opts.GuardCommand, started: make(chan struct{}), ready: make(chan struct{})}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -144,9 +152,29 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, sub, err)
 		}
 	}
+	// From the session's first deadline on, the lease guard kills every
+	// job when a deadline passes without a renewal: this agent was killed
+	// or hangs (docs/live-restart.md). It starts after the leftovers are
+	// gone and before the agent joins.
+	if len(a.guardCmd) > 0 {
+		g, err := guard.Start(ctx, guard.Options{DataDir: cfg.Agent.DataDir, CgroupRoot: cfg.Agent.CgroupRoot,
+			Command: a.guardCmd, Log: a.log})
+		if err != nil {
+			return fmt.Errorf("start the lease guard: %w", err)
+		}
+		a.guard = g
+		defer g.Close()
+	}
 	// From here on, leave no cgroup of ours behind: the root too, unless it
 	// is the cgroup systemd delegated to the agent (which systemd owns).
+	// The guard is released first (its leaf is under the root), and only
+	// when every job's processes are gone: else it keeps the deadline.
 	defer func() {
+		if err == nil {
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = a.guard.Release(rctx)
+			cancel()
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if rerr := hier.Remove(rctx); rerr != nil {
@@ -191,6 +219,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		if ctx.Err() != nil {
 			return nil // asked to stop while joining: a clean stop
 		}
+		// No job ever started: the guard has nothing to watch.
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.guard.Release(rctx)
 		return err
 	}
 	defer a.leave()
@@ -225,7 +257,8 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 // agent file's workload (create or update, never delete) and joins as a
 // member whose API is at addr.
 func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string) error {
-	a.src = source.NewCluster(cfg, a.host, source.Options{Log: a.log, OnRenew: a.registry.Cluster.ObserveRenew})
+	a.src = source.NewCluster(cfg, a.host, source.Options{Log: a.log, OnRenew: a.registry.Cluster.ObserveRenew,
+		OnDeadline: a.guard.Deadline})
 	endpoints := cfg.Cluster.Endpoints
 	if len(endpoints) == 0 {
 		dir := cfg.Agent.DataDir
@@ -289,6 +322,9 @@ func (a *Agent) storeFailed(err error) {
 	if cerr := a.hier.Cleanup(ctx, cgroup.JobsDir); cerr != nil {
 		a.log.Error("remove job cgroups before exit", "error", cerr)
 		return
+	}
+	if gerr := a.guard.Release(ctx); gerr != nil {
+		a.log.Error("release the lease guard before exit", "error", gerr)
 	}
 	if rerr := a.hier.Remove(ctx); rerr != nil {
 		a.log.Error("remove the cgroup root before exit", "error", rerr)

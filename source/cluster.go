@@ -76,6 +76,12 @@ type Options struct {
 	// OnRenew, when set, is told the round-trip time of every successful
 	// lease renewal. It must not block.
 	OnRenew func(time.Duration)
+	// OnDeadline, when set, is told the session's local fencing deadline
+	// (cluster.Session.Deadline: last renewal sent + TTL − max(1 s,
+	// TTL/5)) when a session is made or resumed, before any job is claimed
+	// under it, and after every successful renewal: the lease guard kills
+	// every job when it passes (package guard). It must not block.
+	OnDeadline func(time.Time)
 }
 
 // NewCluster returns the cluster source of the agent file cfg, whose
@@ -108,7 +114,7 @@ func (c *Cluster) Connect(ctx context.Context, endpoints []string) error {
 		if err != nil {
 			return err
 		}
-		ccfg.Validate, ccfg.OnRenew = workload.Validator(c.host), c.opts.OnRenew
+		ccfg.Validate, ccfg.OnRenew = workload.Validator(c.host), c.onRenew
 		// Every generation this agent publishes as leader is one log line:
 		// why jobs move is then in the leader's log.
 		ccfg.OnPublish = func(p cluster.PublishStats) {
@@ -132,6 +138,22 @@ func (c *Cluster) Connect(ctx context.Context, endpoints []string) error {
 		return fmt.Errorf("connect to etcd %v: %w", endpoints, err)
 	}
 	return nil
+}
+
+// onRenew is told the round-trip time of every successful renewal of the
+// session's lease (cluster.Config.OnRenew), after the session has recorded
+// it: it passes the time on (Options.OnRenew) and the new deadline
+// (Options.OnDeadline).
+func (c *Cluster) onRenew(rtt time.Duration) {
+	if c.opts.OnRenew != nil {
+		c.opts.OnRenew(rtt)
+	}
+	c.mu.Lock()
+	s := c.session
+	c.mu.Unlock()
+	if s != nil && c.opts.OnDeadline != nil {
+		c.opts.OnDeadline(s.Deadline())
+	}
 }
 
 // Client is the store client Connect made (nil before): the agent's
@@ -193,6 +215,9 @@ func (c *Cluster) join(ctx context.Context) error {
 		c.mu.Lock()
 		c.session, c.state = s, Member
 		c.mu.Unlock()
+		if c.opts.OnDeadline != nil {
+			c.opts.OnDeadline(s.Deadline())
+		}
 		c.log.Info("joined the cluster", "member", s.Member().ID, "lease_ttl", s.TTL(), "deadline", s.Deadline())
 		signal(c.changed)
 		return nil

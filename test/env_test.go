@@ -157,6 +157,17 @@ func (e *env) cleanup() {
 	// Kill what is left in the test's cgroups and remove them, with the
 	// cgroup-root lock file an agent killed here had no chance to remove.
 	testutil.RemoveCgroupRoot(e.root)
+	// A lease guard the agent was starting when it was killed may still
+	// enter the root: wait until no guard holds the data_dir's guard lock
+	// (a guard that starts later finds the root gone and exits), then
+	// remove the root again.
+	if f, err := os.OpenFile(filepath.Join(e.dir, "data", "guard.lock"), os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		testutil.Poll(60*time.Second, func() bool {
+			return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+		})
+		testutil.RemoveCgroupRoot(e.root)
+		f.Close()
+	}
 	if e.t.Failed() && e.out != nil {
 		e.t.Logf("agent output:\n%s", e.out)
 	}

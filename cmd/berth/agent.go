@@ -83,7 +83,12 @@ func runAgent(path string) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	agent := daemon.New(cfg, path, daemon.Options{Logger: log, Host: host, Version: version, Commit: commit})
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this program to run its lease guard: %w", err)
+	}
+	agent := daemon.New(cfg, path, daemon.Options{Logger: log, Host: host, Version: version, Commit: commit,
+		GuardCommand: []string{self, "guard"}})
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx) }()
 	log.Info("agent starting", "version", version, "commit", commit, "config", path, "id", cfg.Agent.ID)

@@ -50,6 +50,7 @@ func commands(configPath *string) []*cobra.Command {
 		membersCmd(configPath),
 		versionCmd(),
 		gendocsCmd(),
+		guardCmd(),
 	}
 }
 

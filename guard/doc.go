@@ -1,0 +1,21 @@
+// Package guard is berth's lease guard: a small long-lived process, apart
+// from the agent and outside every job's cgroup, that kills every process
+// of every job when the agent's fencing deadline passes and no agent has
+// renewed it. The agent fences its own workers at that deadline; the guard
+// covers the agent that cannot: killed with SIGKILL (outside systemd a
+// job's forked processes outlive it) or hung (SIGSTOP, a stalled machine),
+// so that no job runs on unseen once its claims can expire and another
+// member can start it (docs/live-restart.md).
+//
+// One guard serves one agent: its data_dir and cgroup root. It listens on
+// a SOCK_SEQPACKET unix socket, <data_dir>/guard.sock (SocketPath), that
+// only root may use (SO_PEERCRED, unix(7)), and runs in a cgroup leaf of
+// its own, <cgroup_root>/guard (CgroupLeaf) in every hierarchy, never under
+// <root>/jobs or <root>/groups, so that nothing of it counts against a job.
+//
+// The agent's side is Client: Start connects to the guard, starting one
+// (`berth guard`, detached: its own session, no parent-death signal) when
+// none runs; Deadline forwards each fencing deadline; Release, after the
+// agent has stopped every job, makes the guard exit without killing. The
+// guard's side is Serve. The wire format is in protocol.go.
+package guard

@@ -1,0 +1,374 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/cgroup"
+	"golang.org/x/sys/unix"
+)
+
+// CgroupLeaf is the guard's own cgroup below the cgroup root, in every
+// hierarchy: beside <root>/agent, never under <root>/jobs or <root>/groups
+// (nothing of berth's counts against a job), and a leaf, as cgroup v2's
+// no-internal-process rule requires of a cgroup with processes
+// (cgroup-v2.rst "No Internal Process Constraint").
+const CgroupLeaf = "guard"
+
+// SocketPath is the guard's socket for data_dir: <data_dir>/guard.sock.
+func SocketPath(dataDir string) string { return filepath.Join(dataDir, "guard.sock") }
+
+// lockPath is the file a running guard holds flock(2) on, so that one
+// guard at most serves a data_dir.
+func lockPath(dataDir string) string { return filepath.Join(dataDir, "guard.lock") }
+
+// ErrRunning is returned by Serve when another guard already serves the
+// data_dir (it holds <data_dir>/guard.lock).
+var ErrRunning = errors.New("another guard serves this data_dir")
+
+// ServeOptions configure the guard process.
+type ServeOptions struct {
+	// DataDir is the agent's data_dir ([agent] data_dir): the socket and
+	// the lock file live there.
+	DataDir string
+	// CgroupRoot is the agent's cgroup_root, as its configuration names it
+	// ("" for the cgroup systemd delegated, cgroup.Open).
+	CgroupRoot string
+	// Log receives the guard's log; nil: slog.Default().
+	Log *slog.Logger
+	// Ready, when set, is called once the socket listens.
+	Ready func()
+}
+
+// killRetry is the pause between attempts to kill a job cgroup that
+// resisted (a process in uninterruptible sleep).
+const killRetry = time.Second
+
+// helloGrace is how long a guard that never had an agent waits for one
+// (the agent that started it says hello within milliseconds, unless it
+// died meanwhile).
+const helloGrace = 5 * time.Second
+
+// maxWait caps one wait for the deadline: the timer runs on the
+// monotonic clock, which stops while the system is suspended, and
+// CLOCK_BOOTTIME is read again after every wake.
+const maxWait = time.Second
+
+// Serve runs the guard until it is released, or has killed every job
+// after a deadline, or ctx ends (a test's stop: nothing is killed). It
+// opens the hierarchy of opts.CgroupRoot, moves this process into
+// <root>/guard in every hierarchy, listens on SocketPath, and then:
+//
+//   - the newest connection that said hello is the agent (an older one is
+//     closed): its deadlines replace the one held (CLOCK_BOOTTIME ns,
+//     kindDeadline);
+//   - kindRelease: Serve returns nil without killing;
+//   - the deadline passes, with or without an agent connected (a hung
+//     one stops sending): every process of every cgroup under <root>/jobs
+//     and <root>/groups is killed and those cgroups removed
+//     (cgroup.Hierarchy.Cleanup: cgroup.kill on v2, freeze-kill-thaw on
+//     v1), retried until done, and Serve returns nil;
+//   - the agent disconnects before sending any deadline, or no agent says
+//     hello within helloGrace of the start: the same kill at once (no
+//     lease is known that would let a job run).
+//
+// Errors: ErrRunning when another guard holds the data_dir; the hierarchy
+// cannot be opened or has no <root>/jobs (the agent prepares it first); the leaf cannot be made or entered; the socket cannot
+// be made.
+func Serve(ctx context.Context, opts ServeOptions) error {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	lock, err := os.OpenFile(lockPath(opts.DataDir), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("guard: lock %s: %w", lockPath(opts.DataDir), err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("guard: %s: %w", lockPath(opts.DataDir), ErrRunning)
+		}
+		return fmt.Errorf("guard: lock %s: %w", lockPath(opts.DataDir), err)
+	}
+	h, err := cgroup.Open(opts.CgroupRoot)
+	if err != nil {
+		return fmt.Errorf("guard: open cgroup root %q: %w", opts.CgroupRoot, err)
+	}
+	h.SetLogger(log)
+	// The agent prepares the root before it starts a guard: a guard
+	// whose agent died and whose root was removed meanwhile must not make
+	// it again.
+	if _, err := h.Load(cgroup.JobsDir); err != nil {
+		return fmt.Errorf("guard: cgroup root %q is not prepared: %w", opts.CgroupRoot, err)
+	}
+	if err := enterLeaf(h); err != nil {
+		return err
+	}
+	sock := SocketPath(opts.DataDir)
+	_ = os.Remove(sock) // a socket left by a guard that died: we hold the lock
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		return fmt.Errorf("guard: listen on %s: %w", sock, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("guard: chmod %s: %w", sock, err)
+	}
+	s := &server{log: log, h: h, ln: ln, conns: make(chan *net.UnixConn), msgs: make(chan connMsg), quit: make(chan struct{})}
+	s.wg.Add(1)
+	go s.accept()
+	defer s.close()
+	log.Info("guard listening", "socket", sock, "cgroup_root", h.Root(), "pid", os.Getpid())
+	if opts.Ready != nil {
+		opts.Ready()
+	}
+	return s.run(ctx)
+}
+
+// enterLeaf makes <root>/guard in every hierarchy and moves this process
+// (every thread: cgroup.procs) into it.
+func enterLeaf(h *cgroup.Hierarchy) error {
+	g, err := h.New(CgroupLeaf, nil)
+	if err != nil {
+		return fmt.Errorf("guard: %w", err)
+	}
+	p := g.Placement()
+	files := p.ProcsFiles
+	if p.UnifiedDir != "" {
+		files = append(files, filepath.Join(p.UnifiedDir, "cgroup.procs"))
+	}
+	pid := []byte(strconv.Itoa(os.Getpid()))
+	for _, f := range files {
+		if err := os.WriteFile(f, pid, 0); err != nil {
+			return fmt.Errorf("guard: enter %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// server is one guard's state; run owns everything but the goroutines'
+// channels.
+type server struct {
+	log   *slog.Logger
+	h     *cgroup.Hierarchy
+	ln    *net.UnixListener
+	conns chan *net.UnixConn
+	msgs  chan connMsg
+	quit  chan struct{}
+	wg    sync.WaitGroup // accept and every read loop
+}
+
+// connMsg is a message, or the end (err set), of one connection.
+type connMsg struct {
+	c   *net.UnixConn
+	m   message
+	err error
+}
+
+// accept hands every connection of a root peer to run.
+func (s *server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			return // closed by close
+		}
+		if uid, err := peerUID(c); err != nil || uid != 0 {
+			s.log.Warn("guard: refused a connection not from root", "uid", uid, "error", err)
+			c.Close()
+			continue
+		}
+		select {
+		case s.conns <- c:
+		case <-s.quit:
+			c.Close()
+			return
+		}
+	}
+}
+
+// peerUID is the uid of the process at the other end of c (SO_PEERCRED,
+// unix(7)).
+func peerUID(c *net.UnixConn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return -1, err
+	}
+	if cerr != nil {
+		return -1, cerr
+	}
+	return int(cred.Uid), nil
+}
+
+// read passes c's messages to run until c ends.
+func (s *server) read(c *net.UnixConn) {
+	defer s.wg.Done()
+	buf := make([]byte, msgSize+1)
+	for {
+		n, err := c.Read(buf)
+		var m message
+		if err == nil {
+			m, err = decode(buf[:n]) // a SOCK_SEQPACKET end reads as io.EOF
+		}
+		select {
+		case s.msgs <- connMsg{c: c, m: m, err: err}:
+		case <-s.quit:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// close stops the goroutines and waits for them.
+func (s *server) close() {
+	close(s.quit)
+	s.ln.Close()
+	s.wg.Wait()
+}
+
+func (s *server) run(ctx context.Context) error {
+	var (
+		agent    *net.UnixConn
+		agentPID uint64
+		deadline int64 // CLOCK_BOOTTIME ns; 0: none received
+	)
+	defer func() {
+		if agent != nil {
+			agent.Close()
+		}
+	}()
+	lonely := time.Now().Add(helloGrace) // until the first hello
+	timer := time.NewTimer(maxWait)
+	defer timer.Stop()
+	for {
+		wait := maxWait
+		if deadline != 0 {
+			wait = min(maxWait, time.Duration(deadline-boottime()))
+		}
+		timer.Reset(max(0, wait))
+		select {
+		case <-ctx.Done():
+			return nil
+		case c := <-s.conns:
+			s.wg.Add(1)
+			go s.read(c)
+		case cm := <-s.msgs:
+			if cm.c != agent {
+				// A new connection becomes the agent with its hello; a
+				// replaced one's last words and anything else end it.
+				if cm.err != nil || cm.m.kind != kindHello {
+					cm.c.Close()
+					continue
+				}
+				if agent != nil {
+					s.log.Info("guard: a new agent connected; the previous connection is closed", "previous_pid", agentPID)
+					agent.Close()
+				}
+				agent, lonely = cm.c, time.Time{}
+			}
+			if cm.err != nil {
+				s.log.Warn("guard: the agent disconnected without release", "agent_pid", agentPID, "error", cm.err,
+					"deadline_in", time.Duration(deadline-boottime()).Round(time.Millisecond))
+				agent.Close()
+				agent = nil
+				if deadline == 0 {
+					s.log.Warn("guard: no deadline was ever received: killing every job now")
+					return s.killAll()
+				}
+				continue
+			}
+			switch cm.m.kind {
+			case kindHello:
+				agentPID = cm.m.value
+				s.log.Info("guard: agent connected", "agent_pid", agentPID)
+				s.send(agent, message{kind: kindHello, value: uint64(os.Getpid())})
+			case kindDeadline:
+				deadline = int64(cm.m.value)
+				s.send(agent, message{kind: kindAck, value: cm.m.value})
+			case kindRelease:
+				s.send(agent, message{kind: kindAck, value: cm.m.value})
+				s.log.Info("guard: released by the agent; exiting without killing", "agent_pid", agentPID)
+				return nil
+			default:
+				s.log.Warn("guard: unexpected message; closing the connection", "message", cm.m.kind.String())
+				agent.Close()
+				agent = nil
+			}
+		case <-timer.C:
+			if !lonely.IsZero() && time.Now().After(lonely) {
+				s.log.Warn("guard: no agent connected since the start: killing every job now", "waited", helloGrace)
+				return s.killAll()
+			}
+			if deadline != 0 && boottime() >= deadline {
+				s.log.Error("guard: the fencing deadline passed without a renewal from the agent: killing every job",
+					"agent_connected", agent != nil, "agent_pid", agentPID, "late", time.Duration(boottime()-deadline))
+				return s.killAll()
+			}
+		}
+	}
+}
+
+// send writes m to c; a failure is the agent's loss, which its read loop
+// reports.
+func (s *server) send(c *net.UnixConn, m message) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write(m.encode()); err != nil {
+		s.log.Warn("guard: answer the agent", "message", m.kind.String(), "error", err)
+	}
+}
+
+// killAll kills every process of every cgroup under <root>/jobs and
+// <root>/groups and removes those cgroups, trying again every killRetry
+// until it succeeds: the guard does not leave while a job's process may
+// still run. Each subtree is killed whole first (cgroup.kill of
+// <root>/jobs kills every job at once; v1's freezer freezes the whole
+// subtree), so that every job dies at the deadline and not one cgroup
+// after another (1,000 jobs take about 2 s to kill and remove one by
+// one); then each job's cgroup is removed and logged
+// (cgroup.Hierarchy.Cleanup).
+func (s *server) killAll() error {
+	for {
+		var errs []error
+		for _, sub := range cgroup.Subtrees() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if g, err := s.h.Load(sub); err == nil {
+				errs = append(errs, g.Kill(ctx))
+			} else if !errors.Is(err, cgroup.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			cancel()
+		}
+		s.log.Info("guard: killed every process under jobs and groups", "errors", errors.Join(errs...))
+		for _, sub := range cgroup.Subtrees() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			errs = append(errs, s.h.Cleanup(ctx, sub))
+			cancel()
+		}
+		err := errors.Join(errs...)
+		if err == nil {
+			s.log.Info("guard: every job's cgroup is empty and removed; exiting")
+			return nil
+		}
+		s.log.Error("guard: kill every job: trying again", "error", err, "in", killRetry)
+		time.Sleep(killRetry)
+	}
+}
