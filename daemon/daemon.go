@@ -141,7 +141,6 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	hier.SetLogger(a.log)
 	a.log.Info("cgroup hierarchy", "mode", hier.Mode().String(), "root", cfg.Agent.CgroupRoot)
 	warnJournal(a.log, cfg.Agent.LogSink)
-	warnUnsupervised(a.log, cfg)
 	if err := hier.Prepare(); err != nil {
 		return fmt.Errorf("prepare cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
 	}

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -130,20 +129,6 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)
 		}
 	}
-}
-
-// warnUnsupervised warns when a member of a shared etcd (endpoints set) was
-// not started by systemd: if this agent is SIGKILLed, the processes its jobs
-// forked keep running in their cgroups while the jobs' claims expire with
-// its lease, and another member may start the same jobs. Under the packaged
-// unit, KillMode=control-group (systemd.kill(5)) kills them with the agent.
-// INVOCATION_ID is set by systemd in the environment of every unit it
-// starts (systemd.exec(5), "Environment Variables in Spawned Processes").
-func warnUnsupervised(log *slog.Logger, cfg *config.Config) {
-	if len(cfg.Cluster.Endpoints) == 0 || os.Getenv("INVOCATION_ID") != "" {
-		return
-	}
-	log.Warn("not started by systemd: if this agent is killed with SIGKILL, processes its jobs forked keep running while their claims expire and another member may start the same jobs; run it under the packaged unit (KillMode=control-group) or a supervisor that kills its whole cgroup when it dies")
 }
 
 // warnJournal warns when log_sink = "journal" but this host has no journal
