@@ -114,7 +114,7 @@ func TestLeaderFailoverAndStaticReturn(t *testing.T) {
 		if !errors.Is(err, ErrSessionClosed) {
 			t.Fatalf("RunLeader after Close = %v, want ErrSessionClosed", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Deadline(5 * time.Second)):
 		t.Fatal("RunLeader did not return after its session closed")
 	}
 	p := waitPublished(t, cb, "b leads and runs orders", func(p Published) bool {

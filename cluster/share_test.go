@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // An agent's share watch reads only its own share: publications that
@@ -57,7 +58,7 @@ func TestShareWatchReadsOnlyOwnShare(t *testing.T) {
 	putConnector(t, c, "mine", "tasks = 100 # new revision")
 	select {
 	case s = <-watch:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Deadline(10 * time.Second)):
 		t.Fatal("no share after mine's definition changed")
 	}
 	got := traffic.Received() - base

@@ -145,7 +145,7 @@ func TestPartitionReloadThenStop(t *testing.T) {
 			t.Errorf("agent exit: %v", err)
 		}
 		t.Logf("a exited %s after the cut", time.Since(cut).Round(time.Millisecond))
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Deadline(30 * time.Second)):
 		t.Errorf("agent did not exit within 30 s of SIGTERM while cut with a reload pending")
 	}
 	px.Heal()

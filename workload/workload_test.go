@@ -13,6 +13,8 @@ import (
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // wlFile is a connectors file for the workload store tests.
@@ -101,7 +103,7 @@ func TestWorkloadStore(t *testing.T) {
 	}
 	t.Cleanup(func() { raw.Close() })
 	open := func(t *testing.T) (*wlStore, context.Context) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(30*time.Second))
 		t.Cleanup(cancel)
 		name := strings.NewReplacer("/", "-").Replace(t.Name())
 		c, err := cluster.Connect(ctx, cluster.Config{Name: name, Endpoints: emb.Endpoints(), Validate: Validator(config.LocalHost())})
