@@ -49,16 +49,21 @@ func NeedRoot(t testing.TB) {
 }
 
 // Eventually polls cond every 20 ms until it holds, and fails the test
-// naming what was awaited when it does not within Deadline(timeout).
+// naming what was awaited when it does not within Deadline(timeout). A
+// wait longer than timeout itself is logged: the test is near its
+// deadline on this machine.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	timeout = Deadline(timeout)
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(Deadline(timeout))
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			t.Fatalf("timed out after %v waiting for %s", Deadline(timeout), what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if d := time.Since(start); d > timeout {
+		t.Logf("waited %v for %s, longer than the %v named (Slack %g)", d.Round(time.Millisecond), what, timeout, Slack)
 	}
 }
 
