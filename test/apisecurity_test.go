@@ -94,7 +94,7 @@ func (s *secureAPI) client(t *testing.T, cert bool, password string) *http.Clien
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.HTTP.Timeout = 3 * time.Second
+	c.HTTP.Timeout = testutil.Deadline(3 * time.Second)
 	return c.HTTP
 }
 

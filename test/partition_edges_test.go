@@ -44,7 +44,7 @@ func TestPartitionWhileWaitingForAClaim(t *testing.T) {
 	workload := fmt.Sprintf("[[connector]]\nname = \"p\"\n  [connector.run]\n  command = %[1]s\n"+
 		"[[connector]]\nname = \"q\"\n  [connector.run]\n  command = %[1]s\n", stampCommand(stamps, 5))
 	// A foreign claim on q, under a lease of the test's own.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: testutil.Deadline(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestWorkloadStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(emb.Close)
-	raw, err := clientv3.New(clientv3.Config{Endpoints: emb.Endpoints(), DialTimeout: 5 * time.Second})
+	raw, err := clientv3.New(clientv3.Config{Endpoints: emb.Endpoints(), DialTimeout: testutil.Deadline(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
