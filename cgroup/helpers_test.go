@@ -159,7 +159,7 @@ func (j *job) wait(t testing.TB, timeout time.Duration) error {
 	case <-j.done:
 		return j.err
 	case <-time.After(testutil.Deadline(timeout)):
-		t.Fatalf("workload %d still running after %s", j.cmd.Process.Pid, timeout)
+		t.Fatalf("workload %d still running after %s", j.cmd.Process.Pid, testutil.Deadline(timeout))
 		return nil
 	}
 }
