@@ -16,7 +16,10 @@ import (
 // costs about the size of its share.
 func TestShareWatchReadsOnlyOwnShare(t *testing.T) {
 	name := uniqueName(t)
-	c := connect(t, shared.Endpoints(), name, nil)
+	// Eleven sessions and 1,100 jobs: a TTL whose local deadline a loaded
+	// machine's slow renewal does not miss (the test measures traffic, not
+	// fencing).
+	c := connect(t, shared.Endpoints(), name, func(cfg *Config) { cfg.SessionTTL = 10 * time.Second })
 	var traffic Traffic
 	watcher := connect(t, shared.Endpoints(), name, func(cfg *Config) { cfg.Traffic = &traffic })
 	var tasks []string
@@ -59,7 +62,7 @@ func TestShareWatchReadsOnlyOwnShare(t *testing.T) {
 	select {
 	case s = <-watch:
 	case <-time.After(testutil.Deadline(10 * time.Second)):
-		t.Fatal("no share after mine's definition changed")
+		t.Fatalf("no share after mine's definition changed (a's session: %v)", a.Err())
 	}
 	got := traffic.Received() - base
 	if s.Generation <= gen || !slices.Equal(s.Jobs, tasks) || got > 4096 {
