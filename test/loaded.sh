@@ -17,7 +17,10 @@ make=${MAKE:-make}
 pids=() # the burners
 mk=      # the running make test
 stop() {
-	[ -n "$mk" ] && kill "$mk" 2>/dev/null
+	if [ -n "$mk" ]; then
+		kill "$mk" 2>/dev/null
+		wait "$mk" 2>/dev/null
+	fi
 	((${#pids[@]})) || return 0
 	kill "${pids[@]}" 2>/dev/null
 	wait "${pids[@]}" 2>/dev/null
@@ -43,8 +46,13 @@ for ((r = 1; r <= runs; r++)); do
 	echo "== loaded run $r of $runs"
 	rm -f test.json
 	# In the background, so that a signal to this script is handled at
-	# once (wait returns) and reaches make too.
-	$make test &
+	# once (wait returns) and reaches make too; with SIGINT not ignored (as
+	# bash makes it for background commands), so that Ctrl-C stops make
+	# and the tests as it does `make test`.
+	(
+		trap - INT QUIT
+		exec $make test
+	) &
 	mk=$!
 	wait "$mk"
 	rc=$? mk=
