@@ -8,7 +8,8 @@
 #
 # The burners are this script's children, stopped by PID when it ends,
 # however it ends (the trap); each also stops on its own once this script
-# is gone, should the script be killed with SIGKILL.
+# is gone, should the script be killed with SIGKILL (the make test under
+# way then runs to its end). Ctrl-C stops the tests as it stops make test.
 set -uo pipefail
 runs=${LOADED_RUNS:-3}
 burners=${LOADED_BURNERS:-$(nproc)}
@@ -44,7 +45,7 @@ status=0
 summary=()
 for ((r = 1; r <= runs; r++)); do
 	echo "== loaded run $r of $runs"
-	rm -f test.json
+	rm -f test.json "test-loaded-$r.json"
 	# In the background, so that a signal to this script is handled at
 	# once (wait returns) and reaches make too; with SIGINT not ignored (as
 	# bash makes it for background commands), so that Ctrl-C stops make
