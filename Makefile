@@ -8,7 +8,7 @@ PKGS      := ./...
 TESTFLAGS ?=
 TESTFORMAT ?= pkgname
 
-.PHONY: build run test test-race lint bench bench-scale bench-cluster bench-cluster-ci soak soak-short fuzz test-v2 test-systemd deb docs man completion clean
+.PHONY: build run test test-loaded test-race lint bench bench-scale bench-cluster bench-cluster-ci soak soak-short fuzz test-v2 test-systemd deb docs man completion clean
 
 build: ## bin/berth
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
@@ -20,6 +20,11 @@ test: build ## every test, with the race detector, as root; installs the Debian 
 	test/deps.sh
 	$(GO) vet $(PKGS)
 	$(GO) tool gotestsum --format $(TESTFORMAT) --jsonfile test.json -- -race -count=1 -timeout 30m $(TESTFLAGS) $(PKGS)
+
+LOADED_RUNS    ?= 3
+LOADED_BURNERS ?= $(shell nproc)
+test-loaded: ## make test LOADED_RUNS times (3) with LOADED_BURNERS CPU burners (one per core) running, always stopped by PID; prints each run's pass/fail/skip counts
+	LOADED_RUNS=$(LOADED_RUNS) LOADED_BURNERS=$(LOADED_BURNERS) MAKE="$(MAKE)" test/loaded.sh
 
 lint: ## gofmt, go vet, staticcheck (pinned in go.mod)
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
@@ -106,6 +111,6 @@ completion: build ## bin/completion: bash (berth), zsh (_berth) and fish (berth.
 	./bin/berth completion fish >bin/completion/berth.fish
 
 clean:
-	rm -rf bin dist bench.out bench-scale.out scale.csv test.json soak.md
+	rm -rf bin dist bench.out bench-scale.out scale.csv test.json test-loaded-*.json soak.md
 
 FORCE:

@@ -38,7 +38,7 @@ func TestDeleteEveryHierarchy(t *testing.T) {
 	if len(dirs) < 2 {
 		t.Fatalf("group exists in %v only", dirs)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(5*time.Second))
 	defer cancel()
 	goroutines := runtime.NumGoroutine()
 	if err := parent.Delete(ctx); err != nil {
@@ -81,7 +81,7 @@ func TestDeletePartialLeftover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(5*time.Second))
 	defer cancel()
 	if err := g.Delete(ctx); err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestCleanupKillsLeftovers(t *testing.T) {
 	h2.SetLogger(slog.New(slog.NewJSONHandler(&logged, nil)))
 	pidsA, _ := a.Pids()
 	pidsB, _ := b.Pids()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	for _, sub := range Subtrees() {
 		if err := h2.Cleanup(ctx, sub); err != nil {

@@ -82,7 +82,7 @@ func testHierarchy(t testing.TB) *Hierarchy {
 		t.Fatalf("Prepare: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 		defer cancel()
 		if err := h.Cleanup(ctx, ""); err != nil {
 			t.Errorf("cleanup of test root %s: %v", root, err)
@@ -125,7 +125,7 @@ func startIn(t testing.TB, g *Group, script string) *job {
 		close(j.done)
 	}()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 		defer cancel()
 		_ = g.Kill(ctx)
 		select {
@@ -158,8 +158,8 @@ func (j *job) wait(t testing.TB, timeout time.Duration) error {
 	select {
 	case <-j.done:
 		return j.err
-	case <-time.After(timeout):
-		t.Fatalf("workload %d still running after %s", j.cmd.Process.Pid, timeout)
+	case <-time.After(testutil.Deadline(timeout)):
+		t.Fatalf("workload %d still running after %s", j.cmd.Process.Pid, testutil.Deadline(timeout))
 		return nil
 	}
 }

@@ -36,7 +36,7 @@ func TestKillForkingTree(t *testing.T) {
 	}) {
 		t.Fatalf("want 4 processes in the group, have %v (%v)", before, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	if err := g.Kill(ctx); err != nil {
 		t.Fatalf("Kill: %v", err)
@@ -77,7 +77,7 @@ func TestKillTermIgnoringLoopAndDelete(t *testing.T) {
 	if testutil.Poll(300*time.Millisecond, j.exited) {
 		t.Fatal("TERM-ignoring loop exited on SIGTERM: the test proves nothing")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	if err := g.Kill(ctx); err != nil {
 		t.Fatalf("Kill: %v", err)
@@ -124,7 +124,7 @@ func TestKillV1OnlyProcess(t *testing.T) {
 			t.Fatal("could not move the tree out of the unified group")
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	if err := g.Kill(ctx); err != nil {
 		t.Fatalf("Kill: %v", err)

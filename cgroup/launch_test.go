@@ -16,6 +16,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // onLaunchThread runs f on a fresh goroutine locked to its OS thread, with
@@ -56,7 +58,7 @@ func forkExec(argv ...string) func(int) (int, error) {
 // reap kills g and waits for pid, a child of the test.
 func reap(t testing.TB, g *Group, pid int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	if err := g.Kill(ctx); err != nil {
 		t.Error(err)

@@ -104,7 +104,7 @@ func TestUnifiedPrepareDelegatedMovesAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(5*time.Second))
 	defer cancel()
 	if err := g.Delete(ctx); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // Target states and restart requests: written only while the connector
@@ -87,7 +88,7 @@ func waitSignal(t *testing.T, ch <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Deadline(10 * time.Second)):
 		t.Fatal("no signal from WatchActions within 10s")
 	}
 }

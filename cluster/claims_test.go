@@ -7,6 +7,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 func TestClaimIsExclusiveAndReleasedOnlyByItsHolder(t *testing.T) {
@@ -44,7 +45,7 @@ func TestClaimIsExclusiveAndReleasedOnlyByItsHolder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Deadline(5 * time.Second)):
 		t.Fatal("WaitClaimFree did not return after Release")
 	}
 	if ok, _, err := sb.Claim(ctx, "orders-0"); !ok || err != nil {
@@ -89,7 +90,7 @@ func TestClaimFreedWhenHolderLeaseEnds(t *testing.T) {
 	if _, err := ca.etcd.Revoke(ctx, sa.Lease()); err != nil { // as the server does on expiry
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, testutil.Deadline(5*time.Second))
 	defer cancel()
 	if err := cb.WaitClaimFree(wctx, "orders-0"); err != nil {
 		t.Fatal(err)

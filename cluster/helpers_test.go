@@ -18,6 +18,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // shared is one embedded etcd for the tests that do not stop their server;
@@ -92,7 +93,7 @@ func connect(t testing.TB, endpoints []string, name string, mod func(*Config)) *
 	if mod != nil {
 		mod(&cfg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	c, err := Connect(ctx, cfg)
 	if err != nil {
@@ -105,7 +106,7 @@ func connect(t testing.TB, endpoints []string, name string, mod func(*Config)) *
 // join makes a member of id, closed by Cleanup.
 func join(t testing.TB, c *Client, m assign.Member) *Session {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	if m.Protocol == "" {
 		m.Protocol = config.ProtocolStatic
@@ -119,7 +120,7 @@ func join(t testing.TB, c *Client, m assign.Member) *Session {
 }
 
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(30*time.Second))
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -75,13 +75,17 @@ func TestLeaderPublishesGenerationsInOrder(t *testing.T) {
 			t.Fatalf("no assignment %v; last %+v", want, last)
 		}
 	}
-	// A write that changes nothing raises no generation: the next one seen
-	// is the one after a real change.
+	// A write of the same body moves only billing's revision: the leader
+	// publishes it with the delete when it sees both at once, else (a
+	// loaded machine) one generation before the delete's.
 	putConnector(t, c, "billing", "run = true")
 	if err := c.DeleteConnector(ctx, "billing"); err != nil {
 		t.Fatal(err)
 	}
 	p := <-watch
+	if p.Generation == last.Generation+1 && slices.Equal(p.Assignment.Members["a1"], want) {
+		last, p = p, <-watch
+	}
 	if p.Generation != last.Generation+1 || slices.Contains(p.Assignment.Members["a1"], "billing") {
 		t.Fatalf("after delete: %+v (previous generation %d)", p, last.Generation)
 	}
@@ -114,7 +118,7 @@ func TestLeaderFailoverAndStaticReturn(t *testing.T) {
 		if !errors.Is(err, ErrSessionClosed) {
 			t.Fatalf("RunLeader after Close = %v, want ErrSessionClosed", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Deadline(5 * time.Second)):
 		t.Fatal("RunLeader did not return after its session closed")
 	}
 	p := waitPublished(t, cb, "b leads and runs orders", func(p Published) bool {

@@ -20,9 +20,14 @@ import (
 // fencing right after every rejoin whose grant had waited out the cut).
 func TestFirstRenewalDueFromGrantSent(t *testing.T) {
 	px := startDelayProxy(t, shared.Endpoints()[0])
-	c := connect(t, []string{px.URL()}, uniqueName(t), nil)
-	const delay = 600 * time.Millisecond
-	held := px.delayNext(delay) // the grant waits 600 ms on its way
+	// A TTL long enough that a loaded machine's slow write after the grant
+	// still leaves more than an interval before the local deadline (Join
+	// then does not renew itself), and that "at once" and "an interval
+	// later" (8 s) stay far apart.
+	const ttl = 30 * time.Second
+	c := connect(t, []string{px.URL()}, uniqueName(t), func(cfg *Config) { cfg.SessionTTL = ttl })
+	delay := renewInterval(ttl) + time.Second
+	held := px.delayNext(delay) // the grant waits 9 s on its way
 	var s *Session
 	joined := make(chan struct{})
 	go func() {
@@ -37,15 +42,15 @@ func TestFirstRenewalDueFromGrantSent(t *testing.T) {
 	if returned.Sub(granted) < delay {
 		t.Fatalf("Join returned %s after the grant was sent; the proxy did not hold it %s", returned.Sub(granted), delay)
 	}
-	// The grant's interval (333 ms for a 2 s TTL) has passed: renew now.
+	// The grant's interval (8 s for a 30 s TTL) has passed: renew now.
 	var first time.Time
-	testutil.Eventually(t, testTTL, "the first renewal", func() bool {
+	testutil.Eventually(t, ttl, "the first renewal", func() bool {
 		first = s.LastRenewal()
 		return first.After(granted)
 	})
-	if late := first.Sub(returned); late > 150*time.Millisecond {
+	if late := first.Sub(returned); late > renewInterval(ttl)/2 {
 		t.Fatalf("first renewal sent %s after Join returned, %s after the grant was sent; want it at once (interval %s after the grant)",
-			late, first.Sub(granted), renewInterval(testTTL))
+			late, first.Sub(granted), renewInterval(ttl))
 	}
 	if err := s.Err(); err != nil {
 		t.Fatalf("session ended: %v", err)

@@ -97,7 +97,7 @@ func TestSessionLostWhenLeaseRevokedElsewhere(t *testing.T) {
 	}
 	select {
 	case <-s.Done():
-	case <-time.After(testTTL):
+	case <-time.After(testutil.Deadline(testTTL)):
 		t.Fatal("Done not closed within TTL after the lease was revoked")
 	}
 	if !errors.Is(s.Err(), ErrSessionLost) {
@@ -201,15 +201,22 @@ func TestWaitMemberGone(t *testing.T) {
 // renews at once, not a whole renewal interval after its loop started:
 // that would leave too little of the TTL for the renewal's round trip.
 func TestSlowJoinRenewsAtOnce(t *testing.T) {
-	c := connect(t, shared.Endpoints(), uniqueName(t), func(cfg *Config) { cfg.SessionTTL = 10 * time.Second })
-	g, err := c.etcd.Grant(ctxT(t), 10)
+	// A TTL long enough that "at once" and "a whole interval later" (16 s)
+	// stay far apart on a loaded machine.
+	const ttl = 60 * time.Second
+	c := connect(t, shared.Endpoints(), uniqueName(t), func(cfg *Config) { cfg.SessionTTL = ttl })
+	g, err := c.etcd.Grant(ctxT(t), int64(ttl/time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As if the grant had been sent 5 s ago: 3 s of the 8 s before the
-	// local deadline left, more than one renewal interval (2.67 s).
-	sent := time.Now().Add(-5 * time.Second)
+	// As if the grant had been sent 30 s ago: 18 s of the 48 s before the
+	// local deadline left, more than one renewal interval (16 s).
+	sent := time.Now().Add(-30 * time.Second)
+	start := time.Now()
 	s := c.startSession(MemberRecord{ID: "slow"}, g.ID, sent)
 	t.Cleanup(func() { s.Close() })
-	testutil.Eventually(t, time.Second, "a renewal within 1 s of the start", func() bool { return s.LastRenewal().After(sent) })
+	testutil.Eventually(t, ttl, "a renewal", func() bool { return s.LastRenewal().After(sent) })
+	if late := s.LastRenewal().Sub(start); late > renewInterval(ttl)/2 {
+		t.Fatalf("first renewal sent %s after the session started; want it at once, not an interval (%s) later", late, renewInterval(ttl))
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // An agent's share watch reads only its own share: publications that
@@ -15,7 +16,10 @@ import (
 // costs about the size of its share.
 func TestShareWatchReadsOnlyOwnShare(t *testing.T) {
 	name := uniqueName(t)
-	c := connect(t, shared.Endpoints(), name, nil)
+	// Eleven sessions and 1,100 jobs: a TTL whose local deadline a loaded
+	// machine's slow renewal does not miss (the test measures traffic, not
+	// fencing).
+	c := connect(t, shared.Endpoints(), name, func(cfg *Config) { cfg.SessionTTL = 10 * time.Second })
 	var traffic Traffic
 	watcher := connect(t, shared.Endpoints(), name, func(cfg *Config) { cfg.Traffic = &traffic })
 	var tasks []string
@@ -57,8 +61,8 @@ func TestShareWatchReadsOnlyOwnShare(t *testing.T) {
 	putConnector(t, c, "mine", "tasks = 100 # new revision")
 	select {
 	case s = <-watch:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no share after mine's definition changed")
+	case <-time.After(testutil.Deadline(10 * time.Second)):
+		t.Fatalf("no share after mine's definition changed (a's session: %v)", a.Err())
 	}
 	got := traffic.Received() - base
 	if s.Generation <= gen || !slices.Equal(s.Jobs, tasks) || got > 4096 {

@@ -31,7 +31,7 @@ func waitPlaced(t *testing.T, want map[string]string, agents ...*agent) placed {
 	t.Helper()
 	var p placed
 	var last string
-	deadline := time.Now().Add(settle)
+	deadline := time.Now().Add(testutil.Deadline(settle))
 	for {
 		if done := func() bool {
 			p = placed{}
@@ -63,7 +63,7 @@ func waitPlaced(t *testing.T, want map[string]string, agents ...*agent) placed {
 			return p
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s, jobs not in states %v: %s", settle, want, last)
+			t.Fatalf("after %s, jobs not in states %v: %s", testutil.Deadline(settle), want, last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

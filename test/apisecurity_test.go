@@ -94,7 +94,7 @@ func (s *secureAPI) client(t *testing.T, cert bool, password string) *http.Clien
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.HTTP.Timeout = 3 * time.Second
+	c.HTTP.Timeout = testutil.Deadline(3 * time.Second)
 	return c.HTTP
 }
 
@@ -203,7 +203,7 @@ name = "vault"
 	// The agent refuses it before it touches any cgroup or the store.
 	bad := newEnv(t)
 	bad.write(bad.header("2s") + fmt.Sprintf("web_config_file = %q\n", badWeb))
-	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
+	actx, acancel := context.WithTimeout(context.Background(), testutil.Deadline(30*time.Second))
 	defer acancel()
 	out, err = exec.CommandContext(actx, berthBin, "agent", "--config", bad.config).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "agent.web_config_file: on this host: web configuration "+badWeb) || strings.Contains(string(out), "cgroup hierarchy") {
@@ -331,7 +331,7 @@ func TestPeerStatusOverTLS(t *testing.T) {
 		}
 	}
 	// The CLI's store commands are unaffected; berth status reaches b.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(30*time.Second))
 	defer cancel()
 	out, err := exec.CommandContext(ctx, berthBin, "status", "--config", b.config).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "x-1") {

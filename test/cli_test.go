@@ -204,11 +204,11 @@ func TestCLIReloadOtherFile(t *testing.T) {
 	}
 	n := reloads()
 	start := time.Now()
-	out, code := runBerth(t, "reload", "--config", other, "--timeout", "30s")
+	out, code := runBerth(t, "reload", "--config", other, "--timeout", testutil.Deadline(30*time.Second).String())
 	if code != 1 || !strings.Contains(out, "runs "+e.config+", not "+other) {
 		t.Errorf("berth reload -c another file: exit %d, want 1 naming both files:\n%s", code, out)
 	}
-	if d := time.Since(start); d > 20*time.Second {
+	if d := time.Since(start); d > testutil.Deadline(20*time.Second) {
 		t.Errorf("berth reload -c another file waited %v", d)
 	}
 	if got := reloads(); got != n {

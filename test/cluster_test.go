@@ -425,7 +425,7 @@ func waitBalanced(t *testing.T, all []string, agents ...*agent) map[string]map[s
 	t.Helper()
 	var got map[string]map[string]api.Job
 	var last string
-	deadline := time.Now().Add(settle)
+	deadline := time.Now().Add(testutil.Deadline(settle))
 	for {
 		got = map[string]map[string]api.Job{}
 		ok := true
@@ -461,7 +461,7 @@ func waitBalanced(t *testing.T, all []string, agents ...*agent) map[string]map[s
 			last = fmt.Sprintf("running %v (counts %d..%d)", sorted(seen), lo, hi)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not balanced after %s: %s", settle, last)
+			t.Fatalf("not balanced after %s: %s", testutil.Deadline(settle), last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -58,7 +58,7 @@ func TestCompletionFromAgent(t *testing.T) {
 	if got := complete(t, dead, "logs", ""); len(got) != 0 {
 		t.Errorf("no agent: %q, want nothing", got)
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > testutil.Deadline(10*time.Second) {
 		t.Errorf("completion with no agent took %v", d)
 	}
 }
@@ -127,10 +127,10 @@ func TestCompletionInShells(t *testing.T) {
 }
 
 // waitPane polls the session's pane until cond holds, and fails showing
-// the pane when it does not within 15 s.
+// the pane when it does not within testutil.Deadline(15 s).
 func waitPane(t *testing.T, tm *tmuxServer, session, what string, cond func(pane string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(testutil.Deadline(15 * time.Second))
 	for {
 		pane := tm.capture(session)
 		if cond(pane) {

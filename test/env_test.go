@@ -142,7 +142,7 @@ func (e *env) stop(sig syscall.Signal) error {
 	select {
 	case err := <-e.waited:
 		return err
-	case <-time.After(60 * time.Second):
+	case <-time.After(testutil.Deadline(60 * time.Second)):
 		e.t.Fatalf("agent did not exit within 60s of %v\n%s", sig, e.out)
 	}
 	return nil

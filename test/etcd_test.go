@@ -241,7 +241,7 @@ func (a *agent) waitExactly(timeout time.Duration, want ...string) map[string]ap
 	a.t.Helper()
 	var js map[string]api.Job
 	var err error
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(testutil.Deadline(timeout))
 	for {
 		js, err = a.tryJobs()
 		if err == nil && len(js) == len(want) && sameSet(runningIDs(js), want) {

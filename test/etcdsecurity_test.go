@@ -85,7 +85,7 @@ func startSecureEtcd(t *testing.T) *secureEtcd {
 		return true
 	})
 	defer root.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	must := func(what string, err error) {
 		t.Helper()
@@ -130,7 +130,7 @@ func (e *secureEtcd) user(t *testing.T, name, password, prefix string) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	opts := &clientv3.UserAddOptions{NoPassword: password == ""}
 	steps := []func() error{
@@ -235,7 +235,7 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	if r, err := root.Get(ctx, "/", clientv3.WithPrefix(), clientv3.WithKeysOnly()); err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "cluster.password_file: on this host: password_file "+pwFile) {
 		t.Errorf("berth validate with a password_file others can read: %v\n%s", err, out)
 	}
-	actx, acancel := context.WithTimeout(context.Background(), 60*time.Second)
+	actx, acancel := context.WithTimeout(context.Background(), testutil.Deadline(60*time.Second))
 	defer acancel()
 	out, err = exec.CommandContext(actx, berthBin, "agent", "--config", a.config).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "password_file "+pwFile) || !strings.Contains(string(out), "chmod 0600") {

@@ -238,7 +238,7 @@ func loopWithPartition(t *testing.T, size int64) (disk, part string) {
 	t.Cleanup(func() {
 		// The job holding the partition open was killed by the env's
 		// cleanup, which runs first; its last bios may still be in flight.
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(testutil.Deadline(5 * time.Second))
 		err := blkpg(unix.BLKPG_DEL_PARTITION)
 		for errors.Is(err, unix.EBUSY) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
@@ -285,7 +285,7 @@ func loopWithPartition(t *testing.T, size int64) (disk, part string) {
 // poll is eventually without failing: it reports whether cond held within
 // timeout, checking every 10 ms.
 func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(testutil.Deadline(timeout))
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false

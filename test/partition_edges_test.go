@@ -44,7 +44,7 @@ func TestPartitionWhileWaitingForAClaim(t *testing.T) {
 	workload := fmt.Sprintf("[[connector]]\nname = \"p\"\n  [connector.run]\n  command = %[1]s\n"+
 		"[[connector]]\nname = \"q\"\n  [connector.run]\n  command = %[1]s\n", stampCommand(stamps, 5))
 	// A foreign claim on q, under a lease of the test's own.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: testutil.Deadline(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestPartitionReloadThenStop(t *testing.T) {
 			t.Errorf("agent exit: %v", err)
 		}
 		t.Logf("a exited %s after the cut", time.Since(cut).Round(time.Millisecond))
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Deadline(30 * time.Second)):
 		t.Errorf("agent did not exit within 30 s of SIGTERM while cut with a reload pending")
 	}
 	px.Heal()

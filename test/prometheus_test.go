@@ -534,7 +534,7 @@ group = "g1"
 	// Run them all until they all return what they must (series come in
 	// scrape by scrape, recording rules a second later), or report.
 	var problems []string
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(testutil.Deadline(60 * time.Second))
 	for {
 		problems = problems[:0]
 		labelsOf := map[string]map[string]bool{} // selector -> label names, per round

@@ -23,7 +23,7 @@ import (
 // and exit status.
 func runBerth(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(2*time.Minute))
 	defer cancel()
 	out, err := exec.CommandContext(ctx, berthBin, args...).CombinedOutput()
 	var ee *exec.ExitError

@@ -143,7 +143,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	tctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	tctx, cancelTimeout := context.WithTimeout(ctx, testutil.Deadline(90*time.Second))
 	defer cancelTimeout()
 
 	page := "http://" + e.addr + "/"

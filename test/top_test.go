@@ -142,12 +142,14 @@ func TestTopInTmux(t *testing.T) {
 	})
 
 	tm.run("send-keys", "-t", "top", "q")
+	sent := time.Now()
 	// tmux marks the pane dead when its terminal closes, and records the
 	// exit status only once it has reaped the process: wait for both.
 	testutil.Eventually(t, 10*time.Second, "berth top exits after q", func() bool {
 		st := strings.TrimSpace(tm.run("display-message", "-p", "-t", "top", "#{pane_dead}:#{pane_dead_status}#{pane_dead_signal}"))
 		return strings.HasPrefix(st, "1:") && st != "1:"
 	})
+	t.Logf("berth top exited %v after q", time.Since(sent).Round(time.Millisecond))
 	if st := strings.TrimSpace(tm.run("display-message", "-p", "-t", "top", "#{pane_dead_status}")); st != "0" {
 		t.Errorf("berth top exited with status %q (signal %q) after q, want 0", st,
 			strings.TrimSpace(tm.run("display-message", "-p", "-t", "top", "#{pane_dead_signal}")))

@@ -73,7 +73,7 @@ func newTestGroupRes(t testing.TB, res *specs.LinuxResources) *testGroup {
 		dirs = append(dirs, filepath.Dir(f))
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 		defer cancel()
 		if err := g.Kill(ctx); err != nil {
 			t.Errorf("cleanup kill: %v", err)

@@ -42,7 +42,7 @@ func TestRetuneAppliesAtNextExitAndStop(t *testing.T) {
 	})
 	testutil.Eventually(t, 30*time.Second, "trap installed", func() bool { return len(descendants(second)) > 0 })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(60*time.Second))
 	defer cancel()
 	if err := w.Stop(ctx); err != nil {
 		t.Fatalf("stop with the new 500ms grace: %v (the old 10m grace still in force?)", err)

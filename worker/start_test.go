@@ -199,7 +199,7 @@ func TestDeathBeforeExecIsFailed(t *testing.T) {
 	w := startWorker(t, spec)
 	select {
 	case <-w.Done():
-	case <-time.After(20 * time.Second):
+	case <-time.After(testutil.Deadline(20 * time.Second)):
 		t.Fatalf("worker did not end: %+v", w.Status())
 	}
 	st := w.Status()

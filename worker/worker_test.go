@@ -37,7 +37,7 @@ func startWorker(t testing.TB, spec Spec) *Worker {
 	t.Helper()
 	w := New(spec)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(30*time.Second))
 		defer cancel()
 		if err := w.Stop(ctx); err != nil {
 			t.Errorf("cleanup stop: %v", err)
@@ -49,14 +49,14 @@ func startWorker(t testing.TB, spec Spec) *Worker {
 
 func waitRunning(t testing.TB, w *Worker) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Deadline(20 * time.Second))
 	for {
 		st := w.Status()
 		if st.State == Running {
 			return st.PID
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 20s: worker %s, want running (status %+v)", st.State, st)
+			t.Fatalf("after %v: worker %s, want running (status %+v)", testutil.Deadline(20*time.Second), st.State, st)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -303,7 +303,7 @@ func TestStartErrors(t *testing.T) {
 			w := startWorker(t, spec)
 			select {
 			case <-w.Done():
-			case <-time.After(10 * time.Second):
+			case <-time.After(testutil.Deadline(10 * time.Second)):
 				t.Fatalf("worker did not end; status %+v", w.Status())
 			}
 			st := w.Status()
@@ -424,7 +424,7 @@ func TestNoZombiesAndExitStatus(t *testing.T) {
 	w := startWorker(t, sh(g, `for i in $(seq 200); do /bin/true & done; exit 3`))
 	select {
 	case <-w.Done():
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Deadline(30 * time.Second)):
 		t.Fatalf("worker did not end: %+v", w.Status())
 	}
 	st := w.Status()
@@ -533,7 +533,7 @@ func TestStopTimeoutKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := time.Since(t0)
-	if took < time.Second || took > 4*time.Second {
+	if took < time.Second || took > time.Second+testutil.Deadline(2*time.Second) { // well below the 10 s default grace
 		t.Errorf("stop took %s, want about 1s", took)
 	}
 	if testutil.Alive(pid) {
@@ -561,7 +561,7 @@ func TestStopDuringBackoff(t *testing.T) {
 	if st.NextRestart.IsZero() {
 		t.Errorf("backoff without NextRestart: %+v", st)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(5*time.Second))
 	defer cancel()
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // connBlock is one [[connector]] block with its own job.
@@ -35,7 +36,7 @@ func TestApplyFileOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(emb.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(time.Minute))
 	defer cancel()
 	host := config.LocalHost()
 	c, err := cluster.Connect(ctx, cluster.Config{Name: "applyfile", Endpoints: emb.Endpoints(), Validate: Validator(host)})

@@ -14,6 +14,8 @@ import (
 	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/berthd/berth/internal/testutil"
 )
 
 // wlFile is a connectors file for the workload store tests.
@@ -96,13 +98,13 @@ func TestWorkloadStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(emb.Close)
-	raw, err := clientv3.New(clientv3.Config{Endpoints: emb.Endpoints(), DialTimeout: 5 * time.Second})
+	raw, err := clientv3.New(clientv3.Config{Endpoints: emb.Endpoints(), DialTimeout: testutil.Deadline(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { raw.Close() })
 	open := func(t *testing.T) (*wlStore, context.Context) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(30*time.Second))
 		t.Cleanup(cancel)
 		name := strings.NewReplacer("/", "-").Replace(t.Name())
 		c, err := cluster.Connect(ctx, cluster.Config{Name: name, Endpoints: emb.Endpoints(), Validate: Validator(config.LocalHost())})

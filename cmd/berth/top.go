@@ -200,28 +200,52 @@ func sortRows(rows []topRow, order string) {
 	})
 }
 
-// refresh takes a sample and computes the rows against the previous one.
-func (t *top) refresh(ctx context.Context) {
+// sample is one answer of the agent: its jobs and itself at a time.
+type sample struct {
+	jobs  []api.Job
+	agent *api.Agent // nil: GET /v1/agent failed (the header keeps the last)
+	err   error      // GET /v1/jobs failed
+	at    time.Time
+}
+
+// fetch asks the agent for a sample, waiting at most max(delay, 2 s). It
+// touches nothing of t but the client, so that the interactive view can
+// fetch while it answers keys.
+func (t *top) fetch(ctx context.Context) sample {
 	ctx, cancel := context.WithTimeout(ctx, max(t.delay, 2*time.Second))
 	defer cancel()
 	jobs, err := t.client.Jobs(ctx)
-	now := time.Now()
-	t.at = now
+	s := sample{jobs: jobs, err: err, at: time.Now()}
 	if err != nil {
-		t.err = err
-		return
+		return s
 	}
 	if a, err := t.client.Agent(ctx); err == nil {
-		t.agent = a
+		s.agent = &a
+	}
+	return s
+}
+
+// apply computes the rows of s against the previous sample.
+func (t *top) apply(s sample) {
+	t.at = s.at
+	if s.err != nil {
+		t.err = s.err
+		return
+	}
+	if s.agent != nil {
+		t.agent = *s.agent
 	}
 	t.err = nil
-	t.rows = topRows(t.prev, jobs, now.Sub(t.prevTime), t.order)
-	t.prev = make(map[string]api.Job, len(jobs))
-	for _, j := range jobs {
+	t.rows = topRows(t.prev, s.jobs, s.at.Sub(t.prevTime), t.order)
+	t.prev = make(map[string]api.Job, len(s.jobs))
+	for _, j := range s.jobs {
 		t.prev[j.ID] = j
 	}
-	t.prevTime = now
+	t.prevTime = s.at
 }
+
+// refresh takes a sample and computes the rows against the previous one.
+func (t *top) refresh(ctx context.Context) { t.apply(t.fetch(ctx)) }
 
 // resort sorts the rows by order again (a key was pressed).
 func (t *top) resort(order string) {
@@ -358,8 +382,10 @@ const (
 
 // interactive runs the full-screen view on the terminal: raw mode on in
 // for single keys, the alternate screen on out, one loop that waits for a
-// key (poll(2) on in) until the next refresh. The terminal is restored
-// however it ends.
+// key (poll(2) on in) until the next refresh. A refresh is fetched by a
+// goroutine the loop owns, so that keys (q above all) are answered while
+// the agent is slow to; on return the fetch is cancelled and waited for.
+// The terminal is restored however it ends.
 func (t *top) interactive(ctx context.Context, in int, n int) error {
 	t.refresh(ctx)
 	if t.err != nil {
@@ -395,6 +421,14 @@ func (t *top) interactive(ctx context.Context, in int, n int) error {
 	next := time.Now().Add(t.delay)
 	lastW, lastH, _ := term.GetSize(outFd)
 	key := make([]byte, 16)
+	fctx, cancel := context.WithCancel(ctx)
+	var fetched chan sample // nil: no fetch under way
+	defer func() {
+		cancel()
+		if fetched != nil {
+			<-fetched
+		}
+	}()
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -403,8 +437,11 @@ func (t *top) interactive(ctx context.Context, in int, n int) error {
 			return nil
 		}
 		// Wake for a key, for the next refresh, or every 250 ms to notice
-		// a resized terminal.
+		// a resized terminal; every 20 ms while a fetch is under way.
 		wait := min(time.Until(next), 250*time.Millisecond)
+		if fetched != nil {
+			wait = 20 * time.Millisecond
+		}
 		fds := []unix.PollFd{{Fd: int32(in), Events: unix.POLLIN}}
 		ready, err := unix.Poll(fds, int(max(wait, 0)/time.Millisecond))
 		if err != nil && !errors.Is(err, unix.EINTR) {
@@ -436,11 +473,18 @@ func (t *top) interactive(ctx context.Context, in int, n int) error {
 			lastW, lastH = w, h
 			draw()
 		}
-		if !time.Now().Before(next) {
-			t.refresh(ctx)
+		if fetched == nil && !time.Now().Before(next) {
+			fetched = make(chan sample, 1)
+			go func(c chan<- sample) { c <- t.fetch(fctx) }(fetched)
+		}
+		select {
+		case s := <-fetched:
+			fetched = nil
+			t.apply(s)
 			frames++
 			draw()
 			next = time.Now().Add(t.delay)
+		default:
 		}
 	}
 }

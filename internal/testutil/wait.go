@@ -1,12 +1,43 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// Slack is the factor by which Eventually, Poll and Deadline stretch the
+// deadline a test names. A test names what the awaited thing takes on an
+// idle machine, with room to spare; Slack makes that generous enough for a
+// loaded 2-core machine running the race detector (make test-loaded). The
+// environment variable BERTH_TEST_SLACK (a number, at least 1) sets it;
+// default 3.
+var Slack = slack()
+
+func slack() float64 {
+	v := os.Getenv("BERTH_TEST_SLACK")
+	if v == "" {
+		return 3
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 1 {
+		panic(fmt.Sprintf("BERTH_TEST_SLACK=%q: want a number, at least 1", v))
+	}
+	return f
+}
+
+// Deadline returns d stretched by Slack: the deadline of a wait for a
+// condition that a test writes itself (a select on time.After, a
+// context.WithTimeout, a subprocess's --timeout) rather than with
+// Eventually or Poll. A bound that is itself what a test checks (a renewal
+// sent at once rather than a whole interval later) is not a deadline:
+// such a test compares against an interval long enough for load instead.
+func Deadline(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * Slack)
+}
 
 // NeedRoot skips the test unless it runs as root: berth's tests make real
 // cgroups and start real processes.
@@ -18,15 +49,21 @@ func NeedRoot(t testing.TB) {
 }
 
 // Eventually polls cond every 20 ms until it holds, and fails the test
-// naming what was awaited when it does not within timeout.
+// naming what was awaited when it does not within Deadline(timeout). A
+// wait longer than timeout itself is logged: the test is near its
+// deadline on this machine.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(Deadline(timeout))
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			t.Fatalf("timed out after %v waiting for %s", Deadline(timeout), what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if d := time.Since(start); d > timeout {
+		t.Logf("waited %v for %s, longer than the %v named (Slack %g)", d.Round(time.Millisecond), what, timeout, Slack)
 	}
 }
 
@@ -48,9 +85,10 @@ func Alive(pid int) bool {
 	return true
 }
 
-// Poll calls cond every 20 ms until it holds (true) or timeout passes
-// (false): Eventually for a caller that reports the failure itself.
+// Poll calls cond every 20 ms until it holds (true) or Deadline(timeout)
+// passes (false): Eventually for a caller that reports the failure itself.
 func Poll(timeout time.Duration, cond func() bool) bool {
+	timeout = Deadline(timeout)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 	"github.com/vishvananda/netns"
 )
 
@@ -120,8 +121,8 @@ func (a *agentProc) waitExit(timeout time.Duration) error {
 	select {
 	case <-a.exited:
 		return a.err
-	case <-time.After(timeout):
-		a.t.Fatalf("agent %d did not exit within %s\n%s", a.pid, timeout, a.out.tail(40))
+	case <-time.After(testutil.Deadline(timeout)):
+		a.t.Fatalf("agent %d did not exit within %s\n%s", a.pid, testutil.Deadline(timeout), a.out.tail(40))
 		return nil
 	}
 }

@@ -152,7 +152,7 @@ func TestSoakAgentKills(t *testing.T) {
 		case atClaims:
 			select {
 			case <-a.out.next("joined the cluster"):
-			case <-time.After(60 * time.Second):
+			case <-time.After(testutil.Deadline(60 * time.Second)):
 				t.Fatalf("round %d: no \"joined the cluster\" within 60s\n%s", i, a.out.tail(30))
 			}
 			time.Sleep(s.uniform(150 * time.Millisecond))
@@ -216,7 +216,7 @@ func (s *killSoak) drive(a *agentProc, m killMoment, round int) {
 	case atBackoff:
 		select {
 		case <-a.out.next("job exited; restarting"):
-		case <-time.After(30 * time.Second):
+		case <-time.After(testutil.Deadline(30 * time.Second)):
 			t.Fatalf("round %d: no job restart within 30s\n%s", round, a.out.tail(30))
 		}
 		time.Sleep(s.uniform(300 * time.Millisecond))
