@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 )
 
 // startServer serves h with a Server on a free loopback port with the
@@ -58,7 +58,7 @@ func readStatus(c net.Conn, wait time.Duration) (string, error) {
 // A keep-alive connection that sends nothing after its answer is closed
 // after Idle.
 func TestServerClosesIdleConnections(t *testing.T) {
-	_, addr := startServer(t, Handler(newSecBackend("a", &config.Workload{}), Options{}), "",
+	_, addr := startServer(t, Handler(newSecBackend("a", &spec.Workload{}), Options{}), "",
 		Timeouts{Idle: 200 * time.Millisecond}, nil)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -125,7 +125,7 @@ func TestServerBoundsSlowBodies(t *testing.T) {
 
 // A slow header is bounded by ReadHeader.
 func TestServerBoundsSlowHeaders(t *testing.T) {
-	_, addr := startServer(t, Handler(newSecBackend("a", &config.Workload{}), Options{}), "",
+	_, addr := startServer(t, Handler(newSecBackend("a", &spec.Workload{}), Options{}), "",
 		Timeouts{ReadHeader: 200 * time.Millisecond}, nil)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -167,11 +167,11 @@ func TestServerFollowsWebConfigTLS(t *testing.T) {
 	web := filepath.Join(t.TempDir(), "web.yml")
 	writeWeb(t, web, "http_server_config:\n  http2: false\n")
 	var logBuf syncBuffer
-	s, addr := startServer(t, Handler(newSecBackend("a", &config.Workload{}), Options{}), web, Timeouts{},
+	s, addr := startServer(t, Handler(newSecBackend("a", &spec.Workload{}), Options{}), web, Timeouts{},
 		slog.New(slog.NewTextHandler(&logBuf, nil)))
 	ctx := context.Background()
 	plain := NewClient(addr)
-	secure, err := NewClientFor(addr, config.APIClient{TLS: config.TLS{CA: ca}}, true)
+	secure, err := NewClientFor(addr, spec.APIClient{TLS: spec.TLS{CA: ca}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestServerFollowsWebConfigTLS(t *testing.T) {
 	}
 	// A peer whose member record still says http:// (the agent started
 	// without TLS) moves up to https with the same trust.
-	peer, err := NewClientFor(addr, config.APIClient{TLS: config.TLS{CA: ca}}, false)
+	peer, err := NewClientFor(addr, spec.APIClient{TLS: spec.TLS{CA: ca}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

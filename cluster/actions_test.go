@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 )
 
 // Target states and restart requests: written only while the connector
@@ -17,7 +17,7 @@ func TestActionsStore(t *testing.T) {
 	c := connect(t, shared.Endpoints(), uniqueName(t), nil)
 	ctx := ctxT(t)
 	now := time.Now().UTC()
-	if err := c.SetTarget(ctx, "orders", Target{State: config.TargetPaused, By: "test", At: now}); !errors.Is(err, ErrNotFound) {
+	if err := c.SetTarget(ctx, "orders", Target{State: spec.TargetPaused, By: "test", At: now}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("SetTarget of a missing connector = %v, want ErrNotFound", err)
 	}
 	if err := c.RequestRestarts(ctx, "orders", []string{"orders-0"}, false, "test", now); !errors.Is(err, ErrNotFound) {
@@ -28,7 +28,7 @@ func TestActionsStore(t *testing.T) {
 	}
 	watch := c.WatchActions(ctx)
 	<-watch // the first signal: read afresh
-	if err := c.SetTarget(ctx, "orders", Target{State: config.TargetPaused, By: "test", At: now}); err != nil {
+	if err := c.SetTarget(ctx, "orders", Target{State: spec.TargetPaused, By: "test", At: now}); err != nil {
 		t.Fatal(err)
 	}
 	waitSignal(t, watch)
@@ -40,7 +40,7 @@ func TestActionsStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tg := a.Targets["orders"]; tg.State != config.TargetPaused || tg.By != "test" || !tg.At.Equal(now) {
+	if tg := a.Targets["orders"]; tg.State != spec.TargetPaused || tg.By != "test" || !tg.At.Equal(now) {
 		t.Errorf("target = %+v", tg)
 	}
 	r0, r1 := a.Restarts["orders-0"], a.Restarts["orders-1"]
@@ -71,7 +71,7 @@ func TestActionsStore(t *testing.T) {
 	if err := c.PutConnector(ctx, "orders", []byte("tasks = 3\n")); err != nil {
 		t.Fatal(err)
 	}
-	if a, err = c.Actions(ctx); err != nil || a.Targets["orders"].State != config.TargetPaused {
+	if a, err = c.Actions(ctx); err != nil || a.Targets["orders"].State != spec.TargetPaused {
 		t.Errorf("target after an update = %+v, %v", a.Targets, err)
 	}
 	if err := c.DeleteConnector(ctx, "orders"); err != nil {

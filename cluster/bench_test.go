@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
-
 	"github.com/berthd/berth/assign"
+	"github.com/berthd/berth/spec"
 )
 
 // BenchmarkClaimRelease measures one claim (create-if-absent txn) plus one
@@ -44,7 +43,7 @@ func BenchmarkPublish(b *testing.B) {
 	for m := range 10 {
 		for j := range 10 {
 			id := string(rune('a'+m)) + "-member"
-			a.Members[id] = append(a.Members[id], config.TaskID("orders", m*10+j))
+			a.Members[id] = append(a.Members[id], spec.TaskID("orders", m*10+j))
 		}
 	}
 	for b.Loop() {

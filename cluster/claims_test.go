@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 )
 
 func TestClaimIsExclusiveAndReleasedOnlyByItsHolder(t *testing.T) {
@@ -111,7 +111,7 @@ func TestClaimManyAndReleaseMany(t *testing.T) {
 	ctx := ctxT(t)
 	var jobs []string
 	for i := range 300 { // > MaxTxnOps: three transactions
-		jobs = append(jobs, config.TaskID("orders", i))
+		jobs = append(jobs, spec.TaskID("orders", i))
 	}
 	if won, held, err := sa.ClaimMany(ctx, jobs[:10]); len(won) != 10 || len(held) != 0 || err != nil {
 		t.Fatalf("a claims 10: won %v held %v err %v", won, held, err)

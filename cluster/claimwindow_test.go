@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -42,7 +42,7 @@ func TestClaimWindowPacesPublication(t *testing.T) {
 	})
 	for i := range members {
 		id := fmt.Sprintf("m%d", i)
-		s := join(t, c, assign.Member{ID: id, Protocol: config.ProtocolBalanced})
+		s := join(t, c, assign.Member{ID: id, Protocol: spec.ProtocolBalanced})
 		sessions = append(sessions, s)
 		watch := c.WatchShare(ctx, id)
 		wg.Add(1)

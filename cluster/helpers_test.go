@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cluster/embedetcd"
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"go.uber.org/goleak"
 
 	"github.com/BurntSushi/toml"
@@ -109,7 +109,7 @@ func join(t testing.TB, c *Client, m assign.Member) *Session {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
 	defer cancel()
 	if m.Protocol == "" {
-		m.Protocol = config.ProtocolStatic
+		m.Protocol = spec.ProtocolStatic
 	}
 	s, err := c.Join(ctx, m, "127.0.0.1:9750")
 	if err != nil {
@@ -134,7 +134,7 @@ type testConnector struct {
 
 // testValidator stands in for the limits package: a body is TOML with only
 // the keys tasks, run, group; anything else is refused.
-func testValidator(kind config.DefKind, name string, body []byte) (assign.Connector, error) {
+func testValidator(kind spec.DefKind, name string, body []byte) (assign.Connector, error) {
 	var tc testConnector
 	md, err := toml.Decode(string(body), &tc)
 	if err != nil {
@@ -143,7 +143,7 @@ func testValidator(kind config.DefKind, name string, body []byte) (assign.Connec
 	if u := md.Undecoded(); len(u) > 0 {
 		return assign.Connector{}, fmt.Errorf("%s %s: unknown key %s", kind, name, u[0])
 	}
-	if kind == config.DefGroup {
+	if kind == spec.DefGroup {
 		return assign.Connector{}, nil
 	}
 	if tc.Tasks < 0 {

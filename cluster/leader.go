@@ -15,7 +15,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster/store"
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -196,12 +196,12 @@ func (l *leader) loadOnce(ctx context.Context) (int64, error) {
 		what, prefix string
 		fn           func(*mvccpb.KeyValue) error
 	}{
-		{"connectors", c.keys.DefDir(config.DefConnector), func(kv *mvccpb.KeyValue) error {
-			connectors[strings.TrimPrefix(string(kv.Key), c.keys.DefDir(config.DefConnector))] = decodeConnectorDef(kv)
+		{"connectors", c.keys.DefDir(spec.DefConnector), func(kv *mvccpb.KeyValue) error {
+			connectors[strings.TrimPrefix(string(kv.Key), c.keys.DefDir(spec.DefConnector))] = decodeConnectorDef(kv)
 			return nil
 		}},
-		{"groups", c.keys.DefDir(config.DefGroup), func(kv *mvccpb.KeyValue) error {
-			groups[strings.TrimPrefix(string(kv.Key), c.keys.DefDir(config.DefGroup))] = kv.ModRevision
+		{"groups", c.keys.DefDir(spec.DefGroup), func(kv *mvccpb.KeyValue) error {
+			groups[strings.TrimPrefix(string(kv.Key), c.keys.DefDir(spec.DefGroup))] = kv.ModRevision
 			return nil
 		}},
 		{"lastseen", c.keys.LastSeenDir(), func(kv *mvccpb.KeyValue) error {
@@ -295,7 +295,7 @@ func pubStateOf(sn *snapshot) pubState {
 
 // putConnector records a stored connector definition.
 func (l *leader) putConnector(kv *mvccpb.KeyValue) {
-	l.connectors[strings.TrimPrefix(string(kv.Key), l.c.keys.DefDir(config.DefConnector))] = decodeConnectorDef(kv)
+	l.connectors[strings.TrimPrefix(string(kv.Key), l.c.keys.DefDir(spec.DefConnector))] = decodeConnectorDef(kv)
 	l.jobConn, l.conns = nil, nil
 }
 
@@ -330,8 +330,8 @@ func (l *leader) follow(ctx context.Context, rev int64) error {
 	c := l.c
 	ws := []*watch{
 		{key: c.keys.MembersDir(), prefix: true, next: rev + 1},
-		{key: c.keys.DefDir(config.DefConnector), prefix: true, next: rev + 1},
-		{key: c.keys.DefDir(config.DefGroup), prefix: true, next: rev + 1},
+		{key: c.keys.DefDir(spec.DefConnector), prefix: true, next: rev + 1},
+		{key: c.keys.DefDir(spec.DefGroup), prefix: true, next: rev + 1},
 		{key: l.key, next: rev + 1},
 	}
 	timer := time.NewTimer(0) // compute once at once …
@@ -455,13 +455,13 @@ func (l *leader) apply(ctx context.Context, i int, ev *clientv3.Event) error {
 		}
 	case 1:
 		if del {
-			delete(l.connectors, strings.TrimPrefix(string(ev.Kv.Key), c.keys.DefDir(config.DefConnector)))
+			delete(l.connectors, strings.TrimPrefix(string(ev.Kv.Key), c.keys.DefDir(spec.DefConnector)))
 			l.jobConn, l.conns = nil, nil
 		} else {
 			l.putConnector(ev.Kv)
 		}
 	case 2:
-		name := strings.TrimPrefix(string(ev.Kv.Key), c.keys.DefDir(config.DefGroup))
+		name := strings.TrimPrefix(string(ev.Kv.Key), c.keys.DefDir(spec.DefGroup))
 		if del {
 			delete(l.groups, name)
 		} else {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 
 	"github.com/berthd/berth/assign"
 )
@@ -51,7 +51,7 @@ func putConnector(t *testing.T, c *Client, name, body string) {
 
 func TestLeaderPublishesGenerationsInOrder(t *testing.T) {
 	c := connect(t, shared.Endpoints(), uniqueName(t), nil)
-	s := join(t, c, assign.Member{ID: "a1", Protocol: config.ProtocolBalanced})
+	s := join(t, c, assign.Member{ID: "a1", Protocol: spec.ProtocolBalanced})
 	ctx := ctxT(t)
 	watch := c.WatchAssignment(ctx)
 	runLeader(t, c, s)

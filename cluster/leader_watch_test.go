@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 )
 
 // startLeader runs a won election's loop in the background (so the test
@@ -43,7 +43,7 @@ func cutLeader(t *testing.T) (*Client, *leader, *testutil.Proxy) {
 	long := func(cfg *Config) { cfg.SessionTTL = 10 * time.Second }
 	lc := connect(t, []string{px.Endpoint()}, name, long)
 	direct := connect(t, shared.Endpoints(), name, long)
-	s := join(t, lc, assign.Member{ID: "a", Protocol: config.ProtocolBalanced})
+	s := join(t, lc, assign.Member{ID: "a", Protocol: spec.ProtocolBalanced})
 	l := startLeader(t, lc, s)
 	waitPublished(t, direct, "first generation", func(p Published) bool { return p.Generation >= 1 })
 	return direct, l, px

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -103,12 +103,12 @@ func TestPublicationAndClaimsWithinEtcdLimits(t *testing.T) {
 	var big []string
 	for i := range 10 {
 		for n := range 100 {
-			big = append(big, config.TaskID(fmt.Sprintf("conn%02d", i), n))
+			big = append(big, spec.TaskID(fmt.Sprintf("conn%02d", i), n))
 		}
 	}
-	sessions := []*Session{join(t, c, assign.Member{ID: "big", Protocol: config.ProtocolStatic, Tasks: big})}
+	sessions := []*Session{join(t, c, assign.Member{ID: "big", Protocol: spec.ProtocolStatic, Tasks: big})}
 	for i := range 11 {
-		sessions = append(sessions, join(t, c, assign.Member{ID: fmt.Sprintf("m%02d", i), Protocol: config.ProtocolStatic}))
+		sessions = append(sessions, join(t, c, assign.Member{ID: fmt.Sprintf("m%02d", i), Protocol: spec.ProtocolStatic}))
 	}
 	errc, _ := runLeader(t, c, sessions[0])
 	p := waitPublished(t, c, "2,000 jobs assigned", func(p Published) bool {
@@ -187,8 +187,8 @@ func TestDepartedMemberGetsTombstone(t *testing.T) {
 	c := connect(t, shared.Endpoints(), name, nil)
 	cb := connect(t, shared.Endpoints(), name, nil)
 	putConnector(t, c, "orders", "tasks = 4")
-	a := join(t, c, assign.Member{ID: "a", Protocol: config.ProtocolBalanced})
-	b := join(t, cb, assign.Member{ID: "b", Protocol: config.ProtocolBalanced})
+	a := join(t, c, assign.Member{ID: "a", Protocol: spec.ProtocolBalanced})
+	b := join(t, cb, assign.Member{ID: "b", Protocol: spec.ProtocolBalanced})
 	runLeader(t, c, a)
 	ctx := ctxT(t)
 	watch := cb.WatchShare(ctx, "b")

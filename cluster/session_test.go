@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 
 	"github.com/berthd/berth/assign"
 )
@@ -16,7 +16,7 @@ func TestJoinWritesMemberRecordAndCloseRemovesIt(t *testing.T) {
 	name := uniqueName(t)
 	c := connect(t, shared.Endpoints(), name, nil)
 	ctx := ctxT(t)
-	m := assign.Member{ID: "a1", Protocol: config.ProtocolStatic, Connectors: []string{"orders"}, Tasks: []string{"billing-0"}}
+	m := assign.Member{ID: "a1", Protocol: spec.ProtocolStatic, Connectors: []string{"orders"}, Tasks: []string{"billing-0"}}
 	s, err := c.Join(ctx, m, "10.0.0.1:9750")
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestJoinWritesMemberRecordAndCloseRemovesIt(t *testing.T) {
 		t.Fatalf("members = %+v, want one", ms)
 	}
 	r := ms[0]
-	if r.ID != "a1" || r.Protocol != config.ProtocolStatic || r.Addr != "10.0.0.1:9750" ||
+	if r.ID != "a1" || r.Protocol != spec.ProtocolStatic || r.Addr != "10.0.0.1:9750" ||
 		len(r.Connectors) != 1 || r.Connectors[0] != "orders" || len(r.Tasks) != 1 || r.Tasks[0] != "billing-0" ||
 		r.Lease != int64(s.Lease()) || r.Started.IsZero() {
 		t.Fatalf("record = %+v", r)
@@ -171,7 +171,7 @@ func TestSessionFencesBeforeServerExpiry(t *testing.T) {
 func TestWaitMemberGone(t *testing.T) {
 	c := connect(t, shared.Endpoints(), uniqueName(t), nil)
 	ctx := ctxT(t)
-	m := assign.Member{ID: "w1", Protocol: config.ProtocolStatic}
+	m := assign.Member{ID: "w1", Protocol: spec.ProtocolStatic}
 	if err := c.WaitMemberGone(ctx, "w1"); err != nil {
 		t.Fatalf("no record yet: %v", err)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 )
 
 // An agent's share watch reads only its own share: publications that
@@ -24,14 +24,14 @@ func TestShareWatchReadsOnlyOwnShare(t *testing.T) {
 	watcher := connect(t, shared.Endpoints(), name, func(cfg *Config) { cfg.Traffic = &traffic })
 	var tasks []string
 	for i := range 100 {
-		tasks = append(tasks, config.TaskID("mine", i))
+		tasks = append(tasks, spec.TaskID("mine", i))
 	}
 	slices.Sort(tasks)
 	putConnector(t, c, "mine", "tasks = 100")
 	putConnector(t, c, "theirs", "tasks = 1000")
 	a := join(t, c, assign.Member{ID: "a", Tasks: tasks})
 	for i := range 10 { // standbys: they run what nobody declares
-		join(t, c, assign.Member{ID: fmt.Sprintf("o%d", i), Protocol: config.ProtocolStatic})
+		join(t, c, assign.Member{ID: fmt.Sprintf("o%d", i), Protocol: spec.ProtocolStatic})
 	}
 	ctx := ctxT(t)
 	runLeader(t, c, a)

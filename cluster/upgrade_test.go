@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -69,7 +69,7 @@ func TestLeaderWritesSingleKeyLayoutWhileOldAgentsAreMembers(t *testing.T) {
 	if _, _, ok := legacyValue(t, c); ok {
 		t.Fatal("single-key value written with no old agent in the cluster")
 	}
-	leave := oldMember(t, c, assign.Member{ID: "old", Protocol: config.ProtocolStatic, Tasks: []string{"billing-0", "billing-1"}})
+	leave := oldMember(t, c, assign.Member{ID: "old", Protocol: spec.ProtocolStatic, Tasks: []string{"billing-0", "billing-1"}})
 	var legacy Published
 	testutil.Eventually(t, 10*time.Second, "the old agent's jobs in the single-key value", func() bool {
 		p, layout, ok := legacyValue(t, c)
@@ -95,7 +95,7 @@ func TestLeaderWritesSingleKeyLayoutWhileOldAgentsAreMembers(t *testing.T) {
 func TestAgentFollowsSingleKeyLeaderUntilTakeover(t *testing.T) {
 	c := connect(t, shared.Endpoints(), uniqueName(t), nil)
 	putConnector(t, c, "orders", "tasks = 2")
-	a := join(t, c, assign.Member{ID: "a", Protocol: config.ProtocolBalanced})
+	a := join(t, c, assign.Member{ID: "a", Protocol: spec.ProtocolBalanced})
 	ctx := ctxT(t)
 	watch := c.WatchShare(ctx, "a")
 	// The old leader's publication: generation 7, a runs orders-0.

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -41,16 +41,16 @@ func TestValidatorRefusalStoresNothing(t *testing.T) {
 	c := connect(t, shared.Endpoints(), uniqueName(t), nil)
 	ctx := ctxT(t)
 	for _, tc := range []struct {
-		kind       config.DefKind
+		kind       spec.DefKind
 		name, body string
 	}{
-		{config.DefConnector, "orders", "tasks = \"many\""},   // wrong type
-		{config.DefConnector, "orders", "tasks = 1\ncpu = 2"}, // unknown key
-		{config.DefConnector, "a/b", "tasks = 1"},             // not one key segment
-		{config.DefGroup, "etl", "memory = "},                 // not TOML
+		{spec.DefConnector, "orders", "tasks = \"many\""},   // wrong type
+		{spec.DefConnector, "orders", "tasks = 1\ncpu = 2"}, // unknown key
+		{spec.DefConnector, "a/b", "tasks = 1"},             // not one key segment
+		{spec.DefGroup, "etl", "memory = "},                 // not TOML
 	} {
 		var err error
-		if tc.kind == config.DefConnector {
+		if tc.kind == spec.DefConnector {
 			err = c.PutConnector(ctx, tc.name, []byte(tc.body))
 		} else {
 			err = c.PutGroup(ctx, tc.name, []byte(tc.body))

@@ -17,7 +17,7 @@ type Config struct {
 	Static  Static
 	Cluster Cluster
 	// Workload holds the [[group]] and [[connector]] blocks of the file.
-	Workload
+	spec.Workload
 	// Warnings are values that validate but may not mean what was meant,
 	// each "FILE:LINE:COL: key: message": a byte size whose one-letter
 	// unit systemd reads otherwise ("1G"), and [static] entries that name
@@ -52,10 +52,10 @@ type Agent struct {
 	StopTimeout time.Duration
 	// KillMode is which processes of a job a stop signals (KillMode), used
 	// when the job's process does not set its own.
-	KillMode KillMode
+	KillMode spec.KillMode
 	// KillSignal is the signal a stop sends (kill_signal), used when the
 	// job's process does not set its own.
-	KillSignal Signal
+	KillSignal spec.Signal
 	// WebConfigFile is the absolute path of the web configuration file of
 	// the listener (TLS, client certificates, basic auth), in the format of
 	// the Prometheus exporter-toolkit that node_exporter's
@@ -69,7 +69,7 @@ type Agent struct {
 	AllowedHosts []string
 	// Client is [agent.client]: what berth's own requests to an agent's
 	// API present (the CLI on this host, this agent asking its peers).
-	Client APIClient
+	Client spec.APIClient
 }
 
 // Static is the [static] table: the jobs this agent declares it will run
@@ -94,9 +94,9 @@ type Cluster struct {
 	// (Connect's scheduled.rebalance.max.delay.ms); default 0.
 	RebalanceDelay time.Duration
 	// Protocol is ProtocolStatic (default) or ProtocolBalanced.
-	Protocol Protocol
+	Protocol spec.Protocol
 	// TLS for the etcd client; zero when not configured.
-	TLS TLS
+	TLS spec.TLS
 	// Username is the etcd user (etcd's authentication, "etcdctl user
 	// add"); "" uses none, or the client certificate's common name when
 	// the server runs with --client-cert-auth.
@@ -108,9 +108,3 @@ type Cluster struct {
 	// password (read with host.ReadPasswordFile when the agent connects).
 	PasswordFile string
 }
-
-// Transitional aliases of spec's client types (new code uses spec's).
-type (
-	APIClient = spec.APIClient
-	TLS       = spec.TLS
-)

@@ -23,7 +23,7 @@ type decoder struct {
 	// expects (a unit read otherwise by systemd, a declaration that names
 	// no job).
 	warns problemList
-	host  *Host
+	host  *host.Host
 	// read records, per section ID, every key the decoder asked for (a
 	// test compares it with the reference in keys.go).
 	read map[string]map[string]bool
@@ -344,7 +344,7 @@ func (t *table) oneOf(k, what, def string) string {
 
 // signal reads the stop signal k (ParseSignal), with def when it is absent
 // or wrong; a wrong one is a problem listing the reference's Values.
-func (t *table) signal(k string, def Signal) Signal {
+func (t *table) signal(k string, def spec.Signal) spec.Signal {
 	v, ok := t.m[k]
 	if !ok {
 		t.get(k)
@@ -401,14 +401,14 @@ func validName(s string) error {
 	if s == "" {
 		return fmt.Errorf("must not be empty")
 	}
-	if len(s) > MaxNameLen {
-		return fmt.Errorf("%q is longer than %d bytes", s, MaxNameLen)
+	if len(s) > spec.MaxNameLen {
+		return fmt.Errorf("%q is longer than %d bytes", s, spec.MaxNameLen)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
-			return fmt.Errorf("%q is not a valid name (allowed: [A-Za-z0-9][A-Za-z0-9._-]*, at most %d bytes)", s, MaxNameLen)
+			return fmt.Errorf("%q is not a valid name (allowed: [A-Za-z0-9][A-Za-z0-9._-]*, at most %d bytes)", s, spec.MaxNameLen)
 		}
 	}
 	return nil
@@ -548,12 +548,12 @@ func (d *decoder) weight(t *table, k string) uint64 {
 }
 
 // process reads [connector.run] or [connector.task].
-func (d *decoder) process(t *table) *Process {
+func (d *decoder) process(t *table) *spec.Process {
 	if t == nil {
 		return nil
 	}
 	defer t.done()
-	p := &Process{Restart: DefaultRestart}
+	p := &spec.Process{Restart: spec.DefaultRestart}
 	if v, ok := t.m["command"]; !ok {
 		d.errs.add(t.path, "command is required")
 	} else if _, isArr := v.([]any); !isArr {
@@ -641,9 +641,9 @@ func (d *decoder) process(t *table) *Process {
 			d.errs.add(t.key(dirKey), "must be an absolute path, not %q", p.Dir)
 		}
 	}
-	p.Restart = Restart(t.oneOf("restart", "a restart policy", string(DefaultRestart)))
+	p.Restart = spec.Restart(t.oneOf("restart", "a restart policy", string(spec.DefaultRestart)))
 	p.StopTimeout = t.duration("stop_timeout", 0)
-	p.KillMode = KillMode(t.oneOf("kill_mode", "a kill mode", ""))
+	p.KillMode = spec.KillMode(t.oneOf("kill_mode", "a kill mode", ""))
 	p.KillSignal = t.signal("kill_signal", "")
 	p.Limits = d.limitsTable(t.sub("limits"))
 	for _, pp := range d.host.CheckProcess(p, host.ProcessEnv(p)) {
@@ -697,9 +697,9 @@ func checkUser(s string) error {
 }
 
 // group reads one [[group]].
-func (d *decoder) group(t *table) Group {
+func (d *decoder) group(t *table) spec.Group {
 	defer t.done()
-	g := Group{Name: t.str("name", "")}
+	g := spec.Group{Name: t.str("name", "")}
 	if _, ok := t.m["name"]; !ok {
 		d.errs.add(t.path, "name is required")
 	} else {
@@ -714,9 +714,9 @@ func (d *decoder) group(t *table) Group {
 }
 
 // connector reads one [[connector]].
-func (d *decoder) connector(t *table) Connector {
+func (d *decoder) connector(t *table) spec.Connector {
 	defer t.done()
-	c := Connector{Name: t.str("name", "")}
+	c := spec.Connector{Name: t.str("name", "")}
 	if _, ok := t.m["name"]; !ok {
 		d.errs.add(t.path, "name is required")
 	} else {
@@ -743,8 +743,8 @@ func (d *decoder) connector(t *table) Connector {
 		}
 	}
 	if c.Tasks > 0 && c.Name != "" && validName(c.Name) == nil {
-		if last := TaskID(c.Name, c.Tasks-1); len(last) > MaxNameLen {
-			d.errs.add(t.key("name"), "task job ID %q is longer than %d bytes", last, MaxNameLen)
+		if last := spec.TaskID(c.Name, c.Tasks-1); len(last) > spec.MaxNameLen {
+			d.errs.add(t.key("name"), "task job ID %q is longer than %d bytes", last, spec.MaxNameLen)
 		}
 	}
 	return c
@@ -752,8 +752,8 @@ func (d *decoder) connector(t *table) Connector {
 
 // workload reads the [[group]] and [[connector]] arrays of root and checks
 // the rules that span them.
-func (d *decoder) workload(root *table) Workload {
-	var w Workload
+func (d *decoder) workload(root *table) spec.Workload {
+	var w spec.Workload
 	for _, g := range root.tables("group") {
 		w.Groups = append(w.Groups, d.group(g))
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/BurntSushi/toml"
+	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 )
 
 // Defs holds the workload definitions of one file, each as the standalone
@@ -19,7 +21,7 @@ type Defs struct {
 	Groups map[string][]byte
 	// Workload is the file's validated [[group]] and [[connector]] blocks,
 	// in file order, as Parse or ParseConnectors returned them.
-	Workload Workload
+	Workload spec.Workload
 	// Warnings are the file's warnings (Config.Warnings).
 	Warnings []*Problem
 }
@@ -44,7 +46,7 @@ type Defs struct {
 // positions in the whole file, when the file does not validate; and a plain
 // error, naming the definition, when an encoded definition does not parse
 // back (a bug, never expected).
-func Definitions(file string, data []byte, host *Host) (*Defs, error) {
+func Definitions(file string, data []byte, host *host.Host) (*Defs, error) {
 	root, _, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, err

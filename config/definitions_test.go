@@ -2,11 +2,13 @@ package config
 
 import (
 	"errors"
-	"github.com/berthd/berth/internal/testutil"
 	"reflect"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 )
 
 // connectorsFile is a connectors-only file (the input of berth apply) using
@@ -68,7 +70,7 @@ func TestDirIsWorkingDirectory(t *testing.T) {
 
 // checkRoundTrip parses every body of defs back and compares it with the
 // definition parsed from the whole file.
-func checkRoundTrip(t *testing.T, defs *Defs, w Workload) {
+func checkRoundTrip(t *testing.T, defs *Defs, w spec.Workload) {
 	t.Helper()
 	if len(defs.Connectors) != len(w.Connectors) || len(defs.Groups) != len(w.Groups) {
 		t.Fatalf("defs has %d connectors, %d groups; file has %d, %d", len(defs.Connectors), len(defs.Groups), len(w.Connectors), len(w.Groups))

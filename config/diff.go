@@ -33,16 +33,13 @@ func (c Change) String() string {
 // DiffJobs returns every setting of a job that differs from old to new:
 // its group and each key of its process (command, env.NAME, user, dir,
 // restart, stop_timeout, limits.*), sorted by key.
-func DiffJobs(old, new Job) []Change {
+func DiffJobs(old, new spec.Job) []Change {
 	a, b := map[string]string{}, map[string]string{}
 	a["group"], b["group"] = old.Group, new.Group
 	flattenProcess("", &old.Process, a)
 	flattenProcess("", &new.Process, b)
 	return hideSecrets(diffMaps("", a, b))
 }
-
-// Hidden is spec.Hidden, for the transition (new code uses spec's).
-const Hidden = spec.Hidden
 
 // hideSecrets replaces the values of secret settings (env.NAME of a
 // process, a password) in cs with Hidden: changes are logged and served
@@ -55,10 +52,10 @@ func hideSecrets(cs []Change) []Change {
 		}
 		if strings.HasPrefix(k, "env.") || strings.Contains(k, ".env.") || strings.HasSuffix(k, "password") {
 			if c.Old != "" {
-				cs[i].Old = Hidden
+				cs[i].Old = spec.Hidden
 			}
 			if c.New != "" {
-				cs[i].New = Hidden
+				cs[i].New = spec.Hidden
 			}
 		}
 	}
@@ -177,11 +174,11 @@ func flattenTop(c *Config, m map[string]string) {
 }
 
 // tlsString is a tls table's files and server name, as one value.
-func tlsString(t TLS) string {
+func tlsString(t spec.TLS) string {
 	return strings.Join(strings.Fields(fmt.Sprintf("%s %s %s %s", t.CA, t.Cert, t.Key, t.ServerName)), " ")
 }
 
-func flattenProcess(prefix string, p *Process, m map[string]string) {
+func flattenProcess(prefix string, p *spec.Process, m map[string]string) {
 	m[prefix+"command"] = list(p.Command)
 	for k, v := range p.Env {
 		m[prefix+"env."+k] = strconv.Quote(v) // compared here, Hidden in every Change

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 )
 
 func TestDiffJobs(t *testing.T) {
-	old := Job{ID: "a", Group: "g", Process: Process{Command: []string{"sleep", "1"}, Env: map[string]string{"A": "1"},
-		Restart: RestartAlways, Limits: limits.Limits{CPU: 0.5, Memory: 64 << 20}}}
+	old := spec.Job{ID: "a", Group: "g", Process: spec.Process{Command: []string{"sleep", "1"}, Env: map[string]string{"A": "1"},
+		Restart: spec.RestartAlways, Limits: limits.Limits{CPU: 0.5, Memory: 64 << 20}}}
 	new := old
 	new.Group = ""
 	new.Process.Command = []string{"sleep", "2"}

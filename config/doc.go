@@ -1,12 +1,12 @@
 // Package config decodes berth's TOML files into the types of package spec.
 //
-// It covers the agent file
-// (/etc/berth/berth.toml: [agent], [static], [cluster]), connector and
-// sharing-group definitions ([[connector]], [[group]]), TOML decoding with
-// the position of every key, and defaults. It decodes into the types of
-// package spec (the vocabulary every package uses: job, connector, group,
-// process, kind, task ID, protocol, restart policy, definition kind); the
-// aliases of those names it still declares are for the transition.
+// It covers the agent file (/etc/berth/berth.toml: [agent], [static],
+// [cluster]), connector and sharing-group definitions ([[connector]],
+// [[group]]), TOML decoding with the position of every key, and defaults.
+// The vocabulary every package uses (job, connector, group, process, kind,
+// task ID, protocol, restart policy, kill mode, target state, definition
+// kind) is package spec's; config declares only the file's own tables
+// (Config, Agent, Static, Cluster) and how they are read and checked.
 //
 // Parsing uses github.com/BurntSushi/toml. Every problem found is collected
 // (not only the first) and returned as *Problems, data that names the file,

@@ -3,6 +3,8 @@ package config
 import (
 	"log/slog"
 	"sync"
+
+	"github.com/berthd/berth/host"
 )
 
 // EnvFiles holds the values of the env_files an agent's jobs name, read on
@@ -36,7 +38,7 @@ func (e *EnvFiles) Get(path string, log *slog.Logger) (map[string]string, error)
 	if env, ok := e.files[path]; ok {
 		return env, nil
 	}
-	env, err := ReadEnvFile(path)
+	env, err := host.ReadEnvFile(path)
 	if err != nil {
 		p, ok := e.prev[path]
 		if !ok {

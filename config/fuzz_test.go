@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/berthd/berth/spec"
 )
 
 // The fuzz targets of the configuration decoders. Their seed corpora are
@@ -84,7 +86,7 @@ func FuzzParseConnector(f *testing.F) {
 		if verr := validName(c.Name); verr != nil {
 			t.Fatalf("accepted a connector named %q: %v", c.Name, verr)
 		}
-		w := &Workload{Connectors: []Connector{*c}}
+		w := &spec.Workload{Connectors: []spec.Connector{*c}}
 		_ = w.Jobs(0)
 	})
 }

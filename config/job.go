@@ -2,9 +2,6 @@ package config
 
 import "github.com/berthd/berth/spec"
 
-// Job is spec.Job, for the transition (new code uses spec's).
-type Job = spec.Job
-
 // ProcessDefaults returns what a job's process inherits from [agent]:
 // stop_timeout, kill_mode and kill_signal.
 func (a Agent) ProcessDefaults() spec.ProcessDefaults {
@@ -14,6 +11,6 @@ func (a Agent) ProcessDefaults() spec.ProcessDefaults {
 // Jobs returns every job of every connector of the agent file, sorted by
 // ID, with [agent]'s stop_timeout, kill_mode and kill_signal as the
 // defaults of every process.
-func (c *Config) Jobs() []Job {
+func (c *Config) Jobs() []spec.Job {
 	return c.Workload.JobsWithDefaults(c.Agent.ProcessDefaults())
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/spec"
 )
 
 func TestJobsAndEnv(t *testing.T) {
@@ -34,7 +36,7 @@ tasks = 0
 	if strings.Join(got, "|") != want {
 		t.Errorf("jobs = %q, want %q", strings.Join(got, "|"), want)
 	}
-	if jobs[0].Process.StopTimeout != 2*time.Second || jobs[1].Process.StopTimeout != 10*time.Second || jobs[1].Process.Restart != RestartAlways {
+	if jobs[0].Process.StopTimeout != 2*time.Second || jobs[1].Process.StopTimeout != 10*time.Second || jobs[1].Process.Restart != spec.RestartAlways {
 		t.Errorf("stop timeouts/restart: %v %v %v", jobs[0].Process.StopTimeout, jobs[1].Process.StopTimeout, jobs[1].Process.Restart)
 	}
 	env := strings.Join(jobs[2].Env("/sys/fs/cgroup/memory/berth/jobs/b-1"), " ")

@@ -138,7 +138,7 @@ const (
 )
 
 // nameBounds is the rule for names and job IDs (validName).
-var nameBounds = fmt.Sprintf("[A-Za-z0-9][A-Za-z0-9._-]*, at most %d bytes", MaxNameLen)
+var nameBounds = fmt.Sprintf("[A-Za-z0-9][A-Za-z0-9._-]*, at most %d bytes", spec.MaxNameLen)
 
 // Log sinks (agent.log_sink).
 const (
@@ -150,7 +150,7 @@ const (
 )
 
 // killModes are kill_mode's values (systemd.kill(5) KillMode=).
-var killModes = []string{string(KillControlGroup), string(KillMixed), string(KillProcess)}
+var killModes = []string{string(spec.KillControlGroup), string(spec.KillMixed), string(spec.KillProcess)}
 
 // killModeDoc says what each kill mode does.
 const killModeDoc = "control-group: kill_signal to every process of the cgroup, stop_timeout of grace for all of them, then SIGKILL to what is left; " +
@@ -209,11 +209,11 @@ var sections = []Section{
 				Doc: "address of /metrics, the JSON API and the status page"},
 			{Name: "cgroup_root", Type: TypeString, Default: tomlString(DefaultCgroupRoot), Bounds: `"" or a relative cgroup path of names`, Example: tomlString(DefaultCgroupRoot),
 				Doc: `the agent's cgroup below each hierarchy root; "" is the cgroup systemd delegated to berth.service`},
-			{Name: "stop_timeout", Type: TypeDuration, Default: tomlString(DefaultStopTimeout.String()), Bounds: ">= 0", Example: tomlString("10s"),
+			{Name: "stop_timeout", Type: TypeDuration, Default: tomlString(spec.DefaultStopTimeout.String()), Bounds: ">= 0", Example: tomlString("10s"),
 				Doc: "grace between the stop signal and killing a job's whole cgroup, unless the job sets its own"},
-			{Name: "kill_mode", Type: TypeString, Default: tomlString(string(DefaultKillMode)), Values: killModes, Example: tomlString(string(KillControlGroup)),
+			{Name: "kill_mode", Type: TypeString, Default: tomlString(string(spec.DefaultKillMode)), Values: killModes, Example: tomlString(string(spec.KillControlGroup)),
 				Doc: "which processes of a job a stop signals, unless the job sets its own: " + killModeDoc},
-			{Name: "kill_signal", Type: TypeString, Default: tomlString(string(DefaultKillSignal)), Values: spec.StopSignalNames(), Bounds: signalBounds, Example: tomlString("SIGTERM"),
+			{Name: "kill_signal", Type: TypeString, Default: tomlString(string(spec.DefaultKillSignal)), Values: spec.StopSignalNames(), Bounds: signalBounds, Example: tomlString("SIGTERM"),
 				Doc: "the signal a stop sends first, unless the job sets its own (systemd's KillSignal=)"},
 			{Name: "web_config_file", Type: TypeString, DefaultNote: "plain HTTP, no authentication", Bounds: "absolute path; checked when the agent starts (berth validate too)", Example: tomlString("/etc/berth/web.yml"),
 				Doc: "TLS, client certificates and basic auth on listen: a Prometheus exporter-toolkit web configuration file (node_exporter's --web.config.file)"},
@@ -280,7 +280,7 @@ var sections = []Section{
 				Doc: "TTL of the agent's etcd lease: a member whose lease expires is fenced and its jobs killed"},
 			{Name: "rebalance_delay", Type: TypeDuration, Default: tomlString("0s"), Bounds: ">= 0", Example: tomlString("30s"),
 				Doc: "how long a departed member's jobs stay unassigned (Connect's scheduled.rebalance.max.delay.ms)"},
-			{Name: "protocol", Type: TypeString, Default: tomlString(string(ProtocolStatic)), Values: []string{string(ProtocolStatic), string(ProtocolBalanced)}, Example: tomlString(string(ProtocolStatic)),
+			{Name: "protocol", Type: TypeString, Default: tomlString(string(spec.ProtocolStatic)), Values: []string{string(spec.ProtocolStatic), string(spec.ProtocolBalanced)}, Example: tomlString(string(spec.ProtocolStatic)),
 				Doc: "static: declared jobs run on their declarer (KIP-987); balanced: jobs placed by count, groups whole"},
 			{Name: "tls", Type: TypeTable, Section: SectionClusterTLS, Doc: "TLS of the etcd client"},
 			{Name: "username", Type: TypeString, DefaultNote: "no user; with etcd's --client-cert-auth, the client certificate's common name", Bounds: "not empty; needs endpoints and password or password_file", Example: tomlString("berth-prod"),
@@ -325,7 +325,7 @@ var sections = []Section{
 		Keys: []Key{
 			{Name: "name", Type: TypeString, Required: true, Bounds: nameBounds + "; unique; task IDs too", Example: tomlString("orders-sink"),
 				Doc: "the connector's name and its own job's ID"},
-			{Name: "tasks", Type: TypeInteger, Default: "0", Range: &Range{Min: 0, Max: MaxTasks}, Example: "2",
+			{Name: "tasks", Type: TypeInteger, Default: "0", Range: &Range{Min: 0, Max: spec.MaxTasks}, Example: "2",
 				Doc: "number of task jobs"},
 			{Name: "group", Type: TypeString, DefaultNote: "no group", Bounds: "a [[group]] name", Example: tomlString("sinks"),
 				Doc: "the sharing group of all the connector's jobs"},
@@ -353,11 +353,11 @@ var sections = []Section{
 				Doc: "working directory (systemd's WorkingDirectory=)"},
 			{Name: "dir", Type: TypeString, DefaultNote: "/", Bounds: "absolute path; not with working_directory", Example: tomlString("/"), Excludes: "working_directory",
 				Doc: "the older name of working_directory, still read"},
-			{Name: "restart", Type: TypeString, Default: tomlString(string(DefaultRestart)), Values: []string{string(RestartAlways), string(RestartOnFailure), string(RestartNever)}, Example: tomlString(string(RestartOnFailure)),
+			{Name: "restart", Type: TypeString, Default: tomlString(string(spec.DefaultRestart)), Values: []string{string(spec.RestartAlways), string(spec.RestartOnFailure), string(spec.RestartNever)}, Example: tomlString(string(spec.RestartOnFailure)),
 				Doc: "when an exited worker is started again, with backoff (systemd's Restart=; never is Restart=no)"},
 			{Name: "stop_timeout", Type: TypeDuration, DefaultNote: "[agent] stop_timeout", Bounds: ">= 0", Example: tomlString("10s"),
 				Doc: "grace between the stop signal and killing the job's whole cgroup"},
-			{Name: "kill_mode", Type: TypeString, DefaultNote: "[agent] kill_mode", Values: killModes, Example: tomlString(string(KillMixed)),
+			{Name: "kill_mode", Type: TypeString, DefaultNote: "[agent] kill_mode", Values: killModes, Example: tomlString(string(spec.KillMixed)),
 				Doc: "which processes of the job a stop signals: " + killModeDoc},
 			{Name: "kill_signal", Type: TypeString, DefaultNote: "[agent] kill_signal", Values: spec.StopSignalNames(), Bounds: signalBounds, Example: tomlString("SIGINT"),
 				Doc: "the signal a stop sends first (systemd's KillSignal=)"},

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthd/berth/spec"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -169,7 +170,7 @@ func TestReferenceDefaults(t *testing.T) {
 				Agent    Agent
 				Static   Static
 				Cluster  Cluster
-				Workload Workload
+				Workload spec.Workload
 				Warnings int
 			}
 			mean := func(c *Config) meaning { return meaning{c.Agent, c.Static, c.Cluster, c.Workload, len(c.Warnings)} }

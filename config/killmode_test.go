@@ -4,6 +4,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/berthd/berth/spec"
 )
 
 // kill_mode and kill_signal: [agent]'s are every process's default, a
@@ -30,14 +32,14 @@ name = "own"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Agent.KillMode != KillMixed || c.Agent.KillSignal != "SIGINT" {
+	if c.Agent.KillMode != spec.KillMixed || c.Agent.KillSignal != "SIGINT" {
 		t.Errorf("[agent] kill_mode %q kill_signal %q, want mixed SIGINT", c.Agent.KillMode, c.Agent.KillSignal)
 	}
 	want := map[string]struct {
-		mode KillMode
-		sig  Signal
+		mode spec.KillMode
+		sig  spec.Signal
 		num  syscall.Signal
-	}{"inherits": {KillMixed, "SIGINT", syscall.SIGINT}, "own": {KillProcess, "SIGQUIT", syscall.SIGQUIT}}
+	}{"inherits": {spec.KillMixed, "SIGINT", syscall.SIGINT}, "own": {spec.KillProcess, "SIGQUIT", syscall.SIGQUIT}}
 	for _, j := range c.Jobs() {
 		w := want[j.ID]
 		if j.Process.KillMode != w.mode || j.Process.KillSignal != w.sig || j.Process.KillSignal.Number() != w.num {
@@ -50,7 +52,7 @@ name = "own"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := c.Jobs()[0]; j.Process.KillMode != KillControlGroup || j.Process.KillSignal != "SIGTERM" || j.Process.KillSignal.Number() != syscall.SIGTERM {
+	if j := c.Jobs()[0]; j.Process.KillMode != spec.KillControlGroup || j.Process.KillSignal != "SIGTERM" || j.Process.KillSignal.Number() != syscall.SIGTERM {
 		t.Errorf("defaults: kill_mode %q kill_signal %q, want control-group SIGTERM", j.Process.KillMode, j.Process.KillSignal)
 	}
 
@@ -72,9 +74,9 @@ name = "own"
 // A change of kill_mode or kill_signal is a change of the job's definition
 // that DiffJobs names.
 func TestDiffNamesKillSettings(t *testing.T) {
-	var o, n Job
-	o.Process.KillMode, o.Process.KillSignal = KillControlGroup, "SIGTERM"
-	n.Process.KillMode, n.Process.KillSignal = KillMixed, "SIGINT"
+	var o, n spec.Job
+	o.Process.KillMode, o.Process.KillSignal = spec.KillControlGroup, "SIGTERM"
+	n.Process.KillMode, n.Process.KillSignal = spec.KillMixed, "SIGINT"
 	var got []string
 	for _, c := range DiffJobs(o, n) {
 		got = append(got, c.String())

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/berthd/berth/host"
 )
 
 // A string exec(2) cannot carry (a NUL byte: arguments, environment
@@ -27,7 +29,7 @@ func TestNULBytesRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			for _, host := range []*Host{nil, LocalHost()} {
+			for _, host := range []*host.Host{nil, LocalHost()} {
 				_, err := Parse("t.toml", []byte(conn(c.body+"\n")), host)
 				var ps *Problems
 				if !errors.As(err, &ps) {

@@ -11,12 +11,14 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 )
 
 // Load reads the agent file at path and parses it with Parse against host.
 // An error reading the file is returned wrapped with the path (not as
 // *Problems).
-func Load(path string, host *Host) (*Config, error) {
+func Load(path string, host *host.Host) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load config %s: %w", path, err)
@@ -29,14 +31,14 @@ func Load(path string, host *Host) (*Config, error) {
 // count, online CPUs, io devices; nil host: those checks are skipped). On any problem it returns a nil *Config and *Problems
 // holding every problem found, each "FILE:LINE:COL: key: message"; a TOML
 // syntax error is a single entry with the parser's line and column.
-func Parse(file string, data []byte, host *Host) (*Config, error) {
+func Parse(file string, data []byte, host *host.Host) (*Config, error) {
 	return parse(file, data, host, nil)
 }
 
 // parse is Parse; when read is not nil, it records in it every key the
 // decoder asks for, per section ID (a test compares them with the
 // reference in keys.go).
-func parse(file string, data []byte, host *Host, read map[string]map[string]bool) (*Config, error) {
+func parse(file string, data []byte, host *host.Host, read map[string]map[string]bool) (*Config, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, err
@@ -69,13 +71,13 @@ func parse(file string, data []byte, host *Host, read map[string]map[string]bool
 // ParseConnectors parses a file that holds only [[group]] and [[connector]]
 // blocks (the input of "berth apply"), validated by the same rules as the
 // agent file. Errors are as for Parse.
-func ParseConnectors(file string, data []byte, host *Host) (*Workload, error) {
+func ParseConnectors(file string, data []byte, host *host.Host) (*spec.Workload, error) {
 	w, _, err := parseConnectors(file, data, host)
 	return w, err
 }
 
 // parseConnectors is ParseConnectors that also returns the warnings.
-func parseConnectors(file string, data []byte, host *Host) (*Workload, []*Problem, error) {
+func parseConnectors(file string, data []byte, host *host.Host) (*spec.Workload, []*Problem, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, nil, err
@@ -97,14 +99,14 @@ func parseConnectors(file string, data []byte, host *Host) (*Workload, []*Proble
 // store. Whether its group exists and whether its job IDs clash with other
 // connectors is checked by Workload.Validate, not here. Errors are as for
 // Parse, with keys relative to the definition ("task.limits.memory").
-func ParseConnector(file string, data []byte, host *Host) (*Connector, error) {
+func ParseConnector(file string, data []byte, host *host.Host) (*spec.Connector, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, err
 	}
 	d := &decoder{host: host}
 	c := d.connector(d.open("", SectionConnector, root))
-	d.errs.attachDef(DefConnector, c.Name)
+	d.errs.attachDef(spec.DefConnector, c.Name)
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
 	}
@@ -113,14 +115,14 @@ func ParseConnector(file string, data []byte, host *Host) (*Connector, error) {
 
 // ParseGroup parses one sharing-group definition whose keys are at the top
 // level (name, limits). Errors are as for ParseConnector.
-func ParseGroup(file string, data []byte, host *Host) (*Group, error) {
+func ParseGroup(file string, data []byte, host *host.Host) (*spec.Group, error) {
 	root, pos, err := decodeTOML(file, data)
 	if err != nil {
 		return nil, err
 	}
 	d := &decoder{host: host}
 	g := d.group(d.open("", SectionGroup, root))
-	d.errs.attachDef(DefGroup, g.Name)
+	d.errs.attachDef(spec.DefGroup, g.Name)
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
 	}
@@ -146,8 +148,8 @@ func (d *decoder) agent(t *table) Agent {
 	a := Agent{
 		DataDir: DefaultDataDir, LogDir: DefaultLogDir, LogMaxSize: DefaultLogMaxSize,
 		LogMaxFiles: DefaultLogMaxFiles, LogSink: LogSinkFile, Listen: DefaultListen,
-		CgroupRoot: DefaultCgroupRoot, StopTimeout: DefaultStopTimeout,
-		KillMode: DefaultKillMode, KillSignal: DefaultKillSignal,
+		CgroupRoot: DefaultCgroupRoot, StopTimeout: spec.DefaultStopTimeout,
+		KillMode: spec.DefaultKillMode, KillSignal: spec.DefaultKillSignal,
 	}
 	if t == nil {
 		t = d.open("agent", SectionAgent, map[string]any{})
@@ -203,7 +205,7 @@ func (d *decoder) agent(t *table) Agent {
 		}
 	}
 	a.StopTimeout = t.duration("stop_timeout", a.StopTimeout)
-	a.KillMode = KillMode(t.oneOf("kill_mode", "a kill mode", string(a.KillMode)))
+	a.KillMode = spec.KillMode(t.oneOf("kill_mode", "a kill mode", string(a.KillMode)))
 	a.KillSignal = t.signal("kill_signal", a.KillSignal)
 	if _, ok := t.m["web_config_file"]; ok {
 		a.WebConfigFile = t.str("web_config_file", "")
@@ -233,12 +235,12 @@ func (d *decoder) agent(t *table) Agent {
 
 // tlsTable reads a tls table ({ ca, cert, key, server_name }); nil gives
 // the zero TLS.
-func (d *decoder) tlsTable(t *table) TLS {
+func (d *decoder) tlsTable(t *table) spec.TLS {
 	if t == nil {
-		return TLS{}
+		return spec.TLS{}
 	}
 	defer t.done()
-	c := TLS{CA: t.str("ca", ""), Cert: t.str("cert", ""), Key: t.str("key", ""), ServerName: t.str("server_name", "")}
+	c := spec.TLS{CA: t.str("ca", ""), Cert: t.str("cert", ""), Key: t.str("key", ""), ServerName: t.str("server_name", "")}
 	if (c.Cert == "") != (c.Key == "") {
 		d.errs.add(t.path, "cert and key must be given together")
 	}
@@ -291,7 +293,7 @@ func (d *decoder) credentials(t *table) (user, password, passwordFile string) {
 
 // cluster reads [cluster] and applies its defaults.
 func (d *decoder) cluster(t *table) Cluster {
-	c := Cluster{Name: DefaultClusterName, SessionTTL: DefaultSessionTTL, Protocol: ProtocolStatic}
+	c := Cluster{Name: DefaultClusterName, SessionTTL: DefaultSessionTTL, Protocol: spec.ProtocolStatic}
 	if t == nil {
 		return c
 	}
@@ -314,7 +316,7 @@ func (d *decoder) cluster(t *table) Cluster {
 		d.errs.add(t.key("session_ttl"), "must be a whole number of seconds (etcd lease TTLs are seconds), not %v", c.SessionTTL)
 	}
 	c.RebalanceDelay = t.duration("rebalance_delay", 0)
-	c.Protocol = Protocol(t.oneOf("protocol", "a protocol", string(c.Protocol)))
+	c.Protocol = spec.Protocol(t.oneOf("protocol", "a protocol", string(c.Protocol)))
 	c.TLS = d.tlsTable(t.sub("tls"))
 	c.Username, c.Password, c.PasswordFile = d.credentials(t)
 	if c.Username != "" && len(c.Endpoints) == 0 {

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 )
 
 // fullExample is the file shape of the brief, verbatim.
@@ -79,7 +81,7 @@ func TestParseFullExample(t *testing.T) {
 	if c.Agent.ID != "host-a" || c.Agent.LogMaxSize != 10<<20 || c.Agent.StopTimeout != 10*time.Second {
 		t.Errorf("agent = %+v", c.Agent)
 	}
-	if c.Cluster.Name != "prod" || c.Cluster.TLS.Key != "/etc/berth/etcd-key.pem" || c.Cluster.Protocol != ProtocolStatic {
+	if c.Cluster.Name != "prod" || c.Cluster.TLS.Key != "/etc/berth/etcd-key.pem" || c.Cluster.Protocol != spec.ProtocolStatic {
 		t.Errorf("cluster = %+v", c.Cluster)
 	}
 	if len(c.Groups) != 1 || c.Groups[0].Limits.CPU != 2 || c.Groups[0].Limits.Memory != 1<<30 {
@@ -105,7 +107,7 @@ func TestParseFullExample(t *testing.T) {
 	if got := strings.Join(jobs[2].Process.Command, " "); got != "/opt/sink/bin/sink --task=1" {
 		t.Errorf("task 1 command = %q", got)
 	}
-	if jobs[0].Process.Restart != RestartOnFailure || jobs[0].Process.StopTimeout != 10*time.Second {
+	if jobs[0].Process.Restart != spec.RestartOnFailure || jobs[0].Process.StopTimeout != 10*time.Second {
 		t.Errorf("connector job defaults: %+v", jobs[0].Process)
 	}
 }
@@ -123,7 +125,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("agent defaults = %+v", a)
 	}
 	cl := c.Cluster
-	if cl.Name != "berth" || len(cl.Endpoints) != 0 || cl.SessionTTL != 10*time.Second || cl.RebalanceDelay != 0 || cl.Protocol != ProtocolStatic {
+	if cl.Name != "berth" || len(cl.Endpoints) != 0 || cl.SessionTTL != 10*time.Second || cl.RebalanceDelay != 0 || cl.Protocol != spec.ProtocolStatic {
 		t.Errorf("cluster defaults = %+v", cl)
 	}
 	c, err = Parse("d.toml", []byte("[agent]\ncgroup_root = \"\"\nstop_timeout = \"3s\"\n[[connector]]\nname = \"c\"\ntasks = 1\n[connector.task]\ncommand = [\"x\"]\n"), limitsHost())
@@ -134,7 +136,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("cgroup_root = %q, want \"\"", c.Agent.CgroupRoot)
 	}
 	j := c.Jobs()
-	if len(j) != 1 || j[0].Process.Restart != RestartOnFailure || j[0].Process.StopTimeout != 3*time.Second || j[0].Process.Limits.CPU != 0 {
+	if len(j) != 1 || j[0].Process.Restart != spec.RestartOnFailure || j[0].Process.StopTimeout != 3*time.Second || j[0].Process.Limits.CPU != 0 {
 		t.Errorf("jobs = %+v", j)
 	}
 }
@@ -309,7 +311,7 @@ func TestParseConnectorsAndSingles(t *testing.T) {
 	if err != nil || g.Limits.Pids != 10 {
 		t.Fatalf("ParseGroup = %+v, %v", g, err)
 	}
-	ws := Workload{Groups: []Group{*g}, Connectors: []Connector{*c, {Name: "c-0"}, {Name: "d", Group: "h"}}}
+	ws := spec.Workload{Groups: []spec.Group{*g}, Connectors: []spec.Connector{*c, {Name: "c-0"}, {Name: "d", Group: "h"}}}
 	err = ValidateWorkload(&ws)
 	want := "connector[0].tasks: task 0 has job ID \"c-0\", which connector \"c-0\" already uses\n" +
 		"connector[2].group: group \"h\" is not defined by any [[group]]"
@@ -379,14 +381,14 @@ command = ["x"]
 		}
 	}
 	_, err = ParseConnector("connectors/x", []byte("name = \"x\"\ntasks = -1\n"), nil)
-	if !errors.As(err, &ps) || ps.List[0].Def != (DefRef{Kind: DefConnector, Name: "x", Key: "tasks"}) {
+	if !errors.As(err, &ps) || ps.List[0].Def != (DefRef{Kind: spec.DefConnector, Name: "x", Key: "tasks"}) {
 		t.Errorf("single definition: %v, Def %+v", err, ps.List[0].Def)
 	}
 }
 
 // limitsHost is this host's facts without the process checks (user,
 // program, working directory), for files whose commands are placeholders.
-func limitsHost() *Host { return LocalHost().LimitsOnly() }
+func limitsHost() *host.Host { return LocalHost().LimitsOnly() }
 
 // A working directory is checked against this host under the key the file
 // wrote (working_directory, or its older name dir) at that key's own

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/berthd/berth/spec"
 )
 
 // Problem is one thing wrong in a configuration: where it is, which key,
@@ -36,7 +38,7 @@ type Problem struct {
 // DefRef names one workload definition and a key inside it.
 type DefRef struct {
 	// Kind is DefConnector or DefGroup; "" for none.
-	Kind DefKind
+	Kind spec.DefKind
 	// Name is the definition's name.
 	Name string
 	// Key is the key relative to the definition ("task.limits.memory",
@@ -102,7 +104,7 @@ func (l *problemList) addQuoted(path, name, format string, args ...any) {
 
 // addDef records a problem of definition (kind, name), whose block is at
 // path in the file ("connector[2]"), at rel inside it ("group").
-func (l *problemList) addDef(kind DefKind, name, path, rel, format string, args ...any) {
+func (l *problemList) addDef(kind spec.DefKind, name, path, rel, format string, args ...any) {
 	key := path
 	if rel != "" {
 		key += "." + rel
@@ -149,22 +151,22 @@ func (l *problemList) placed(file string, pos *positions) []*Problem {
 // attachDefs sets Def on every problem whose key lies in a [[connector]] or
 // [[group]] block of w ("connector[2].task.limits.cpu" belongs to w's
 // third connector), unless it is already set.
-func (l *problemList) attachDefs(w *Workload) {
+func (l *problemList) attachDefs(w *spec.Workload) {
 	for _, p := range l.list {
 		if p.Def.Kind != "" {
 			continue
 		}
 		for _, d := range []struct {
-			kind  DefKind
+			kind  spec.DefKind
 			names func(int) (string, bool)
 		}{
-			{DefConnector, func(i int) (string, bool) {
+			{spec.DefConnector, func(i int) (string, bool) {
 				if i < len(w.Connectors) {
 					return w.Connectors[i].Name, true
 				}
 				return "", false
 			}},
-			{DefGroup, func(i int) (string, bool) {
+			{spec.DefGroup, func(i int) (string, bool) {
 				if i < len(w.Groups) {
 					return w.Groups[i].Name, true
 				}
@@ -192,7 +194,7 @@ func (l *problemList) attachDefs(w *Workload) {
 
 // attachDef sets Def on every problem of a single stored definition, whose
 // keys are relative to it already.
-func (l *problemList) attachDef(kind DefKind, name string) {
+func (l *problemList) attachDef(kind spec.DefKind, name string) {
 	for _, p := range l.list {
 		if p.Def.Kind == "" {
 			p.Def = DefRef{Kind: kind, Name: name, Key: p.Key}

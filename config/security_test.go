@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 )
 
 // The keys of the API's and etcd's security: web_config_file,
@@ -39,19 +40,19 @@ tasks = 1
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantClient := APIClient{Username: "berth", PasswordFile: "/etc/berth/api-password",
-		TLS: TLS{CA: "/etc/berth/ca.pem", Cert: "/etc/berth/client.pem", Key: "/etc/berth/client-key.pem", ServerName: "host-a"}}
+	wantClient := spec.APIClient{Username: "berth", PasswordFile: "/etc/berth/api-password",
+		TLS: spec.TLS{CA: "/etc/berth/ca.pem", Cert: "/etc/berth/client.pem", Key: "/etc/berth/client-key.pem", ServerName: "host-a"}}
 	if c.Agent.WebConfigFile != "/etc/berth/web.yml" || c.Agent.Client != wantClient {
 		t.Errorf("agent = %+v", c.Agent)
 	}
 	if c.Cluster.Username != "berth-prod" || c.Cluster.Password != "pw" || c.Cluster.PasswordFile != "" ||
-		c.Cluster.TLS != (TLS{CA: "/etc/berth/etcd-ca.pem"}) || !c.Cluster.TLS.Enabled() {
+		c.Cluster.TLS != (spec.TLS{CA: "/etc/berth/etcd-ca.pem"}) || !c.Cluster.TLS.Enabled() {
 		t.Errorf("cluster = %+v", c.Cluster)
 	}
 	if p := c.Connectors[0].Task; p.EnvFile != "/etc/berth/c.env" || p.Env["A"] != "1" {
 		t.Errorf("task process = %+v", p)
 	}
-	if (TLS{}).Enabled() {
+	if (spec.TLS{}).Enabled() {
 		t.Error("zero TLS is enabled")
 	}
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/berthd/berth/spec"
 )
 
 // warningsOf parses src and returns its warnings as strings.
@@ -100,7 +102,7 @@ name = "c"
 	}
 	// The warning names its definition, as errors do.
 	c, _ := Parse("w.toml", []byte("[[group]]\nname = \"g\"\nlimits = { memory = \"1G\" }\n"), limitsHost())
-	if d := c.Warnings[0].Def; d.Kind != DefGroup || d.Name != "g" || d.Key != "limits.memory" {
+	if d := c.Warnings[0].Def; d.Kind != spec.DefGroup || d.Name != "g" || d.Key != "limits.memory" {
 		t.Errorf("warning Def = %+v", d)
 	}
 }
@@ -115,7 +117,7 @@ func TestCheckDeclarationsAgainstStore(t *testing.T) {
 	if len(c.Warnings) != 2 {
 		t.Fatalf("file-only warnings = %v", c.Warnings)
 	}
-	store := &Workload{Connectors: []Connector{{Name: "remote", Tasks: 2, Task: &Process{Command: []string{"x"}}}}}
+	store := &spec.Workload{Connectors: []spec.Connector{{Name: "remote", Tasks: 2, Task: &spec.Process{Command: []string{"x"}}}}}
 	ws := c.CheckDeclarations(store, "this file or the cluster's store")
 	if len(ws) != 1 || ws[0].Error() != `w.toml:2:22: static.tasks[1]: "remot-1" names no task of a connector in this file or the cluster's store (did you mean "remote-1"?); it runs only once one is defined` {
 		t.Errorf("warnings against the store = %v", ws)

@@ -8,14 +8,6 @@ import (
 	"github.com/berthd/berth/spec"
 )
 
-// Transitional aliases of spec's workload types (new code uses spec's).
-type (
-	Workload  = spec.Workload
-	Group     = spec.Group
-	Connector = spec.Connector
-	Process   = spec.Process
-)
-
 // ValidateWorkload checks the rules that span a workload's groups and connectors:
 // duplicate group or connector names, a job ID used twice (connector "a-0"
 // and task 0 of connector "a"), and a connector naming a group that is not
@@ -24,21 +16,21 @@ type (
 // problem belongs to (for a job ID used twice: the connector whose task
 // clashes). Each connector's and group's own fields are checked when they
 // are parsed (ParseConnector, ParseGroup, Parse).
-func ValidateWorkload(w *Workload) error {
+func ValidateWorkload(w *spec.Workload) error {
 	var errs problemList
 	checkWorkload(w, &errs)
 	return errs.result("", nil)
 }
 
 // checkWorkload records the cross-definition problems of w in errs.
-func checkWorkload(w *Workload, errs *problemList) {
+func checkWorkload(w *spec.Workload, errs *problemList) {
 	groups := map[string]int{}
 	for i, g := range w.Groups {
 		if g.Name == "" {
 			continue
 		}
 		if j, dup := groups[g.Name]; dup {
-			errs.addDef(DefGroup, g.Name, fmt.Sprintf("group[%d]", i), "name", "group %q is already defined by group[%d]", g.Name, j)
+			errs.addDef(spec.DefGroup, g.Name, fmt.Sprintf("group[%d]", i), "name", "group %q is already defined by group[%d]", g.Name, j)
 			continue
 		}
 		groups[g.Name] = i
@@ -49,7 +41,7 @@ func checkWorkload(w *Workload, errs *problemList) {
 			continue
 		}
 		if j, dup := names[c.Name]; dup {
-			errs.addDef(DefConnector, c.Name, fmt.Sprintf("connector[%d]", i), "name", "connector %q is already defined by connector[%d]", c.Name, j)
+			errs.addDef(spec.DefConnector, c.Name, fmt.Sprintf("connector[%d]", i), "name", "connector %q is already defined by connector[%d]", c.Name, j)
 			continue
 		}
 		names[c.Name] = i
@@ -68,16 +60,16 @@ func checkWorkload(w *Workload, errs *problemList) {
 		}
 		path := fmt.Sprintf("connector[%d]", i)
 		for n := 0; n < c.Tasks; n++ {
-			id := TaskID(c.Name, n)
+			id := spec.TaskID(c.Name, n)
 			if other, clash := owner[id]; clash {
-				errs.addDef(DefConnector, c.Name, path, "tasks", "task %d has job ID %q, which %s already uses", n, id, other)
+				errs.addDef(spec.DefConnector, c.Name, path, "tasks", "task %d has job ID %q, which %s already uses", n, id, other)
 				continue
 			}
 			owner[id] = fmt.Sprintf("task %d of connector %q", n, c.Name)
 		}
 		if c.Group != "" {
 			if _, ok := groups[c.Group]; !ok {
-				errs.addDef(DefConnector, c.Name, path, "group", "group %q is not defined by any [[group]]", c.Group)
+				errs.addDef(spec.DefConnector, c.Name, path, "group", "group %q is not defined by any [[group]]", c.Group)
 			}
 		}
 	}
@@ -122,8 +114,8 @@ func (c *Config) checkStatic(errs *problemList) {
 // exists; docs/design.md, assignment rule 3) and is ignored by the
 // assignment, so it is a warning; `berth validate --strict` makes it an
 // error.
-func (c *Config) CheckDeclarations(w *Workload, where string) []*Problem {
-	byName := map[string]Connector{}
+func (c *Config) CheckDeclarations(w *spec.Workload, where string) []*Problem {
+	byName := map[string]spec.Connector{}
 	var connJobs, taskJobs []string
 	for _, k := range w.Connectors {
 		byName[k.Name] = k
@@ -132,7 +124,7 @@ func (c *Config) CheckDeclarations(w *Workload, where string) []*Problem {
 		}
 		if k.Task != nil {
 			for n := 0; n < k.Tasks; n++ {
-				taskJobs = append(taskJobs, TaskID(k.Name, n))
+				taskJobs = append(taskJobs, spec.TaskID(k.Name, n))
 			}
 		}
 	}
@@ -185,7 +177,7 @@ func (c *Config) CheckDeclarations(w *Workload, where string) []*Problem {
 // taskOf splits a task ID "<connector>-<n>" whose connector is in byName:
 // the connector, n, and true; false when no known connector has the
 // prefix or the index is not a canonical non-negative integer.
-func taskOf(byName map[string]Connector, s string) (Connector, int, bool) {
+func taskOf(byName map[string]spec.Connector, s string) (spec.Connector, int, bool) {
 	for cut := strings.LastIndexByte(s, '-'); cut > 0; cut = strings.LastIndexByte(s[:cut], '-') {
 		k, ok := byName[s[:cut]]
 		if !ok {
@@ -197,23 +189,23 @@ func taskOf(byName map[string]Connector, s string) (Connector, int, bool) {
 		}
 		return k, n, true
 	}
-	return Connector{}, 0, false
+	return spec.Connector{}, 0, false
 }
 
 // taskRange names a connector's task IDs: "orders-0" .. "orders-2".
-func taskRange(k Connector) string {
+func taskRange(k spec.Connector) string {
 	switch k.Tasks {
 	case 0:
 		return "it has none"
 	case 1:
-		return strconv.Quote(TaskID(k.Name, 0))
+		return strconv.Quote(spec.TaskID(k.Name, 0))
 	}
-	return fmt.Sprintf("%q .. %q", TaskID(k.Name, 0), TaskID(k.Name, k.Tasks-1))
+	return fmt.Sprintf("%q .. %q", spec.TaskID(k.Name, 0), spec.TaskID(k.Name, k.Tasks-1))
 }
 
 // declareTasks says where a connector without a connector job declares its
 // tasks, when it has any.
-func declareTasks(k Connector) string {
+func declareTasks(k spec.Connector) string {
 	if k.Tasks == 0 {
 		return ""
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/workload"
 )
@@ -75,15 +75,15 @@ func (a *Agent) Job(id string) (api.Job, bool) {
 
 // jobInfo is j as the API shows it, with its cgroup's usage read now.
 func (a *Agent) jobInfo(j supervisor.JobView) api.Job {
-	spec, st := j.Spec, j.Status
+	js, st := j.Spec, j.Status
 	info := api.Job{
-		ID:            spec.ID,
-		Connector:     spec.Connector,
-		Kind:          string(spec.Kind),
-		Group:         spec.Group,
+		ID:            js.ID,
+		Connector:     js.Connector,
+		Kind:          string(js.Kind),
+		Group:         js.Group,
 		Cgroup:        j.Cgroup,
-		Limits:        spec.Process.Limits,
-		Command:       spec.Process.Command,
+		Limits:        js.Process.Limits,
+		Command:       js.Process.Command,
 		UpdateBlocked: j.UpdateBlocked,
 		State:         st.State,
 		Reason:        j.Reason,
@@ -91,8 +91,8 @@ func (a *Agent) jobInfo(j supervisor.JobView) api.Job {
 		Restarts:      st.Restarts,
 		LastExit:      st.LastExit,
 	}
-	if spec.Kind == config.KindTask {
-		t := spec.Task
+	if js.Kind == spec.KindTask {
+		t := js.Task
 		info.Task = &t
 	}
 	if !st.StartedAt.IsZero() {
@@ -104,7 +104,7 @@ func (a *Agent) jobInfo(j supervisor.JobView) api.Job {
 		info.NextRestart = &t
 	}
 	if api.ConnectState(info) == api.StateFailed {
-		info.Trace = a.trace(spec.ID, info)
+		info.Trace = a.trace(js.ID, info)
 	}
 	if j.Group != nil {
 		if u, ok := usageOf(j.Group); ok {
@@ -200,7 +200,7 @@ func (a *Agent) Assignment(ctx context.Context) (api.Assignment, error) {
 // page (an agent holds only the definitions of its own jobs); definitions
 // that do not parse here are left out (workload.Parse), as the agents that
 // would run them leave them.
-func (a *Agent) Workload(ctx context.Context) (*config.Workload, error) {
+func (a *Agent) Workload(ctx context.Context) (*spec.Workload, error) {
 	c, err := a.client()
 	if err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func (a *Agent) Workload(ctx context.Context) (*config.Workload, error) {
 // definitions reads by key the stored definitions of the named connectors
 // and of the sharing groups they name (data proportional to the names).
 // Names not stored, or not one key segment, are left out.
-func (a *Agent) definitions(ctx context.Context, connectors []string) (*config.Workload, error) {
+func (a *Agent) definitions(ctx context.Context, connectors []string) (*spec.Workload, error) {
 	c, err := a.client()
 	if err != nil {
 		return nil, err
@@ -241,7 +241,7 @@ func (a *Agent) definitions(ctx context.Context, connectors []string) (*config.W
 
 // Target implements api.Backend: the target as the agent's source last
 // read it from the store (what the agent is carrying out, or about to).
-func (a *Agent) Target(connector string) config.TargetState {
+func (a *Agent) Target(connector string) spec.TargetState {
 	var d source.Desired
 	select {
 	case <-a.started:
@@ -250,14 +250,14 @@ func (a *Agent) Target(connector string) config.TargetState {
 	}
 	t, ok := d.Targets[connector]
 	if !ok || t.State == "" {
-		return config.TargetRunning
+		return spec.TargetRunning
 	}
 	return t.State
 }
 
 // SetTarget implements api.Backend: the target is stored in the cluster,
 // and every agent, this one included, holds it when it reads it back.
-func (a *Agent) SetTarget(ctx context.Context, connector string, state config.TargetState, by string) error {
+func (a *Agent) SetTarget(ctx context.Context, connector string, state spec.TargetState, by string) error {
 	c, err := a.client()
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // A reload logs every [agent] setting it cannot apply (log_max_size and
@@ -21,7 +22,7 @@ func TestWarnRestartOnly(t *testing.T) {
 		LogMaxSize: 1 << 20, LogMaxFiles: 3, LogSink: "file", StopTimeout: time.Second, WebConfigFile: "/w"}
 	changed := config.Agent{ID: "b", Listen: "127.0.0.1:2", CgroupRoot: "s", DataDir: "/e", LogDir: "/m",
 		LogMaxSize: 2 << 20, LogMaxFiles: 4, LogSink: "journal", StopTimeout: 2 * time.Second, WebConfigFile: "/x",
-		Client: config.APIClient{Username: "u", Password: "p"}}
+		Client: spec.APIClient{Username: "u", Password: "p"}}
 	var buf bytes.Buffer
 	warnRestartOnly(slog.New(slog.NewJSONHandler(&buf, nil)), old, changed)
 	var keys []string

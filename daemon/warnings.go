@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
@@ -43,7 +44,7 @@ func (a *Agent) warnDeclarations(ctx context.Context, force bool) []*config.Prob
 	}
 	a.declWarned = a.declWarned || wl != nil
 	a.mu.Unlock()
-	all := config.Workload{Groups: cfg.Groups, Connectors: cfg.Connectors}
+	all := spec.Workload{Groups: cfg.Groups, Connectors: cfg.Connectors}
 	where := "this file"
 	if wl != nil {
 		// The file's own definitions are the ones in force after this
@@ -53,11 +54,11 @@ func (a *Agent) warnDeclarations(ctx context.Context, force bool) []*config.Prob
 		for _, c := range cfg.Connectors {
 			inFile[c.Name] = true
 		}
-		all.Connectors = append([]config.Connector(nil), all.Connectors...)
+		all.Connectors = append([]spec.Connector(nil), all.Connectors...)
 		stored := wl.Connectors
 		dctx, cancel := context.WithTimeout(ctx, declTimeout)
 		if d, err := a.definitions(dctx, declaredConnectors(cfg.Static)); err == nil && d != nil {
-			stored = append(append([]config.Connector(nil), stored...), d.Connectors...)
+			stored = append(append([]spec.Connector(nil), stored...), d.Connectors...)
 		}
 		cancel()
 		for _, c := range stored {
@@ -80,7 +81,7 @@ const declTimeout = 3 * time.Second
 
 // declaredConnectors is the connector names a [static] table may refer to:
 // its connectors, and the connector part of each task ID
-// ("<connector>-<n>", config.TaskID), without duplicates.
+// ("<connector>-<n>", spec.TaskID), without duplicates.
 func declaredConnectors(st config.Static) []string {
 	seen := map[string]bool{}
 	var out []string

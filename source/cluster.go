@@ -12,7 +12,9 @@ import (
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/retry"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/workload"
 	"github.com/jonboulle/clockwork"
 )
@@ -29,7 +31,7 @@ import (
 // etcd under data_dir.
 type Cluster struct {
 	cfg   *config.Config
-	host  *config.Host
+	host  *host.Host
 	clock clockwork.Clock
 	opts  Options
 	log   *slog.Logger
@@ -61,7 +63,7 @@ type Cluster struct {
 	share     cluster.Share
 	head      cluster.Head
 	confirmed int64
-	workload  *config.Workload // the definitions of the share's jobs; nil: not read yet
+	workload  *spec.Workload // the definitions of the share's jobs; nil: not read yet
 	actions   cluster.Actions
 	// actionsRead is set once the target states have been read: until
 	// then no job is given to the agent, which could otherwise start a
@@ -87,7 +89,7 @@ type Options struct {
 // NewCluster returns the cluster source of the agent file cfg, whose
 // definitions are checked against host. It does no I/O: Connect reaches
 // the store, Join makes the agent a member.
-func NewCluster(cfg *config.Config, host *config.Host, opts Options) *Cluster {
+func NewCluster(cfg *config.Config, host *host.Host, opts Options) *Cluster {
 	c := &Cluster{cfg: cfg, host: host, clock: clockwork.NewRealClock(), opts: opts, log: opts.Log,
 		changed: make(chan struct{}, 1), lost: make(chan Loss), member: memberOf(cfg), state: Joining}
 	if c.log == nil {

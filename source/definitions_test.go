@@ -9,6 +9,7 @@ import (
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/workload"
 )
 
@@ -61,10 +62,10 @@ func TestDefinitionsFollowTheShareRevisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	put := func(kind config.DefKind, name string, body []byte) {
+	put := func(kind spec.DefKind, name string, body []byte) {
 		t.Helper()
 		var err error
-		if kind == config.DefGroup {
+		if kind == spec.DefGroup {
 			err = c.PutGroup(ctx, name, body)
 		} else {
 			err = c.PutConnector(ctx, name, body)
@@ -73,10 +74,10 @@ func TestDefinitionsFollowTheShareRevisions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put(config.DefGroup, "g", groupBody(t, "g", 5))
-	put(config.DefConnector, "a", connBody(t, "a", "g", "1"))
-	put(config.DefConnector, "b", connBody(t, "b", "", "1"))
-	put(config.DefConnector, "other", connBody(t, "other", "", "1"))
+	put(spec.DefGroup, "g", groupBody(t, "g", 5))
+	put(spec.DefConnector, "a", connBody(t, "a", "g", "1"))
+	put(spec.DefConnector, "b", connBody(t, "b", "", "1"))
+	put(spec.DefConnector, "other", connBody(t, "other", "", "1"))
 
 	d := newDefinitions()
 	update := func(what string, sh cluster.Share, wantConns map[string]string, wantGroups map[string]string) {
@@ -104,7 +105,7 @@ func TestDefinitionsFollowTheShareRevisions(t *testing.T) {
 
 	// a changes in the store; until the share names its new revision the
 	// agent keeps what it read (it does not read what it was not told of).
-	put(config.DefConnector, "a", connBody(t, "a", "g", "2"))
+	put(spec.DefConnector, "a", connBody(t, "a", "g", "2"))
 	update("same revisions", cluster.Share{Connectors: map[string]int64{"a": 10, "b": 11}, Groups: map[string]int64{"g": 9}},
 		map[string]string{"a": a1, "b": b1}, map[string]string{"g": g5})
 	a2 := string(connBody(t, "a", "g", "2"))
@@ -112,7 +113,7 @@ func TestDefinitionsFollowTheShareRevisions(t *testing.T) {
 		map[string]string{"a": a2, "b": b1}, map[string]string{"g": g5})
 
 	// The group changes: read again, with the connectors that name it.
-	put(config.DefGroup, "g", groupBody(t, "g", 7))
+	put(spec.DefGroup, "g", groupBody(t, "g", 7))
 	update("g's revision changed", cluster.Share{Connectors: map[string]int64{"a": 12, "b": 11}, Groups: map[string]int64{"g": 13}},
 		map[string]string{"a": a2, "b": b1}, map[string]string{"g": string(groupBody(t, "g", 7))})
 
@@ -122,10 +123,10 @@ func TestDefinitionsFollowTheShareRevisions(t *testing.T) {
 
 	// A share of the single-key layout: revision 0, read every time;
 	// candidate names that are no connector are left out.
-	put(config.DefConnector, "b", connBody(t, "b", "", "3"))
+	put(spec.DefConnector, "b", connBody(t, "b", "", "3"))
 	update("single-key share", cluster.Share{Connectors: map[string]int64{"b": 0, "b-0": 0}},
 		map[string]string{"b": string(connBody(t, "b", "", "3"))}, map[string]string{})
-	put(config.DefConnector, "b", connBody(t, "b", "", "4"))
+	put(spec.DefConnector, "b", connBody(t, "b", "", "4"))
 	update("single-key share again", cluster.Share{Connectors: map[string]int64{"b": 0, "b-0": 0}},
 		map[string]string{"b": string(connBody(t, "b", "", "4"))}, map[string]string{})
 }

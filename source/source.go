@@ -8,6 +8,7 @@ import (
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // Desired is what a Source says this agent must run.
@@ -22,7 +23,7 @@ type Desired struct {
 	// Workload holds the definitions of this agent's jobs (their
 	// connectors and sharing groups), not the whole cluster's; nil: none
 	// known yet. The whole stored workload is Source.Workload.
-	Workload *config.Workload
+	Workload *spec.Workload
 	// Targets maps a connector to the target state an operator set (pause,
 	// resume, stop); a connector absent here runs.
 	Targets map[string]cluster.Target

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/plan"
 )
 
@@ -24,7 +24,7 @@ import (
 
 // hold records job j as Held by its connector's target t: no worker, no
 // cgroup, no claim (the pass stopped whatever ran before).
-func (e *executor) hold(j config.Job, t cluster.Target) {
+func (e *executor) hold(j spec.Job, t cluster.Target) {
 	e.tbl.mu.Lock()
 	defer e.tbl.mu.Unlock()
 	if cur := e.tbl.jobs[j.ID]; cur != nil && cur.phase == plan.Held {
@@ -39,23 +39,23 @@ func (e *executor) hold(j config.Job, t cluster.Target) {
 // finishActions logs what the pass changed, one line per connector and
 // target state with who asked, one per restart request decided or carried
 // out, and removes the handled requests from the store.
-func (e *executor) finishActions(ctx context.Context, d source.Desired, want map[string]config.Job, p plan.Plan) {
+func (e *executor) finishActions(ctx context.Context, d source.Desired, want map[string]spec.Job, p plan.Plan) {
 	for _, n := range p.Notes {
 		r := n.Request
 		e.log.Info(n.Msg, "job_id", r.Job, "by", r.By, "requested_at", r.At.Format(time.RFC3339), "only_failed", r.OnlyFailed, "connector", r.Connector)
 	}
 	type change struct {
 		connector string
-		state     config.TargetState
+		state     spec.TargetState
 	}
 	changed := map[change][]string{}
 	for id, j := range want {
-		now := config.TargetRunning
+		now := spec.TargetRunning
 		if t, ok := p.Held[id]; ok {
 			now = t.State
 		}
 		was := p.Before[id]
-		if now == was || (now == config.TargetRunning && (was == "" || was == config.TargetRunning)) {
+		if now == was || (now == spec.TargetRunning && (was == "" || was == spec.TargetRunning)) {
 			continue
 		}
 		k := change{j.Connector, now}
@@ -73,7 +73,7 @@ func (e *executor) finishActions(ctx context.Context, d source.Desired, want map
 		sort.Strings(jobs)
 		t := plan.TargetOf(d.Targets, k.connector)
 		msg := "connector " + string(k.state) + ": its jobs here stopped, their cgroups removed"
-		if k.state == config.TargetRunning {
+		if k.state == spec.TargetRunning {
 			msg = "connector resumed: its jobs here start"
 		}
 		e.log.Info(msg, "connector", k.connector, "jobs", strings.Join(jobs, ","), "by", t.By, "requested_at", t.At.Format(time.RFC3339))

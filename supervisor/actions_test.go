@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 )
 
@@ -33,7 +33,7 @@ func TestPauseFreesResourcesAndResumeRestarts(t *testing.T) {
 	fa.src.assign(workloadOf(sleeper("p", limits.Limits{Memory: 32 << 20})))
 	first := fa.waitJob(t, "p", "p running", running)
 
-	if err := fa.SetTarget(context.Background(), "p", config.TargetPaused, "test"); err != nil {
+	if err := fa.SetTarget(context.Background(), "p", spec.TargetPaused, "test"); err != nil {
 		t.Fatal(err)
 	}
 	j := fa.waitJob(t, "p", "p paused", func(j apiJobView) bool { return j.ok && j.State == worker.Paused })
@@ -51,7 +51,7 @@ func TestPauseFreesResourcesAndResumeRestarts(t *testing.T) {
 	}
 	claims := fa.src.count(fa.src.claims, "p")
 
-	if err := fa.SetTarget(context.Background(), "p", config.TargetRunning, "test"); err != nil {
+	if err := fa.SetTarget(context.Background(), "p", spec.TargetRunning, "test"); err != nil {
 		t.Fatal(err)
 	}
 	fa.waitJob(t, "p", "p running again", func(j apiJobView) bool { return running(j) && j.PID != first.PID })
@@ -59,7 +59,7 @@ func TestPauseFreesResourcesAndResumeRestarts(t *testing.T) {
 		t.Errorf("resume claimed %d times, want 1", n-claims)
 	}
 
-	if err := fa.SetTarget(context.Background(), "p", config.TargetStopped, "test"); err != nil {
+	if err := fa.SetTarget(context.Background(), "p", spec.TargetStopped, "test"); err != nil {
 		t.Fatal(err)
 	}
 	fa.waitJob(t, "p", "p stopped", func(j apiJobView) bool {
@@ -104,7 +104,7 @@ func TestRestartRequestCarriedOutOnce(t *testing.T) {
 // dropped.
 func TestRestartOnlyFailed(t *testing.T) {
 	fa := runFakeAgent(t)
-	dead := config.Connector{Name: "dead", Run: &config.Process{Command: []string{"/bin/sh", "-c", "exit 3"}, Restart: config.RestartNever}}
+	dead := spec.Connector{Name: "dead", Run: &spec.Process{Command: []string{"/bin/sh", "-c", "exit 3"}, Restart: spec.RestartNever}}
 	fa.src.assign(workloadOf(sleeper("alive", limits.Limits{}), dead))
 	alive := fa.waitJob(t, "alive", "alive running", running)
 	fa.waitJob(t, "dead", "dead exited", func(j apiJobView) bool { return j.ok && j.State == worker.Exited })
@@ -130,7 +130,7 @@ func TestRestartOnlyFailed(t *testing.T) {
 	})
 
 	// A paused connector's restart request is handled without a restart.
-	if err := fa.SetTarget(context.Background(), "alive", config.TargetPaused, "test"); err != nil {
+	if err := fa.SetTarget(context.Background(), "alive", spec.TargetPaused, "test"); err != nil {
 		t.Fatal(err)
 	}
 	fa.waitJob(t, "alive", "alive paused", func(j apiJobView) bool { return j.ok && j.State == worker.Paused })

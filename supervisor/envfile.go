@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/plan"
 )
 
@@ -14,7 +14,7 @@ import (
 // sees a changed file. It returns, by job ID, why a job's file could not
 // be read: such a job is not started, and a running one keeps its previous
 // definition (Host.CheckJob checks the env_file too).
-func (e *executor) resolveEnvFiles(want map[string]config.Job) map[string]error {
+func (e *executor) resolveEnvFiles(want map[string]spec.Job) map[string]error {
 	var errs map[string]error
 	for id, j := range want {
 		if j.Process.EnvFile == "" {
@@ -41,7 +41,7 @@ func (e *executor) resolveEnvFiles(want map[string]config.Job) map[string]error 
 // be read: no claim is taken, no cgroup made; it is tried again on reload
 // or when its definition changes. A claim cur held is kept with the job
 // (released when the job stops).
-func (e *executor) envFailed(cur *job, j config.Job, err error) {
+func (e *executor) envFailed(cur *job, j spec.Job, err error) {
 	nj := &job{spec: j, phase: plan.Failed, err: fmt.Sprintf("start: %v", err), permanent: true}
 	if cur != nil {
 		nj.claimed = cur.claimed

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 )
 
@@ -47,8 +47,8 @@ func TestEnvFile(t *testing.T) {
 		}
 	}
 	write("SECRET=one\nSHARED=from-file\n", 0o644)
-	wl := workloadOf(config.Connector{Name: "sec", Run: &config.Process{
-		Command: []string{"/bin/sleep", "1000"}, Restart: config.RestartNever,
+	wl := workloadOf(spec.Connector{Name: "sec", Run: &spec.Process{
+		Command: []string{"/bin/sleep", "1000"}, Restart: spec.RestartNever,
 		Env: map[string]string{"SHARED": "from-env", "PLAIN": "p"}, EnvFile: file,
 	}})
 	fa.src.assign(wl)

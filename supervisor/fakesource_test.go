@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/spec"
 )
 
 var _ source.Source = (*fakeSource)(nil)
@@ -35,7 +35,7 @@ func newFakeSource() *fakeSource {
 }
 
 // assign makes the source want exactly the jobs of wl (generation +1).
-func (f *fakeSource) assign(wl *config.Workload) {
+func (f *fakeSource) assign(wl *spec.Workload) {
 	f.mu.Lock()
 	var ids []string
 	for _, j := range wl.Jobs(0) {

@@ -8,11 +8,12 @@ import (
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 )
 
 // reconcileGroups makes or updates in place the parent cgroup of every
 // sharing group that has a job in want, with the group's limits.
-func (e *executor) reconcileGroups(wl *config.Workload, want map[string]config.Job) {
+func (e *executor) reconcileGroups(wl *spec.Workload, want map[string]spec.Job) {
 	used := map[string]bool{}
 	for _, j := range want {
 		if j.Group != "" {
@@ -64,13 +65,13 @@ func (e *executor) reconcileGroups(wl *config.Workload, want map[string]config.J
 		}
 		cur.res = res
 		e.log.Info("group limits updated in place", "group", g.Name,
-			"changes", changeList(config.DiffJobs(config.Job{Process: config.Process{Limits: old}}, config.Job{Process: config.Process{Limits: g.Limits}})))
+			"changes", changeList(config.DiffJobs(spec.Job{Process: spec.Process{Limits: old}}, spec.Job{Process: spec.Process{Limits: g.Limits}})))
 	}
 }
 
 // removeUnusedGroups removes the cgroup of every sharing group with no job
 // in want.
-func (e *executor) removeUnusedGroups(want map[string]config.Job) {
+func (e *executor) removeUnusedGroups(want map[string]spec.Job) {
 	used := map[string]bool{}
 	for _, j := range want {
 		used[j.Group] = true

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 )
 
 // TestNewDefinitionThatCannotStartKeepsRunning (failure case C20): a
@@ -43,7 +43,7 @@ func TestNewDefinitionThatCannotStartKeepsRunning(t *testing.T) {
 	blocked(`user: "berth-no-such-user" does not resolve on this host`)
 
 	prog := filepath.Join(t.TempDir(), "later")
-	noProg := config.Connector{Name: "a", Run: &config.Process{Command: []string{prog}, Restart: config.RestartNever}}
+	noProg := spec.Connector{Name: "a", Run: &spec.Process{Command: []string{prog}, Restart: spec.RestartNever}}
 	fa.src.assign(workloadOf(noProg))
 	blocked("command[0]: program not found on this host")
 	if _, pending := fa.tbl.nextRetry(); !pending {

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 )
 
@@ -51,14 +51,14 @@ func TestRestartAndStopTimeoutApplyInPlace(t *testing.T) {
 	}
 
 	changed := sleeper("a", limits.Limits{})
-	changed.Run.Restart = config.RestartAlways
+	changed.Run.Restart = spec.RestartAlways
 	changed.Run.StopTimeout = 7 * time.Second
 	fa.src.assign(workloadOf(changed))
 	testutil.Eventually(t, 20*time.Second, "new restart policy and stop timeout in force", func() bool {
 		fa.tbl.mu.RLock()
 		defer fa.tbl.mu.RUnlock()
 		j := fa.tbl.jobs["a"]
-		return j != nil && j.spec.Process.Restart == config.RestartAlways && j.spec.Process.StopTimeout == 7*time.Second
+		return j != nil && j.spec.Process.Restart == spec.RestartAlways && j.spec.Process.StopTimeout == 7*time.Second
 	})
 	if j, _ := fa.Job("a"); j.PID != first.PID || j.State != worker.Running {
 		t.Fatalf("restart/stop_timeout change: state %s pid %d, want running pid %d (kept)", j.State, j.PID, first.PID)
@@ -100,10 +100,10 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 	}
 	var logs testutil.SyncBuffer
 	fa := runFakeAgentWith(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	hog := func(l limits.Limits) *config.Workload {
-		return workloadOf(config.Connector{Name: "m", Run: &config.Process{
+	hog := func(l limits.Limits) *spec.Workload {
+		return workloadOf(spec.Connector{Name: "m", Run: &spec.Process{
 			Command: []string{"/usr/bin/python3", "-c", "import signal, time\nb = [b'x' * (48 << 20)]\nsignal.signal(signal.SIGUSR1, lambda *_: b.clear())\nwhile True: time.sleep(1000)"},
-			Restart: config.RestartNever, Limits: l}})
+			Restart: spec.RestartNever, Limits: l}})
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("needs /usr/bin/python3 to hold anonymous memory")

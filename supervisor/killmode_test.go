@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 )
 
@@ -23,7 +23,7 @@ func TestKillModeAndSignalApplyInPlace(t *testing.T) {
 	fa := runFakeAgentWith(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	fa.src.assign(workloadOf(sleeper("a", limits.Limits{})))
 	first := fa.waitJob(t, "a", "a running", running)
-	inForce := func(mode config.KillMode, sig config.Signal) func() bool {
+	inForce := func(mode spec.KillMode, sig spec.Signal) func() bool {
 		return func() bool {
 			fa.tbl.mu.RLock()
 			defer fa.tbl.mu.RUnlock()
@@ -31,7 +31,7 @@ func TestKillModeAndSignalApplyInPlace(t *testing.T) {
 			return j != nil && j.spec.Process.KillMode == mode && j.spec.Process.KillSignal == sig
 		}
 	}
-	testutil.Eventually(t, 20*time.Second, "the defaults in force", inForce(config.DefaultKillMode, config.DefaultKillSignal))
+	testutil.Eventually(t, 20*time.Second, "the defaults in force", inForce(spec.DefaultKillMode, spec.DefaultKillSignal))
 
 	body, err := os.ReadFile(fa.path)
 	if err != nil {
@@ -43,12 +43,12 @@ func TestKillModeAndSignalApplyInPlace(t *testing.T) {
 	if err := fa.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 20*time.Second, "inherited kill_mode mixed in force", inForce(config.KillMixed, config.DefaultKillSignal))
+	testutil.Eventually(t, 20*time.Second, "inherited kill_mode mixed in force", inForce(spec.KillMixed, spec.DefaultKillSignal))
 
 	changed := sleeper("a", limits.Limits{})
 	changed.Run.KillSignal = "SIGINT"
 	fa.src.assign(workloadOf(changed))
-	testutil.Eventually(t, 20*time.Second, "kill_signal SIGINT in force", inForce(config.KillMixed, "SIGINT"))
+	testutil.Eventually(t, 20*time.Second, "kill_signal SIGINT in force", inForce(spec.KillMixed, "SIGINT"))
 	if j, _ := fa.Job("a"); j.PID != first.PID || j.State != worker.Running {
 		t.Fatalf("kill_mode/kill_signal change: state %s pid %d, want running pid %d (kept)", j.State, j.PID, first.PID)
 	}

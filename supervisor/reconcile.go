@@ -46,12 +46,12 @@ type executor struct {
 }
 
 // wanted is the assignment's jobs that have a definition, by ID.
-func wanted(d source.Desired, defaults spec.ProcessDefaults) map[string]config.Job {
-	want := map[string]config.Job{}
+func wanted(d source.Desired, defaults spec.ProcessDefaults) map[string]spec.Job {
+	want := map[string]spec.Job{}
 	if d.Workload == nil {
 		return want
 	}
-	defs := map[string]config.Job{}
+	defs := map[string]spec.Job{}
 	for _, j := range d.Workload.JobsWithDefaults(defaults) {
 		defs[j.ID] = j
 	}
@@ -79,7 +79,7 @@ func (e *executor) reconcile(ctx context.Context, cfg *config.Config, desired so
 // stop (all at once), make the sharing groups' cgroups, hold, start (claims
 // in batches, then cgroups and workers), update in place, remove unused
 // group cgroups, then log and remove the handled restart requests.
-func (e *executor) execute(ctx context.Context, cfg *config.Config, desired source.Desired, want map[string]config.Job, p plan.Plan) {
+func (e *executor) execute(ctx context.Context, cfg *config.Config, desired source.Desired, want map[string]spec.Job, p plan.Plan) {
 	blocked := map[string]bool{}
 	for _, b := range p.Block {
 		blocked[b.ID] = true
@@ -110,7 +110,7 @@ func (e *executor) execute(ctx context.Context, cfg *config.Config, desired sour
 	}
 	_ = e.stopJobs(stop, cfg.Agent.StopTimeout)
 
-	run := map[string]config.Job{} // the wanted jobs that may run
+	run := map[string]spec.Job{} // the wanted jobs that may run
 	for id, j := range want {
 		if _, held := p.Held[id]; !held {
 			run[id] = j
@@ -147,7 +147,7 @@ func (e *executor) execute(ctx context.Context, cfg *config.Config, desired sour
 // start on this host (err), reports why (log once per reason, status,
 // berth_job_update_blocked) and checks again with backoff: the missing
 // user, program or directory may appear without any change of definition.
-func (e *executor) block(j *job, nj config.Job, err error) {
+func (e *executor) block(j *job, nj spec.Job, err error) {
 	msg := fmt.Sprintf("new definition cannot start on this host, the previous one keeps running: %v", err)
 	e.tbl.mu.Lock()
 	changed := j.blocked != msg
@@ -183,7 +183,7 @@ func changeList(cs []config.Change) string {
 }
 
 // cgroupPath is the job's cgroup as /proc/PID/cgroup names it.
-func (e *executor) cgroupPath(j config.Job) string {
+func (e *executor) cgroupPath(j spec.Job) string {
 	return path.Join("/", e.hier.Root(), cgroup.JobRel(j.ID, j.Group))
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 	"github.com/jonboulle/clockwork"
 )
@@ -112,7 +113,7 @@ func (fa *fakeAgent) Reload(ctx context.Context) error {
 }
 
 // SetTarget stores a connector's target state in the fake store.
-func (fa *fakeAgent) SetTarget(ctx context.Context, connector string, st config.TargetState, by string) error {
+func (fa *fakeAgent) SetTarget(ctx context.Context, connector string, st spec.TargetState, by string) error {
 	return fa.src.SetTarget(ctx, connector, cluster.Target{State: st, By: by, At: fa.clock.Now()})
 }
 
@@ -129,12 +130,12 @@ func (fa *fakeAgent) updateBlocked(id string) bool {
 }
 
 // sleeper is a connector whose own job sleeps, with limits l.
-func sleeper(name string, l limits.Limits, args ...string) config.Connector {
+func sleeper(name string, l limits.Limits, args ...string) spec.Connector {
 	cmd := append([]string{"/bin/sleep", "1000"}, args...)
-	return config.Connector{Name: name, Run: &config.Process{Command: cmd, Restart: config.RestartNever, Limits: l}}
+	return spec.Connector{Name: name, Run: &spec.Process{Command: cmd, Restart: spec.RestartNever, Limits: l}}
 }
 
-func workloadOf(cs ...config.Connector) *config.Workload { return &config.Workload{Connectors: cs} }
+func workloadOf(cs ...spec.Connector) *spec.Workload { return &spec.Workload{Connectors: cs} }
 
 // job returns the agent's view of job id, polling until cond holds.
 func (fa *fakeAgent) waitJob(t *testing.T, id, what string, cond func(j apiJobView) bool) apiJobView {

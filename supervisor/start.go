@@ -11,6 +11,7 @@ import (
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/retry"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/plan"
 	"github.com/berthd/berth/worker"
 )
@@ -34,7 +35,7 @@ const claimBatch = 127
 // startParallel at a time (startJob). A claim held by another member
 // leaves its job Waiting; a claim that could not be taken (the store
 // failed) is retried with backoff.
-func (e *executor) startJobs(ctx context.Context, cfg *config.Config, js []config.Job) {
+func (e *executor) startJobs(ctx context.Context, cfg *config.Config, js []spec.Job) {
 	if len(js) == 0 {
 		return
 	}
@@ -87,7 +88,7 @@ type claim struct {
 // backoff, a permanent one (the kernel refuses a limit, a device is gone)
 // only on reload or when the definition changes. Neither stops the agent.
 // The caller holds fenceMu shared.
-func (e *executor) startJob(ctx context.Context, cfg *config.Config, j config.Job, c claim) {
+func (e *executor) startJob(ctx context.Context, cfg *config.Config, j spec.Job, c claim) {
 	nj := &job{spec: j}
 	switch {
 	case c.err != nil:
@@ -158,7 +159,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j config.Jo
 }
 
 // workerSpec is the worker of job j in cgroup g.
-func (e *executor) workerSpec(cfg *config.Config, j config.Job, g *cgroup.Group) worker.Spec {
+func (e *executor) workerSpec(cfg *config.Config, j spec.Job, g *cgroup.Group) worker.Spec {
 	stop := cfg.Agent.StopTimeout
 	if j.Process.StopTimeout > 0 {
 		stop = j.Process.StopTimeout

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/plan"
 	"github.com/berthd/berth/worker"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -26,7 +26,7 @@ var transitions = map[plan.Phase][]plan.Phase{
 // and what the phase carries. Fields other than spec, phase and the
 // notes are set once when the job's entry is made.
 type job struct {
-	spec  config.Job
+	spec  spec.Job
 	phase plan.Phase
 	// err says why a Failed or Waiting job is not running (its cgroup could
 	// not be made, its limits not resolved, its claim not taken);
@@ -41,7 +41,7 @@ type job struct {
 	// released only when no process of the job is left.
 	claimed bool
 	// target is a Held job's target state, with who set it and when.
-	target config.TargetState
+	target spec.TargetState
 	heldBy string
 	heldAt time.Time
 
@@ -79,7 +79,7 @@ func (j *job) status() (worker.Status, string) {
 		return worker.Status{State: worker.Restarting}, "restart requested"
 	case plan.Held:
 		st := worker.Stopped
-		if j.target == config.TargetPaused {
+		if j.target == spec.TargetPaused {
 			st = worker.Paused
 		}
 		return worker.Status{State: st}, heldReason(string(j.target), j.heldBy, j.heldAt)

@@ -10,6 +10,7 @@ import (
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/plan"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -25,11 +26,11 @@ import (
 // berth_job_update_blocked, one log line per new reason) and tried again
 // at each reconcile, and with backoff meanwhile, until the kernel accepts
 // them (the job's usage fell) or a later definition changes them.
-func (e *executor) updateJob(cur *job, nj config.Job) {
+func (e *executor) updateJob(cur *job, nj spec.Job) {
 	if op, np := cur.spec.Process, nj.Process; cur.w != nil && (op.Restart != np.Restart || op.StopTimeout != np.StopTimeout ||
 		op.KillMode != np.KillMode || op.KillSignal != np.KillSignal) {
 		cur.w.Retune(np.Restart, np.StopTimeout, np.KillMode, np.KillSignal.Number())
-		var o, n config.Job
+		var o, n spec.Job
 		o.Process.Restart, o.Process.StopTimeout, o.Process.KillMode, o.Process.KillSignal = op.Restart, op.StopTimeout, op.KillMode, op.KillSignal
 		n.Process.Restart, n.Process.StopTimeout, n.Process.KillMode, n.Process.KillSignal = np.Restart, np.StopTimeout, np.KillMode, np.KillSignal
 		e.log.Info("job restart policy and stop timeout updated in place; they apply at its next exit or stop",

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/plan"
 	"github.com/berthd/berth/worker"
 )
@@ -18,7 +18,7 @@ import (
 // metrics adapt from.
 type JobView struct {
 	// Spec is the definition in force for the job.
-	Spec config.Job
+	Spec spec.Job
 	// Phase is where the job stands; Status its worker's state (or a state
 	// named for the phase when it has no worker) and Reason why it is not
 	// running, "" when it is.

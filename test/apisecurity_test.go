@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -83,7 +83,7 @@ func (s *secureAPI) agentKeys() string {
 // not "".
 func (s *secureAPI) client(t *testing.T, cert bool, password string) *http.Client {
 	t.Helper()
-	auth := config.APIClient{TLS: config.TLS{CA: s.ca.File}}
+	auth := spec.APIClient{TLS: spec.TLS{CA: s.ca.File}}
 	if cert {
 		auth.TLS.Cert, auth.TLS.Key = s.cert, s.key
 	}

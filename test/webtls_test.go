@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 )
 
 // C28 (docs/cases.md): TLS switched in the web configuration while the
@@ -44,7 +44,7 @@ func TestC28WebConfigTLSSwitchedAtRuntime(t *testing.T) {
 	e.start()
 
 	plain := &http.Client{Timeout: 5 * time.Second}
-	secure, err := api.NewClientFor(e.addr, config.APIClient{TLS: config.TLS{CA: ca.File}}, true)
+	secure, err := api.NewClientFor(e.addr, spec.APIClient{TLS: spec.TLS{CA: ca.File}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	jobspec "github.com/berthd/berth/spec"
 	"golang.org/x/sys/unix"
 )
 
@@ -86,7 +86,7 @@ func TestStopMixedKillsRestWhenMainExits(t *testing.T) {
 	dir := t.TempDir()
 	spec := flushers(g, dir)
 	spec.StopTimeout = time.Minute
-	spec.KillMode = config.KillMixed
+	spec.KillMode = jobspec.KillMixed
 	log := stopFlushers(t, spec)
 	if got := markers(dir); len(got) != 0 {
 		t.Errorf("markers %v, want none: the children were to be SIGKILLed, never signalled\n%s", got, log)
@@ -104,7 +104,7 @@ func TestStopProcessLeavesOthersUntilGrace(t *testing.T) {
 	dir := t.TempDir()
 	spec := flushers(g, dir)
 	spec.StopTimeout = time.Second
-	spec.KillMode = config.KillProcess
+	spec.KillMode = jobspec.KillProcess
 	log := stopFlushers(t, spec)
 	if got := markers(dir); len(got) != 0 {
 		t.Errorf("markers %v, want none: the children were never signalled\n%s", got, log)
@@ -128,11 +128,11 @@ func TestKillSignal(t *testing.T) {
 		name   string
 		sig    unix.Signal
 		retune bool
-		mode   config.KillMode
+		mode   jobspec.KillMode
 		trap   string
 	}{
-		{"SIGINT to the cgroup", unix.SIGINT, false, config.KillControlGroup, "INT"},
-		{"SIGUSR1 to the main process after Retune", unix.SIGUSR1, true, config.KillMixed, "USR1"},
+		{"SIGINT to the cgroup", unix.SIGINT, false, jobspec.KillControlGroup, "INT"},
+		{"SIGUSR1 to the main process after Retune", unix.SIGUSR1, true, jobspec.KillMixed, "USR1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_ = os.Remove(marker)
@@ -147,7 +147,7 @@ func TestKillSignal(t *testing.T) {
 			pid := waitRunning(t, w)
 			testutil.Eventually(t, 30*time.Second, "the loop", func() bool { return len(descendants(pid)) > 0 })
 			if c.retune {
-				w.Retune(config.RestartNever, time.Minute, c.mode, c.sig)
+				w.Retune(jobspec.RestartNever, time.Minute, c.mode, c.sig)
 			}
 			if err := w.Stop(context.Background()); err != nil {
 				t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 )
 
 // Apply makes the workload stored through c match defs, as the operator's
@@ -29,7 +31,7 @@ import (
 // the validator, a store error). A connector or group deleted meanwhile by
 // someone else is not an error. It returns NewPlan's errors with the
 // zero Plan, having written nothing.
-func Apply(ctx context.Context, c *store.Store, defs *config.Defs, prune bool, host *config.Host) (Plan, error) {
+func Apply(ctx context.Context, c *store.Store, defs *config.Defs, prune bool, host *host.Host) (Plan, error) {
 	plan, err := NewPlan(ctx, c, defs, prune, host)
 	if err != nil {
 		return Plan{}, err
@@ -42,14 +44,14 @@ func Apply(ctx context.Context, c *store.Store, defs *config.Defs, prune bool, h
 	for _, id := range plan.Adopted {
 		isAdopted[id] = true
 	}
-	put := func(kind config.DefKind) error {
+	put := func(kind spec.DefKind) error {
 		for _, id := range append(append(append([]string{}, plan.Created...), plan.Updated...), plan.Adopted...) {
 			k, name, _ := strings.Cut(id, "/")
-			if config.DefKind(k) != kind {
+			if spec.DefKind(k) != kind {
 				continue
 			}
 			var err error
-			if kind == config.DefGroup {
+			if kind == spec.DefGroup {
 				err = c.PutGroup(ctx, name, defs.Groups[name])
 			} else {
 				err = c.PutConnector(ctx, name, defs.Connectors[name])
@@ -67,14 +69,14 @@ func Apply(ctx context.Context, c *store.Store, defs *config.Defs, prune bool, h
 		}
 		return nil
 	}
-	del := func(kind config.DefKind) error {
+	del := func(kind spec.DefKind) error {
 		for _, id := range plan.Deleted {
 			k, name, _ := strings.Cut(id, "/")
-			if config.DefKind(k) != kind {
+			if spec.DefKind(k) != kind {
 				continue
 			}
 			var err error
-			if kind == config.DefGroup {
+			if kind == spec.DefGroup {
 				err = c.DeleteGroup(ctx, name)
 			} else {
 				err = c.DeleteConnector(ctx, name)
@@ -87,10 +89,10 @@ func Apply(ctx context.Context, c *store.Store, defs *config.Defs, prune bool, h
 		return nil
 	}
 	for _, step := range []func() error{
-		func() error { return del(config.DefConnector) },
-		func() error { return put(config.DefGroup) },
-		func() error { return put(config.DefConnector) },
-		func() error { return del(config.DefGroup) },
+		func() error { return del(spec.DefConnector) },
+		func() error { return put(spec.DefGroup) },
+		func() error { return put(spec.DefConnector) },
+		func() error { return del(spec.DefGroup) },
 	} {
 		if err := step(); err != nil {
 			return done, err

@@ -7,6 +7,8 @@ import (
 
 	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 )
 
 // ApplyFile stores the [[connector]] and [[group]] blocks of agent's own
@@ -25,7 +27,7 @@ import (
 // wrote (Created, Updated, Unchanged, Deleted, Released, Kept) and, after
 // a store error or a refusal by the validator, the error naming the
 // definition, with the Plan of what was written before it.
-func ApplyFile(ctx context.Context, c *store.Store, defs *config.Defs, agent string, host *config.Host) (Plan, error) {
+func ApplyFile(ctx context.Context, c *store.Store, defs *config.Defs, agent string, host *host.Host) (Plan, error) {
 	var p Plan
 	conns, err := c.Connectors(ctx)
 	if err != nil {
@@ -35,9 +37,9 @@ func ApplyFile(ctx context.Context, c *store.Store, defs *config.Defs, agent str
 	if err != nil {
 		return p, fmt.Errorf("apply %s's file: %w", agent, err)
 	}
-	owned := map[config.DefKind][]string{}
-	owners := map[config.DefKind]map[string][]string{}
-	for _, kind := range []config.DefKind{config.DefConnector, config.DefGroup} {
+	owned := map[spec.DefKind][]string{}
+	owners := map[spec.DefKind]map[string][]string{}
+	for _, kind := range []spec.DefKind{spec.DefConnector, spec.DefGroup} {
 		if owned[kind], err = c.FileDefs(ctx, kind, agent); err != nil {
 			return p, fmt.Errorf("apply %s's file: %w", agent, err)
 		}
@@ -45,22 +47,22 @@ func ApplyFile(ctx context.Context, c *store.Store, defs *config.Defs, agent str
 			return p, fmt.Errorf("apply %s's file: %w", agent, err)
 		}
 	}
-	want := map[config.DefKind]map[string][]byte{config.DefConnector: defs.Connectors, config.DefGroup: defs.Groups}
-	have := map[config.DefKind]map[string][]byte{config.DefConnector: conns, config.DefGroup: groups}
+	want := map[spec.DefKind]map[string][]byte{spec.DefConnector: defs.Connectors, spec.DefGroup: defs.Groups}
+	have := map[spec.DefKind]map[string][]byte{spec.DefConnector: conns, spec.DefGroup: groups}
 
 	// The stored workload after the writes: the file's definitions put,
 	// the ones only this file held deleted.
-	after := map[config.DefKind]map[string][]byte{}
+	after := map[spec.DefKind]map[string][]byte{}
 	for kind := range want {
 		after[kind] = merged(have[kind], want[kind], false)
 	}
-	release := map[config.DefKind][]string{}
-	for _, kind := range []config.DefKind{config.DefConnector, config.DefGroup} {
+	release := map[spec.DefKind][]string{}
+	for _, kind := range []spec.DefKind{spec.DefConnector, spec.DefGroup} {
 		for _, name := range owned[kind] {
 			if _, still := want[kind][name]; still {
 				continue
 			}
-			if kind == config.DefGroup && groupInUse(after[config.DefConnector], name, host) {
+			if kind == spec.DefGroup && groupInUse(after[spec.DefConnector], name, host) {
 				p.Kept = append(p.Kept, string(kind)+"/"+name)
 				continue
 			}
@@ -70,12 +72,12 @@ func ApplyFile(ctx context.Context, c *store.Store, defs *config.Defs, agent str
 			}
 		}
 	}
-	if err := checkAfter(conns, groups, after[config.DefConnector], after[config.DefGroup], host); err != nil {
+	if err := checkAfter(conns, groups, after[spec.DefConnector], after[spec.DefGroup], host); err != nil {
 		return p, err
 	}
 
 	done := Plan{Kept: p.Kept}
-	give := func(kind config.DefKind) error {
+	give := func(kind spec.DefKind) error {
 		for _, name := range release[kind] {
 			deleted, err := c.ReleaseFileDef(ctx, kind, name, agent)
 			if err != nil {
@@ -89,7 +91,7 @@ func ApplyFile(ctx context.Context, c *store.Store, defs *config.Defs, agent str
 		}
 		return nil
 	}
-	put := func(kind config.DefKind) error {
+	put := func(kind spec.DefKind) error {
 		for _, name := range sortedKeys(want[kind]) {
 			id := string(kind) + "/" + name
 			old, existed := have[kind][name]
@@ -108,10 +110,10 @@ func ApplyFile(ctx context.Context, c *store.Store, defs *config.Defs, agent str
 		return nil
 	}
 	for _, step := range []func() error{
-		func() error { return give(config.DefConnector) },
-		func() error { return put(config.DefGroup) },
-		func() error { return put(config.DefConnector) },
-		func() error { return give(config.DefGroup) },
+		func() error { return give(spec.DefConnector) },
+		func() error { return put(spec.DefGroup) },
+		func() error { return put(spec.DefConnector) },
+		func() error { return give(spec.DefGroup) },
 	} {
 		if err := step(); err != nil {
 			return done, err
@@ -122,9 +124,9 @@ func ApplyFile(ctx context.Context, c *store.Store, defs *config.Defs, agent str
 
 // groupInUse reports whether a stored connector (bodies by name) names
 // group.
-func groupInUse(conns map[string][]byte, group string, host *config.Host) bool {
+func groupInUse(conns map[string][]byte, group string, host *host.Host) bool {
 	for name, body := range conns {
-		k, err := config.ParseConnector(defFile(config.DefConnector, name), body, host.LimitsOnly())
+		k, err := config.ParseConnector(defFile(spec.DefConnector, name), body, host.LimitsOnly())
 		if err == nil && k.Group == group {
 			return true
 		}

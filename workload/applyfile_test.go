@@ -10,6 +10,7 @@ import (
 	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/spec"
 )
 
 // connBlock is one [[connector]] block with its own job.
@@ -76,7 +77,7 @@ func TestApplyFileOwnership(t *testing.T) {
 	// Agent A's file creates a and b.
 	applyFile("A creates", file("A", connBlock("a", ""), connBlock("b", "")), "A",
 		Plan{Created: []string{"connector/a", "connector/b"}})
-	if got, _ := c.FileDefs(ctx, config.DefConnector, "A"); strings.Join(got, ",") != "a,b" {
+	if got, _ := c.FileDefs(ctx, spec.DefConnector, "A"); strings.Join(got, ",") != "a,b" {
 		t.Fatalf("FileDefs(A) = %v", got)
 	}
 	// b leaves A's file: deleted.
@@ -136,7 +137,7 @@ func TestApplyFileOwnership(t *testing.T) {
 	if conns, _ := stored(); conns["a"] == nil {
 		t.Fatal("an agent deleted a connector that berth apply adopted")
 	}
-	if owners, _ := c.FileOwners(ctx, config.DefConnector); len(owners) != 0 {
+	if owners, _ := c.FileOwners(ctx, spec.DefConnector); len(owners) != 0 {
 		t.Errorf("file owners of connectors left: %v", owners)
 	}
 	// Once e is gone, A gives g up for good.

@@ -3,7 +3,7 @@
 //
 // It validates every definition before the
 // store keeps it (Validator), reads the stored definitions back into a
-// validated config.Workload that leaves out only the definitions that are
+// validated spec.Workload that leaves out only the definitions that are
 // broken (Parse), and computes and applies the change that makes the store
 // match a file (Plan, Apply) in an order that never shows an agent a
 // connector whose group is missing. `berth apply` and the agent (which

@@ -6,13 +6,15 @@ import (
 	"sort"
 
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 )
 
 // DefinitionError is one stored definition that Parse left out of
 // the workload, and why.
 type DefinitionError struct {
-	// Kind is config.DefConnector or config.DefGroup.
-	Kind config.DefKind
+	// Kind is spec.DefConnector or spec.DefGroup.
+	Kind spec.DefKind
 	// Name is the definition's key in the store.
 	Name string
 	// Err is the parser's *config.Problems (the body itself is invalid), a
@@ -31,7 +33,7 @@ func (e *DefinitionError) Unwrap() error { return e.Err }
 
 // Parse turns the stored workload (bodies by name, as
 // store.Store.Connectors and Groups return them) back into a validated
-// config.Workload, checked against host's limits facts (host.LimitsOnly():
+// spec.Workload, checked against host's limits facts (host.LimitsOnly():
 // a definition is not left out because its user or program is missing
 // here; the agent checks that before it starts or replaces a job): groups
 // and connectors each sorted by name.
@@ -43,35 +45,35 @@ func (e *DefinitionError) Unwrap() error { return e.Err }
 // is left out when its body does not parse (config.ParseGroup /
 // ParseConnector: wrong key, bad unit, a device missing on this host), when
 // its name key differs from its store key, or when, with the rest, it breaks
-// a rule of config.Workload.Validate: a connector whose group is not in the
+// a rule of spec.Workload.Validate: a connector whose group is not in the
 // workload (also when that group's own definition was left out), or a
 // connector whose task job ID another connector's name already uses (the
 // connector with the tasks is left out). Which definition a problem belongs
 // to is read from the problem's Def, never from its text. The workload is
 // never nil; the error is nil when every definition is in it.
-func Parse(connectors, groups map[string][]byte, host *config.Host) (*config.Workload, error) {
+func Parse(connectors, groups map[string][]byte, host *host.Host) (*spec.Workload, error) {
 	host = host.LimitsOnly()
 	var bad []error
-	w := &config.Workload{}
+	w := &spec.Workload{}
 	for _, name := range sortedKeys(groups) {
-		g, err := config.ParseGroup(defFile(config.DefGroup, name), groups[name], host)
+		g, err := config.ParseGroup(defFile(spec.DefGroup, name), groups[name], host)
 		switch {
 		case err != nil:
-			bad = append(bad, &DefinitionError{Kind: config.DefGroup, Name: name, Err: err})
+			bad = append(bad, &DefinitionError{Kind: spec.DefGroup, Name: name, Err: err})
 		case g.Name != name:
-			bad = append(bad, &DefinitionError{Kind: config.DefGroup, Name: name, Err: fmt.Errorf("name %q differs from the key", g.Name)})
+			bad = append(bad, &DefinitionError{Kind: spec.DefGroup, Name: name, Err: fmt.Errorf("name %q differs from the key", g.Name)})
 		default:
 			w.Groups = append(w.Groups, *g)
 		}
 	}
 	var connBad []error
 	for _, name := range sortedKeys(connectors) {
-		c, err := config.ParseConnector(defFile(config.DefConnector, name), connectors[name], host)
+		c, err := config.ParseConnector(defFile(spec.DefConnector, name), connectors[name], host)
 		switch {
 		case err != nil:
-			connBad = append(connBad, &DefinitionError{Kind: config.DefConnector, Name: name, Err: err})
+			connBad = append(connBad, &DefinitionError{Kind: spec.DefConnector, Name: name, Err: err})
 		case c.Name != name:
-			connBad = append(connBad, &DefinitionError{Kind: config.DefConnector, Name: name, Err: fmt.Errorf("name %q differs from the key", c.Name)})
+			connBad = append(connBad, &DefinitionError{Kind: spec.DefConnector, Name: name, Err: fmt.Errorf("name %q differs from the key", c.Name)})
 		default:
 			w.Connectors = append(w.Connectors, *c)
 		}
@@ -90,17 +92,17 @@ func Parse(connectors, groups map[string][]byte, host *config.Host) (*config.Wor
 		}
 		drop := map[string]*config.Problem{}
 		for _, p := range ps.List {
-			if p.Def.Kind != config.DefConnector {
+			if p.Def.Kind != spec.DefConnector {
 				return w, fmt.Errorf("validate stored workload: %w", err)
 			}
 			if _, seen := drop[p.Def.Name]; !seen {
-				drop[p.Def.Name] = &config.Problem{File: defFile(config.DefConnector, p.Def.Name), Key: p.Def.Key, Msg: p.Msg, Def: p.Def}
+				drop[p.Def.Name] = &config.Problem{File: defFile(spec.DefConnector, p.Def.Name), Key: p.Def.Key, Msg: p.Msg, Def: p.Def}
 			}
 		}
 		kept := w.Connectors[:0:0]
 		for _, c := range w.Connectors {
 			if p, ok := drop[c.Name]; ok {
-				connBad = append(connBad, &DefinitionError{Kind: config.DefConnector, Name: c.Name, Err: p})
+				connBad = append(connBad, &DefinitionError{Kind: spec.DefConnector, Name: c.Name, Err: p})
 				continue
 			}
 			kept = append(kept, c)

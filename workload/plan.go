@@ -9,6 +9,8 @@ import (
 
 	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 )
 
 // Plan is what Apply did (or NewPlan says Apply would do) to the stored
@@ -46,7 +48,7 @@ type Plan struct {
 // that is neither stored nor in defs. Definitions already broken in the
 // store do not block an apply. It returns a store error when c cannot read
 // the workload.
-func NewPlan(ctx context.Context, c *store.Store, defs *config.Defs, prune bool, host *config.Host) (Plan, error) {
+func NewPlan(ctx context.Context, c *store.Store, defs *config.Defs, prune bool, host *host.Host) (Plan, error) {
 	var p Plan
 	conns, err := c.Connectors(ctx)
 	if err != nil {
@@ -56,7 +58,7 @@ func NewPlan(ctx context.Context, c *store.Store, defs *config.Defs, prune bool,
 	if err != nil {
 		return p, fmt.Errorf("plan workload: %w", err)
 	}
-	diff := func(kind config.DefKind, want, have map[string][]byte) (created, updated []string) {
+	diff := func(kind spec.DefKind, want, have map[string][]byte) (created, updated []string) {
 		for _, name := range sortedKeys(want) {
 			id := string(kind) + "/" + name
 			old, ok := have[name]
@@ -71,14 +73,14 @@ func NewPlan(ctx context.Context, c *store.Store, defs *config.Defs, prune bool,
 		}
 		return created, updated
 	}
-	gc, gu := diff(config.DefGroup, defs.Groups, groups)
-	cc, cu := diff(config.DefConnector, defs.Connectors, conns)
+	gc, gu := diff(spec.DefGroup, defs.Groups, groups)
+	cc, cu := diff(spec.DefConnector, defs.Connectors, conns)
 	p.Created = append(gc, cc...)
 	p.Updated = append(gu, cu...)
 	// An unchanged definition that an agent's file stored is adopted:
 	// written again, as the operator's.
-	owners := map[config.DefKind]map[string][]string{}
-	for _, kind := range []config.DefKind{config.DefGroup, config.DefConnector} {
+	owners := map[spec.DefKind]map[string][]string{}
+	for _, kind := range []spec.DefKind{spec.DefGroup, spec.DefConnector} {
 		if owners[kind], err = c.FileOwners(ctx, kind); err != nil {
 			return p, fmt.Errorf("plan workload: %w", err)
 		}
@@ -86,7 +88,7 @@ func NewPlan(ctx context.Context, c *store.Store, defs *config.Defs, prune bool,
 	kept := p.Unchanged[:0:0]
 	for _, id := range p.Unchanged {
 		kind, name, _ := strings.Cut(id, "/")
-		if len(owners[config.DefKind(kind)][name]) > 0 {
+		if len(owners[spec.DefKind(kind)][name]) > 0 {
 			p.Adopted = append(p.Adopted, id)
 			continue
 		}
@@ -96,9 +98,9 @@ func NewPlan(ctx context.Context, c *store.Store, defs *config.Defs, prune bool,
 
 	afterConns, afterGroups := merged(conns, defs.Connectors, prune), merged(groups, defs.Groups, prune)
 	if prune {
-		for _, kind := range []config.DefKind{config.DefConnector, config.DefGroup} {
+		for _, kind := range []spec.DefKind{spec.DefConnector, spec.DefGroup} {
 			have, want := conns, defs.Connectors
-			if kind == config.DefGroup {
+			if kind == spec.DefGroup {
 				have, want = groups, defs.Groups
 			}
 			for _, name := range sortedKeys(have) {
@@ -118,7 +120,7 @@ func NewPlan(ctx context.Context, c *store.Store, defs *config.Defs, prune bool,
 // that leaves out a definition Parse does not leave out before: a clash or
 // a missing group that the change would make. Definitions already broken
 // before do not count.
-func checkAfter(conns, groups, afterConns, afterGroups map[string][]byte, host *config.Host) error {
+func checkAfter(conns, groups, afterConns, afterGroups map[string][]byte, host *host.Host) error {
 	_, before := Parse(conns, groups, host)
 	_, after := Parse(afterConns, afterGroups, host)
 	if after == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthd/berth/internal/testutil"
@@ -118,21 +119,21 @@ func TestWorkloadStore(t *testing.T) {
 	t.Run("validator refusals store nothing", func(t *testing.T) {
 		s, ctx := open(t)
 		for _, tc := range []struct {
-			kind             config.DefKind
+			kind             spec.DefKind
 			name, body, want string
 		}{
-			{config.DefConnector, "x", "name = \"x\"\ntasks = 1\n[task]\ncommand = [\"/bin/true\"]\nlimits = { memory = \"5 parsecs\" }\n",
+			{spec.DefConnector, "x", "name = \"x\"\ntasks = 1\n[task]\ncommand = [\"/bin/true\"]\nlimits = { memory = \"5 parsecs\" }\n",
 				"connectors/x:5:12: task.limits.memory: "},
-			{config.DefConnector, "x", "name = \"x\"\ncolour = \"red\"\n", "connectors/x:2:1: colour: unknown key \"colour\"; allowed at the top level: "},
-			{config.DefConnector, "x", "name = \"y\"\n", `"y" differs from the connector's key "x"`},
-			{config.DefConnector, "x", "tasks = 0\n", "name is required"},
-			{config.DefConnector, "x", "name = \"x\"\ntasks = 2\n", "[connector.task] is required"},
-			{config.DefGroup, "g", "name = \"g\"\nlimits = { pids = \"many\" }\n", "groups/g:2:12: limits.pids: "},
-			{config.DefGroup, "g", "name = \"h\"\n", `"h" differs from the group's key "g"`},
-			{config.DefGroup, "g", "name = ", "groups/g:1:"},
+			{spec.DefConnector, "x", "name = \"x\"\ncolour = \"red\"\n", "connectors/x:2:1: colour: unknown key \"colour\"; allowed at the top level: "},
+			{spec.DefConnector, "x", "name = \"y\"\n", `"y" differs from the connector's key "x"`},
+			{spec.DefConnector, "x", "tasks = 0\n", "name is required"},
+			{spec.DefConnector, "x", "name = \"x\"\ntasks = 2\n", "[connector.task] is required"},
+			{spec.DefGroup, "g", "name = \"g\"\nlimits = { pids = \"many\" }\n", "groups/g:2:12: limits.pids: "},
+			{spec.DefGroup, "g", "name = \"h\"\n", `"h" differs from the group's key "g"`},
+			{spec.DefGroup, "g", "name = ", "groups/g:1:"},
 		} {
 			var err error
-			if tc.kind == config.DefConnector {
+			if tc.kind == spec.DefConnector {
 				err = s.c.PutConnector(ctx, tc.name, []byte(tc.body))
 			} else {
 				err = s.c.PutGroup(ctx, tc.name, []byte(tc.body))
@@ -145,11 +146,11 @@ func TestWorkloadStore(t *testing.T) {
 			t.Fatalf("refused definitions were stored: %v", revs)
 		}
 		// The validator's connector summary is what assignment needs.
-		got, err := Validator(config.LocalHost())(config.DefConnector, "orders", wlDefs(t, wlFile).Connectors["orders"])
+		got, err := Validator(config.LocalHost())(spec.DefConnector, "orders", wlDefs(t, wlFile).Connectors["orders"])
 		if want := (assign.Connector{Name: "orders", Tasks: 2, Group: "etl"}); err != nil || got != want {
 			t.Errorf("Validator(orders) = %+v, %v; want %+v", got, err, want)
 		}
-		got, err = Validator(config.LocalHost())(config.DefConnector, "clicks", wlDefs(t, wlFile).Connectors["clicks"])
+		got, err = Validator(config.LocalHost())(spec.DefConnector, "clicks", wlDefs(t, wlFile).Connectors["clicks"])
 		if want := (assign.Connector{Name: "clicks", Run: true}); err != nil || got != want {
 			t.Errorf("Validator(clicks) = %+v, %v; want %+v", got, err, want)
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -18,7 +18,7 @@ import (
 // Target is a connector's target state as an operator set it.
 type Target struct {
 	// State is running, paused or stopped.
-	State config.TargetState `json:"state"`
+	State spec.TargetState `json:"state"`
 	// By says who asked: "api 127.0.0.1:41234 (agent host-a)", "cli root@host-a".
 	By string `json:"by"`
 	// At is when the request was stored, by the requester's clock (UTC).
@@ -64,7 +64,7 @@ func (s *Store) SetTarget(ctx context.Context, connector string, t Target) error
 	if err != nil {
 		return fmt.Errorf("encode target state of %s: %w", connector, err)
 	}
-	def := s.keys.DefDir(config.DefConnector) + connector
+	def := s.keys.DefDir(spec.DefConnector) + connector
 	resp, err := s.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(def), ">", 0)).
 		Then(clientv3.OpPut(s.keys.Target(connector), string(v))).
@@ -100,7 +100,7 @@ func (s *Store) RequestRestarts(ctx context.Context, connector string, jobs []st
 		}
 		ops = append(ops, clientv3.OpPut(s.keys.RestartsDir(connector)+job, string(v)))
 	}
-	def := s.keys.DefDir(config.DefConnector) + connector
+	def := s.keys.DefDir(spec.DefConnector) + connector
 	resp, err := s.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(def), ">", 0)).
 		Then(ops...).

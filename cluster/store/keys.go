@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // Keys is the store's key layout of one cluster: every key lives under
@@ -41,10 +41,10 @@ func (k Keys) LastSeenDir() string { return k.prefix + "lastseen/" }
 func (k Keys) LastSeen(id string) string { return k.LastSeenDir() + id }
 
 // DefDir is the directory of definitions of kind: connectors/ or groups/.
-func (k Keys) DefDir(kind config.DefKind) string { return k.prefix + string(kind) + "s/" }
+func (k Keys) DefDir(kind spec.DefKind) string { return k.prefix + string(kind) + "s/" }
 
 // Def is definition kind/name: connectors/<name> or groups/<name>.
-func (k Keys) Def(kind config.DefKind, name string) string { return k.DefDir(kind) + name }
+func (k Keys) Def(kind spec.DefKind, name string) string { return k.DefDir(kind) + name }
 
 // ClaimsDir is the directory of job claims: claims/.
 func (k Keys) ClaimsDir() string { return k.prefix + "claims/" }

@@ -3,7 +3,7 @@ package store
 import (
 	"testing"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // Every key of the layout, as agents of both layouts and operators' tools
@@ -16,8 +16,8 @@ func TestKeys(t *testing.T) {
 		{k.MembersDir(), "/berth/prod/members/"},
 		{k.LeaderDir(), "/berth/prod/leader/"},
 		{k.LastSeen("a"), "/berth/prod/lastseen/a"},
-		{k.Def(config.DefConnector, "orders"), "/berth/prod/connectors/orders"},
-		{k.DefDir(config.DefGroup), "/berth/prod/groups/"},
+		{k.Def(spec.DefConnector, "orders"), "/berth/prod/connectors/orders"},
+		{k.DefDir(spec.DefGroup), "/berth/prod/groups/"},
 		{k.Claim("orders-0"), "/berth/prod/claims/orders-0"},
 		{k.Target("orders"), "/berth/prod/targets/orders"},
 		{k.Restart("orders", "orders-0"), "/berth/prod/restarts/orders/orders-0"},

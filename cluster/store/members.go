@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/assign"
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -16,12 +16,12 @@ import (
 // MemberRecord is what an agent registers under <prefix>/members/<id>, bound
 // to its session lease: it disappears when the lease ends.
 type MemberRecord struct {
-	ID         string          `json:"id"`         // agent ID, unique in the cluster
-	Protocol   config.Protocol `json:"protocol"`   // static or balanced (KIP-987)
-	Connectors []string        `json:"connectors"` // declared static.connectors
-	Tasks      []string        `json:"tasks"`      // declared static.tasks
-	Addr       string          `json:"addr"`       // the agent's API address, host:port (https://host:port with TLS)
-	Started    time.Time       `json:"started"`    // when this session joined (UTC)
+	ID         string        `json:"id"`         // agent ID, unique in the cluster
+	Protocol   spec.Protocol `json:"protocol"`   // static or balanced (KIP-987)
+	Connectors []string      `json:"connectors"` // declared static.connectors
+	Tasks      []string      `json:"tasks"`      // declared static.tasks
+	Addr       string        `json:"addr"`       // the agent's API address, host:port (https://host:port with TLS)
+	Started    time.Time     `json:"started"`    // when this session joined (UTC)
 	// Layout is the store layout the agent reads (cluster.Layout: 2,
 	// per-member shares); 0 for an agent of the single-key layout, for
 	// which the leader also writes <prefix>/assignment (package cluster,

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -27,11 +27,11 @@ const maxOwnershipTries = 10
 // read-modify-write for maxOwnershipTries rounds.
 var errOwnershipRace = errors.New("the definition kept changing; try again")
 
-// FileDefs returns the names of the definitions of kind (config.DefConnector or
-// config.DefGroup) that agent's own file holds (Files includes agent), sorted.
+// FileDefs returns the names of the definitions of kind (spec.DefConnector or
+// spec.DefGroup) that agent's own file holds (Files includes agent), sorted.
 // It returns a store error, or an error naming a value that is not valid
 // JSON.
-func (s *Store) FileDefs(ctx context.Context, kind config.DefKind, agent string) ([]string, error) {
+func (s *Store) FileDefs(ctx context.Context, kind spec.DefKind, agent string) ([]string, error) {
 	dir := s.keys.DefDir(kind)
 	resp, err := s.etcd.Get(ctx, dir, clientv3.WithPrefix())
 	if err != nil {
@@ -54,7 +54,7 @@ func (s *Store) FileDefs(ctx context.Context, kind config.DefKind, agent string)
 // FileOwners returns, for every stored definition of kind that an agent's
 // file holds, those agents' IDs (sorted); definitions stored by `berth
 // apply` are absent.
-func (s *Store) FileOwners(ctx context.Context, kind config.DefKind) (map[string][]string, error) {
+func (s *Store) FileOwners(ctx context.Context, kind spec.DefKind) (map[string][]string, error) {
 	dir := s.keys.DefDir(kind)
 	resp, err := s.etcd.Get(ctx, dir, clientv3.WithPrefix())
 	if err != nil {
@@ -81,7 +81,7 @@ func (s *Store) FileOwners(ctx context.Context, kind config.DefKind) (map[string
 // reports whether it wrote. Each write is a transaction on the key's
 // revision, retried when another writer came first. Errors as
 // PutConnector, or errOwnershipRace.
-func (s *Store) PutFileDef(ctx context.Context, kind config.DefKind, name string, body []byte, agent string) (bool, error) {
+func (s *Store) PutFileDef(ctx context.Context, kind spec.DefKind, name string, body []byte, agent string) (bool, error) {
 	def, err := s.validDef(kind, name, body)
 	if err != nil {
 		return false, err
@@ -126,7 +126,7 @@ func (s *Store) PutFileDef(ctx context.Context, kind config.DefKind, name string
 // not hold (stored by `berth apply`, by another agent's file, or gone) is
 // left alone. It reports whether it deleted the definition. Errors: a
 // store error, or errOwnershipRace.
-func (s *Store) ReleaseFileDef(ctx context.Context, kind config.DefKind, name, agent string) (bool, error) {
+func (s *Store) ReleaseFileDef(ctx context.Context, kind spec.DefKind, name, agent string) (bool, error) {
 	if err := CheckName(string(kind)+" name", name); err != nil {
 		return false, err
 	}

@@ -7,18 +7,18 @@ import (
 	"strings"
 
 	"github.com/berthd/berth/assign"
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Validator checks one workload definition before it is stored: kind is
-// config.DefConnector or config.DefGroup, name the definition's name, body its TOML text
+// spec.DefConnector or spec.DefGroup, name the definition's name, body its TOML text
 // (one [[connector]] or [[group]] block). For a connector it returns the
 // fields assignment needs; for a group the zero Connector. An error refuses
 // the definition and nothing is stored. The caller injects it (berth's limits
 // package validates), which keeps this package free of the TOML model.
-type Validator func(kind config.DefKind, name string, body []byte) (assign.Connector, error)
+type Validator func(kind spec.DefKind, name string, body []byte) (assign.Connector, error)
 
 // DefRecord is the stored (JSON) value of a connectors/<name> or
 // groups/<name> key.
@@ -39,25 +39,25 @@ type DefRecord struct {
 // the validator's error (wrapped) when it refuses, an error when the
 // validator returns a connector of another name, or a store error.
 func (s *Store) PutConnector(ctx context.Context, name string, body []byte) error {
-	return s.putDef(ctx, config.DefConnector, name, body)
+	return s.putDef(ctx, spec.DefConnector, name, body)
 }
 
 // PutGroup validates body with the store's Validator and stores it as sharing
 // group name. Errors as PutConnector.
 func (s *Store) PutGroup(ctx context.Context, name string, body []byte) error {
-	return s.putDef(ctx, config.DefGroup, name, body)
+	return s.putDef(ctx, spec.DefGroup, name, body)
 }
 
 // DeleteConnector removes connector name, with its target state and
 // pending restart requests, in one transaction. It returns ErrNotFound
 // (wrapped) when there is none, or a store error.
 func (s *Store) DeleteConnector(ctx context.Context, name string) error {
-	return s.deleteDef(ctx, config.DefConnector, name)
+	return s.deleteDef(ctx, spec.DefConnector, name)
 }
 
 // DeleteGroup removes sharing group name. Errors as DeleteConnector.
 func (s *Store) DeleteGroup(ctx context.Context, name string) error {
-	return s.deleteDef(ctx, config.DefGroup, name)
+	return s.deleteDef(ctx, spec.DefGroup, name)
 }
 
 // Connectors returns every stored connector's TOML body by name, read page
@@ -65,12 +65,12 @@ func (s *Store) DeleteGroup(ctx context.Context, name string) error {
 // connectors`, `berth apply`); an agent reads the definitions of its own
 // jobs (Definitions).
 func (s *Store) Connectors(ctx context.Context) (map[string][]byte, error) {
-	return s.bodies(ctx, config.DefConnector)
+	return s.bodies(ctx, spec.DefConnector)
 }
 
 // Groups returns every stored sharing group's TOML body by name.
 func (s *Store) Groups(ctx context.Context) (map[string][]byte, error) {
-	return s.bodies(ctx, config.DefGroup)
+	return s.bodies(ctx, spec.DefGroup)
 }
 
 // Definitions returns the TOML bodies of the named connectors and of the
@@ -87,7 +87,7 @@ func (s *Store) Definitions(ctx context.Context, connectors []string) (conns, gr
 		if err := CheckName("connector name", n); err != nil {
 			return nil, nil, err
 		}
-		keys = append(keys, s.keys.DefDir(config.DefConnector)+n)
+		keys = append(keys, s.keys.DefDir(spec.DefConnector)+n)
 	}
 	conns, groups = map[string][]byte{}, map[string][]byte{}
 	var want []string
@@ -99,10 +99,10 @@ func (s *Store) Definitions(ctx context.Context, connectors []string) (conns, gr
 			bad = fmt.Errorf("decode %s: %w", kv.Key, err)
 			return
 		}
-		conns[strings.TrimPrefix(string(kv.Key), s.keys.DefDir(config.DefConnector))] = []byte(d.Body)
+		conns[strings.TrimPrefix(string(kv.Key), s.keys.DefDir(spec.DefConnector))] = []byte(d.Body)
 		if d.Connector != nil && d.Connector.Group != "" && !seen[d.Connector.Group] {
 			seen[d.Connector.Group] = true
-			want = append(want, s.keys.DefDir(config.DefGroup)+d.Connector.Group)
+			want = append(want, s.keys.DefDir(spec.DefGroup)+d.Connector.Group)
 		}
 	})
 	if err == nil && bad == nil {
@@ -112,7 +112,7 @@ func (s *Store) Definitions(ctx context.Context, connectors []string) (conns, gr
 				bad = fmt.Errorf("decode %s: %w", kv.Key, err)
 				return
 			}
-			groups[strings.TrimPrefix(string(kv.Key), s.keys.DefDir(config.DefGroup))] = []byte(d.Body)
+			groups[strings.TrimPrefix(string(kv.Key), s.keys.DefDir(spec.DefGroup))] = []byte(d.Body)
 		})
 	}
 	if err == nil {
@@ -126,7 +126,7 @@ func (s *Store) Definitions(ctx context.Context, connectors []string) (conns, gr
 
 // validDef validates body as definition kind/name and returns it as it is
 // stored (without Files). Errors as PutConnector.
-func (s *Store) validDef(kind config.DefKind, name string, body []byte) (DefRecord, error) {
+func (s *Store) validDef(kind spec.DefKind, name string, body []byte) (DefRecord, error) {
 	if err := CheckName(string(kind)+" name", name); err != nil {
 		return DefRecord{}, err
 	}
@@ -138,7 +138,7 @@ func (s *Store) validDef(kind config.DefKind, name string, body []byte) (DefReco
 		return DefRecord{}, fmt.Errorf("refuse %s %s: %w", kind, name, err)
 	}
 	def := DefRecord{Body: string(body)}
-	if kind == config.DefConnector {
+	if kind == spec.DefConnector {
 		if conn.Name == "" {
 			conn.Name = name
 		}
@@ -150,7 +150,7 @@ func (s *Store) validDef(kind config.DefKind, name string, body []byte) (DefReco
 	return def, nil
 }
 
-func (s *Store) putDef(ctx context.Context, kind config.DefKind, name string, body []byte) error {
+func (s *Store) putDef(ctx context.Context, kind spec.DefKind, name string, body []byte) error {
 	def, err := s.validDef(kind, name, body)
 	if err != nil {
 		return err
@@ -166,13 +166,13 @@ func (s *Store) putDef(ctx context.Context, kind config.DefKind, name string, bo
 	return nil
 }
 
-func (s *Store) deleteDef(ctx context.Context, kind config.DefKind, name string) error {
+func (s *Store) deleteDef(ctx context.Context, kind spec.DefKind, name string) error {
 	if err := CheckName(string(kind)+" name", name); err != nil {
 		return err
 	}
 	key := s.keys.DefDir(kind) + name
 	ops := []clientv3.Op{clientv3.OpDelete(key)}
-	if kind == config.DefConnector {
+	if kind == spec.DefConnector {
 		// A connector's target state and pending restarts go with it.
 		ops = append(ops, clientv3.OpDelete(s.keys.Target(name)), clientv3.OpDelete(s.keys.RestartsDir(name), clientv3.WithPrefix()))
 	}
@@ -186,7 +186,7 @@ func (s *Store) deleteDef(ctx context.Context, kind config.DefKind, name string)
 	return nil
 }
 
-func (s *Store) bodies(ctx context.Context, kind config.DefKind) (map[string][]byte, error) {
+func (s *Store) bodies(ctx context.Context, kind spec.DefKind) (map[string][]byte, error) {
 	dir := s.keys.DefDir(kind)
 	out := map[string][]byte{}
 	_, err := RangePrefix(ctx, s.etcd, dir, 0, func(kv *mvccpb.KeyValue) error {

@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // WatchWorkload returns a channel that is signalled (never closed before ctx
@@ -20,5 +20,5 @@ import (
 // revisions say which definitions to read (Definitions).
 func (s *Store) WatchWorkload(ctx context.Context) <-chan struct{} {
 	// Every definition lives under <prefix>/connectors/ or <prefix>/groups/.
-	return WatchDirs(ctx, s.etcd, s.keys.DefDir(config.DefConnector), s.keys.DefDir(config.DefGroup))
+	return WatchDirs(ctx, s.etcd, s.keys.DefDir(spec.DefConnector), s.keys.DefDir(spec.DefGroup))
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"github.com/cenkalti/backoff/v5"
 )
 
@@ -72,7 +72,7 @@ func (m *member) run() {
 	b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 2*time.Second
 	for m.ctx.Err() == nil {
 		jctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-		s, err := m.client.Join(jctx, assign.Member{ID: m.id, Protocol: config.ProtocolBalanced}, "")
+		s, err := m.client.Join(jctx, assign.Member{ID: m.id, Protocol: spec.ProtocolBalanced}, "")
 		cancel()
 		if err != nil {
 			m.rec.note("join: " + err.Error())

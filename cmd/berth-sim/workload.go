@@ -8,7 +8,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // tasksPerConnector is the shape of the simulated workload: connectors of
@@ -25,12 +25,12 @@ type simConnector struct {
 
 // validate stands in for berth's limits package: the body is TOML with a
 // task count and an optional group.
-func validate(kind config.DefKind, name string, body []byte) (assign.Connector, error) {
+func validate(kind spec.DefKind, name string, body []byte) (assign.Connector, error) {
 	var sc simConnector
 	if _, err := toml.Decode(string(body), &sc); err != nil {
 		return assign.Connector{}, fmt.Errorf("%s %s: %w", kind, name, err)
 	}
-	if kind == config.DefGroup {
+	if kind == spec.DefGroup {
 		return assign.Connector{}, nil
 	}
 	return assign.Connector{Name: name, Tasks: sc.Tasks, Group: sc.Group}, nil

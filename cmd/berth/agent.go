@@ -167,7 +167,7 @@ func runAgent(path string) error {
 // agentHost is host.Local with the web configuration check of the
 // agent's listener (api.CheckWebConfig): what the agent checks its file
 // against at start and on every reload, and what berth validate checks.
-func agentHost() *config.Host {
+func agentHost() *host.Host {
 	h := host.Local()
 	h.CheckWebConfig = func(path string) error {
 		_, err := api.CheckWebConfig(path)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 )
 
 // agentOf returns the [agent] settings of the configuration file at path,
@@ -50,8 +51,8 @@ func agentOf(warn io.Writer, path string) (config.Agent, error) {
 	}
 	if _, derr := toml.DecodeFile(path, &client); derr == nil {
 		c := client.Agent.Client
-		a.Client = config.APIClient{
-			TLS:      config.TLS{CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key, ServerName: c.TLS.ServerName},
+		a.Client = spec.APIClient{
+			TLS:      spec.TLS{CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key, ServerName: c.TLS.ServerName},
 			Username: c.Username, Password: c.Password, PasswordFile: c.PasswordFile,
 		}
 	}

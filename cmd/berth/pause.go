@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"github.com/spf13/cobra"
 )
 
@@ -22,7 +22,7 @@ The store is the one --config names, as for berth apply.`,
   berth resume orders-sink`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return setTarget(cmd, *configPath, args[0], config.TargetPaused,
+			return setTarget(cmd, *configPath, args[0], spec.TargetPaused,
 				"paused: the agents that run its jobs stop them and remove their cgroups; berth resume "+args[0]+" runs them again")
 		},
 	}

@@ -10,14 +10,16 @@ import (
 
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 )
 
 // printHostPlan prints what the agent of cfg runs on this host as the only
 // member of its cluster (the assignment a one-host agent computes): its
 // jobs with their resolved limits, its sharing groups, and the file's jobs
 // it does not run, with the reason.
-func printHostPlan(w io.Writer, cfg *config.Config, host *config.Host) {
+func printHostPlan(w io.Writer, cfg *config.Config, host *host.Host) {
 	conns := make([]assign.Connector, 0, len(cfg.Connectors))
 	for _, c := range cfg.Connectors {
 		conns = append(conns, assign.Connector{Name: c.Name, Run: c.Run != nil, Tasks: c.Tasks, Group: c.Group})
@@ -34,7 +36,7 @@ func printHostPlan(w io.Writer, cfg *config.Config, host *config.Host) {
 	}
 	how := "the jobs it declares in [static]"
 	switch {
-	case cfg.Cluster.Protocol == config.ProtocolBalanced:
+	case cfg.Cluster.Protocol == spec.ProtocolBalanced:
 		how = "balanced protocol: every job"
 	case len(cfg.Static.Connectors)+len(cfg.Static.Tasks) == 0:
 		how = "empty [static], a standby: every job"
@@ -160,7 +162,7 @@ func exactBytes(n int64) string {
 }
 
 // commandLine is argv as one line, quoting the arguments that need it.
-func commandLine(p config.Process) string {
+func commandLine(p spec.Process) string {
 	parts := make([]string, len(p.Command))
 	for i, a := range p.Command {
 		if a == "" || strings.ContainsAny(a, " \t\"'\\$`;|&<>()*?") {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/workload"
 	"github.com/spf13/cobra"
 )
@@ -88,7 +88,7 @@ The store is the one --config names, as for berth apply.`,
 // restartTargets resolves name against wl: a connector (its own job, and
 // with includeTasks its tasks) or one job. It returns the connector and
 // the job IDs to restart, or an error saying why there are none.
-func restartTargets(wl *config.Workload, name string, includeTasks bool) (string, []string, error) {
+func restartTargets(wl *spec.Workload, name string, includeTasks bool) (string, []string, error) {
 	for _, c := range wl.Connectors {
 		if c.Name != name {
 			continue
@@ -99,7 +99,7 @@ func restartTargets(wl *config.Workload, name string, includeTasks bool) (string
 		}
 		if includeTasks {
 			for i := 0; i < c.Tasks; i++ {
-				jobs = append(jobs, config.TaskID(c.Name, i))
+				jobs = append(jobs, spec.TaskID(c.Name, i))
 			}
 		}
 		if len(jobs) == 0 {

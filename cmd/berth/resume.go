@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/spec"
 	"github.com/spf13/cobra"
 )
 
@@ -18,7 +18,7 @@ The store is the one --config names, as for berth apply.`,
 		Example: `  berth resume orders-sink`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return setTarget(cmd, *configPath, args[0], config.TargetRunning,
+			return setTarget(cmd, *configPath, args[0], spec.TargetRunning,
 				"running: the agents assigned its jobs start them")
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/workload"
 )
@@ -33,7 +34,7 @@ const connectTimeout = 5 * time.Second
 // password_file cannot be used, when the agent's embedded etcd is not
 // running (no endpoint file, or its URL does not answer) or when the
 // configured endpoints do not answer before ctx ends.
-func connectCluster(ctx context.Context, path string, host *config.Host) (*cluster.Client, error) {
+func connectCluster(ctx context.Context, path string, host *host.Host) (*cluster.Client, error) {
 	// Only [cluster] and data_dir are needed: the jobs' users and programs
 	// are the agent's concern, not a reason to refuse reading the store.
 	cfg, err := config.Load(path, host.LimitsOnly())
@@ -75,7 +76,7 @@ func connectCluster(ctx context.Context, path string, host *config.Host) (*clust
 
 // withStore connects to the cluster store of the agent file path and runs
 // f with a context bounded by storeTimeout.
-func withStore(ctx context.Context, path string, host *config.Host, f func(ctx context.Context, c *cluster.Client) error) error {
+func withStore(ctx context.Context, path string, host *host.Host, f func(ctx context.Context, c *cluster.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	c, err := connectCluster(ctx, path, host)

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/host"
+	"github.com/berthd/berth/spec"
 	"github.com/spf13/cobra"
 )
 
@@ -30,7 +30,7 @@ func requester() string {
 
 // setTarget stores connector's target state in the cluster store of the
 // agent file path (as berth apply reaches it) and says what follows.
-func setTarget(cmd *cobra.Command, path, connector string, state config.TargetState, next string) error {
+func setTarget(cmd *cobra.Command, path, connector string, state spec.TargetState, next string) error {
 	err := withStore(cmd.Context(), path, host.Local(), func(ctx context.Context, c *cluster.Client) error {
 		return c.SetTarget(ctx, connector, cluster.Target{State: state, By: requester(), At: time.Now().UTC()})
 	})

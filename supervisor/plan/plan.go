@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 )
 
@@ -60,10 +60,10 @@ func (p Phase) String() string {
 // Current is one job in the agent's table as Decide sees it.
 type Current struct {
 	// Spec is the definition the job runs (or failed to start with).
-	Spec config.Job
+	Spec spec.Job
 	// Phase is where the job stands; Target is a Held job's target state.
 	Phase  Phase
-	Target config.TargetState
+	Target spec.TargetState
 	// Worker is the job's worker status (State 0 when it has none).
 	Worker worker.Status
 	// Permanent says a Failed job's error cannot heal by waiting.
@@ -82,7 +82,7 @@ func (c Current) live() bool {
 func (c Current) connectState() string {
 	switch c.Phase {
 	case Held:
-		if c.Target == config.TargetPaused {
+		if c.Target == spec.TargetPaused {
 			return "PAUSED"
 		}
 		return "STOPPED"
@@ -113,7 +113,7 @@ func (c Current) connectState() string {
 type Input struct {
 	// Want maps each job assigned here that has a definition to it (its
 	// env_file's values already merged into its environment).
-	Want map[string]config.Job
+	Want map[string]spec.Job
 	// Targets maps a connector to the target state operators set; absent
 	// means running.
 	Targets map[string]cluster.Target
@@ -132,7 +132,7 @@ type Input struct {
 	// CanStart checks a new definition against this host (user, program,
 	// working directory) before a running job is stopped for it; nil
 	// accepts every definition.
-	CanStart func(config.Job) error
+	CanStart func(spec.Job) error
 }
 
 // StopReason says why Decide stops a job.
@@ -158,26 +158,26 @@ type Stop struct {
 	ID     string
 	Reason StopReason
 	// New is the definition that replaces the job (StopChanged).
-	New config.Job
+	New spec.Job
 }
 
 // Block is a running job whose new definition cannot start on this host:
 // it keeps running its previous definition, with Err as the reason.
 type Block struct {
 	ID  string
-	New config.Job
+	New spec.Job
 	Err error
 }
 
 // Hold is a wanted job held by its connector's target state.
 type Hold struct {
-	Job    config.Job
+	Job    spec.Job
 	Target cluster.Target
 }
 
 // EnvFailure is a job whose env_file cannot be read: it is not started.
 type EnvFailure struct {
-	Job config.Job
+	Job spec.Job
 	Err error
 }
 
@@ -195,8 +195,8 @@ type Plan struct {
 	Block     []Block
 	Hold      []Hold
 	EnvFailed []EnvFailure
-	Start     []config.Job
-	Update    []config.Job
+	Start     []spec.Job
+	Update    []spec.Job
 	// Restart are the requests carried out in this pass (their jobs are in
 	// Stop and Start); Done the requests handled without a restart (held,
 	// not FAILED with only_failed, starting anyway, carried out before).
@@ -208,7 +208,7 @@ type Plan struct {
 	Handled map[string]int64
 	// Before is each wanted job's target state before the pass ("" for a
 	// job new here), to log what the pass changed.
-	Before map[string]config.TargetState
+	Before map[string]spec.TargetState
 	// Held maps each held wanted job to its target.
 	Held map[string]cluster.Target
 }
@@ -217,7 +217,7 @@ type Plan struct {
 func TargetOf(targets map[string]cluster.Target, connector string) cluster.Target {
 	t, ok := targets[connector]
 	if !ok || t.State == "" {
-		t.State = config.TargetRunning
+		t.State = spec.TargetRunning
 	}
 	return t
 }
@@ -237,14 +237,14 @@ func TargetOf(targets map[string]cluster.Target, connector string) cluster.Targe
 //     permanent failure), its definition changed, or on reload.
 func Decide(in Input) Plan {
 	p := Plan{Restart: map[string]cluster.RestartRequest{}, Handled: map[string]int64{},
-		Before: map[string]config.TargetState{}, Held: map[string]cluster.Target{}}
+		Before: map[string]spec.TargetState{}, Held: map[string]cluster.Target{}}
 	for id, rev := range in.Handled {
 		if r, ok := in.Restarts[id]; ok && r.Rev == rev {
 			p.Handled[id] = rev
 		}
 	}
 	for id, j := range in.Want {
-		if t := TargetOf(in.Targets, j.Connector); t.State != config.TargetRunning {
+		if t := TargetOf(in.Targets, j.Connector); t.State != spec.TargetRunning {
 			p.Held[id] = t
 		}
 		switch cur, ok := in.Current[id]; {
@@ -253,7 +253,7 @@ func Decide(in Input) Plan {
 		case cur.Phase == Held:
 			p.Before[id] = cur.Target
 		default:
-			p.Before[id] = config.TargetRunning
+			p.Before[id] = spec.TargetRunning
 		}
 	}
 	decideRestarts(in, &p)
@@ -371,7 +371,7 @@ func decideRestarts(in Input, p *Plan) {
 // daemon-reload. Everything else of the process
 // (command, environment, env_file, user, working directory) needs a new
 // one.
-func needsRestart(old, new config.Job) bool {
+func needsRestart(old, new spec.Job) bool {
 	o, n := old.Process, new.Process
 	o.Limits, n.Limits = limits.Limits{}, limits.Limits{}
 	o.Restart, n.Restart = "", ""

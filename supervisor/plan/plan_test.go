@@ -6,21 +6,21 @@ import (
 	"testing"
 
 	"github.com/berthd/berth/cluster"
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 )
 
 // job is a connector's own job running cmd with limits l.
-func job(id string, l limits.Limits, cmd ...string) config.Job {
+func job(id string, l limits.Limits, cmd ...string) spec.Job {
 	if len(cmd) == 0 {
 		cmd = []string{"sleep", "1000"}
 	}
-	return config.Job{ID: id, Connector: id, Kind: config.KindConnector, Task: -1,
-		Process: config.Process{Command: cmd, Limits: l, Restart: config.RestartOnFailure}}
+	return spec.Job{ID: id, Connector: id, Kind: spec.KindConnector, Task: -1,
+		Process: spec.Process{Command: cmd, Limits: l, Restart: spec.RestartOnFailure}}
 }
 
-func running(j config.Job) Current {
+func running(j spec.Job) Current {
 	return Current{Spec: j, Phase: Running, Worker: worker.Status{State: worker.Running, PID: 10}}
 }
 
@@ -66,14 +66,14 @@ func TestDecide(t *testing.T) {
 	aNoMemory := job("a", limits.Limits{})
 	aNewCommand := job("a", limits.Limits{Memory: 64 << 20}, "sleep", "2000")
 	aNeverRestart := a
-	aNeverRestart.Process.Restart = config.RestartNever
+	aNeverRestart.Process.Restart = spec.RestartNever
 	b := job("b", limits.Limits{})
-	paused := map[string]cluster.Target{"a": {State: config.TargetPaused, By: "ops"}}
+	paused := map[string]cluster.Target{"a": {State: spec.TargetPaused, By: "ops"}}
 	req := func(id string, rev int64, onlyFailed bool) map[string]cluster.RestartRequest {
 		return map[string]cluster.RestartRequest{id: {Connector: id, Job: id, Rev: rev, OnlyFailed: onlyFailed}}
 	}
-	want := func(js ...config.Job) map[string]config.Job {
-		m := map[string]config.Job{}
+	want := func(js ...spec.Job) map[string]spec.Job {
+		m := map[string]spec.Job{}
 		for _, j := range js {
 			m[j.ID] = j
 		}
@@ -86,7 +86,7 @@ func TestDecide(t *testing.T) {
 		}
 		return m
 	}
-	cannot := func(config.Job) error { return errors.New("user berth-x does not exist") }
+	cannot := func(spec.Job) error { return errors.New("user berth-x does not exist") }
 
 	for _, c := range []struct {
 		name string
@@ -114,9 +114,9 @@ func TestDecide(t *testing.T) {
 			summary{Stop: []string{"a"}, Reasons: []StopReason{StopChanged}, Start: []string{"a"}}},
 		{"a paused connector's running job is stopped and held", Input{Want: want(a), Current: cur(running(a)), Targets: paused},
 			summary{Stop: []string{"a"}, Reasons: []StopReason{StopHeld}, Hold: []string{"a"}}},
-		{"a held job stays held", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Held, Target: config.TargetPaused}), Targets: paused},
+		{"a held job stays held", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Held, Target: spec.TargetPaused}), Targets: paused},
 			summary{Hold: []string{"a"}}},
-		{"a resumed job starts", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Held, Target: config.TargetPaused})},
+		{"a resumed job starts", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Held, Target: spec.TargetPaused})},
 			summary{Start: []string{"a"}}},
 		{"a transient failure waits for its backoff", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Failed})},
 			summary{}},
@@ -144,7 +144,7 @@ func TestDecide(t *testing.T) {
 		{"only_failed restarts a job that exited non-zero",
 			Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Running, Worker: worker.Status{State: worker.Exited, LastExit: &worker.Exit{Code: 3}}}), Restarts: req("a", 7, true)},
 			summary{Stop: []string{"a"}, Reasons: []StopReason{StopRequested}, Start: []string{"a"}, Restart: []string{"a"}}},
-		{"a held job's restart request is dropped", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Held, Target: config.TargetPaused}), Targets: paused, Restarts: req("a", 7, false)},
+		{"a held job's restart request is dropped", Input{Want: want(a), Current: cur(Current{Spec: a, Phase: Held, Target: spec.TargetPaused}), Targets: paused, Restarts: req("a", 7, false)},
 			summary{Hold: []string{"a"}, Done: []string{"a"}}},
 		{"a restart request of a job another agent runs is not this agent's", Input{Want: want(b), Restarts: req("a", 7, false)},
 			summary{Start: []string{"b"}}},
@@ -163,7 +163,7 @@ func TestDecide(t *testing.T) {
 // Stops and starts come in job ID order, whatever the maps' order, so a
 // pass is the same on every run.
 func TestDecideOrder(t *testing.T) {
-	in := Input{Want: map[string]config.Job{}, Current: map[string]Current{}}
+	in := Input{Want: map[string]spec.Job{}, Current: map[string]Current{}}
 	for _, id := range []string{"c", "a", "d", "b"} {
 		in.Want[id] = job(id, limits.Limits{})
 		in.Current["old-"+id] = running(job("old-"+id, limits.Limits{}))
@@ -180,14 +180,14 @@ func TestDecideOrder(t *testing.T) {
 // from the store or replaced, and reports each job's target before the pass.
 func TestDecideHandledAndBefore(t *testing.T) {
 	a, b := job("a", limits.Limits{}), job("b", limits.Limits{})
-	p := Decide(Input{Want: map[string]config.Job{"a": a, "b": b},
-		Current:  map[string]Current{"a": {Spec: a, Phase: Held, Target: config.TargetStopped}},
+	p := Decide(Input{Want: map[string]spec.Job{"a": a, "b": b},
+		Current:  map[string]Current{"a": {Spec: a, Phase: Held, Target: spec.TargetStopped}},
 		Restarts: map[string]cluster.RestartRequest{"a": {Job: "a", Rev: 9}},
 		Handled:  map[string]int64{"a": 8, "gone": 3}})
 	if len(p.Handled) != 0 {
 		t.Errorf("handled %v, want none (a's request was replaced, gone's removed)", p.Handled)
 	}
-	if p.Before["a"] != config.TargetStopped || p.Before["b"] != "" {
+	if p.Before["a"] != spec.TargetStopped || p.Before["b"] != "" {
 		t.Errorf("before %v, want a stopped and b new", p.Before)
 	}
 }
