@@ -48,6 +48,7 @@ type Cluster struct {
 
 	changed chan struct{}
 	lost    chan Loss
+	saved   sessionFile // the session saved for the agent's next run
 
 	mu       sync.Mutex
 	fencings uint64
@@ -91,7 +92,7 @@ type Options struct {
 // the store, Join makes the agent a member.
 func NewCluster(cfg *config.Config, host *host.Host, opts Options) *Cluster {
 	c := &Cluster{cfg: cfg, host: host, clock: clockwork.NewRealClock(), opts: opts, log: opts.Log,
-		changed: make(chan struct{}, 1), lost: make(chan Loss), member: memberOf(cfg), state: Joining}
+		changed: make(chan struct{}, 1), lost: make(chan Loss), saved: newSessionFile(cfg.Agent.DataDir), member: memberOf(cfg), state: Joining}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -195,6 +196,9 @@ func (c *Cluster) join(ctx context.Context) error {
 	err := retry.Do(ctx, c.clock, retry.Store(), func() error {
 		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
+		if ok, err := c.resume(jctx); ok || err != nil {
+			return err
+		}
 		s, err := c.client.Join(jctx, c.declared(), c.addr)
 		if errors.Is(err, cluster.ErrMemberExists) {
 			// An earlier session of this ID holds the record: join the
@@ -214,14 +218,8 @@ func (c *Cluster) join(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c.mu.Lock()
-		c.session, c.state = s, Member
-		c.mu.Unlock()
-		if c.opts.OnDeadline != nil {
-			c.opts.OnDeadline(s.Deadline())
-		}
-		c.log.Info("joined the cluster", "member", s.Member().ID, "lease_ttl", s.TTL(), "deadline", s.Deadline())
-		signal(c.changed)
+		c.becomeMember(s)
+		c.log.Info("joined the cluster", "member", s.Member().ID, "lease", fmt.Sprintf("%x", int64(s.Lease())), "lease_ttl", s.TTL(), "deadline", s.Deadline())
 		return nil
 	}, func(err error, wait time.Duration) {
 		// Say why once, not at every retry.
@@ -239,6 +237,47 @@ func (c *Cluster) join(ctx context.Context) error {
 		return fmt.Errorf("join the cluster as %s: %w", c.declared().ID, err)
 	}
 	return nil
+}
+
+// resume takes over the session an earlier run of this agent saved in
+// data_dir (sessionFile), if its lease still lives: ok reports that the
+// agent is a member again. A session that cannot be resumed is forgotten
+// (the caller joins anew); err is a store error, to retry.
+func (c *Cluster) resume(ctx context.Context) (ok bool, err error) {
+	id := c.declared().ID
+	lease, saved := c.saved.load(id)
+	if !saved {
+		return false, nil
+	}
+	s, err := c.client.Resume(ctx, c.declared(), c.addr, lease)
+	switch {
+	case errors.Is(err, cluster.ErrNotResumable):
+		c.log.Info("the previous run's session cannot be resumed; joining anew", "member", id, "lease", fmt.Sprintf("%x", lease), "reason", err)
+		c.saved.remove()
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	c.becomeMember(s)
+	c.log.Info("resumed the previous run's session: same lease, member record and claims", "member", id,
+		"lease", fmt.Sprintf("%x", lease), "lease_ttl", s.TTL(), "deadline", s.Deadline())
+	return true, nil
+}
+
+// becomeMember makes s the agent's session, saved for the agent's next run.
+func (c *Cluster) becomeMember(s *cluster.Session) {
+	if err := c.saved.save(s.Member().ID, int64(s.Lease())); err != nil {
+		// The next run then waits for the lease to expire, as before.
+		c.log.Warn("the session is not saved for the next run", "error", err)
+	}
+	c.mu.Lock()
+	c.session, c.state = s, Member
+	c.mu.Unlock()
+	// The guard holds the deadline before any job is claimed under s.
+	if c.opts.OnDeadline != nil {
+		c.opts.OnDeadline(s.Deadline())
+	}
+	signal(c.changed)
 }
 
 // declared is the member record the agent registers.
@@ -289,6 +328,7 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 		c.mu.Lock()
 		c.state, c.session = Fenced, nil
 		c.mu.Unlock()
+		c.saved.remove() // the lease is gone: nothing to resume
 		// The last renewal tells when the store may expire the lease (at
 		// the earliest last_renewal + lease_ttl): every worker dies before.
 		// The cause is logged first, then what fencing did to each job.
@@ -560,6 +600,7 @@ func (c *Cluster) Close() {
 	c.wg.Wait()
 	if s := c.currentSession(); s != nil {
 		_ = s.Close()
+		c.saved.remove() // left: the lease is revoked
 	}
 	if c.client != nil {
 		_ = c.client.Close()
