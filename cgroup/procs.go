@@ -5,7 +5,6 @@ package cgroup
 // leaf (Processes, what the metrics read at every scrape).
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -206,12 +205,8 @@ func (g *Group) leafProcesses(leaf string) (pids []int, ok bool) {
 // Errors: a line is not a pid.
 func appendPids(pids []int, b []byte) ([]int, error) {
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b = kernfile.CutLine(b)
 		if len(line) == 0 {
 			continue
 		}

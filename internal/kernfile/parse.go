@@ -45,12 +45,8 @@ func Uint(b []byte) (uint64, error) {
 // Errors: the value of a wanted key is not a number (naming the key).
 func Keyed(b []byte, sep byte, keys []string, out []uint64) error {
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b = CutLine(b)
 		i := bytes.IndexByte(line, sep)
 		if i < 0 {
 			continue
@@ -77,12 +73,8 @@ func Keyed(b []byte, sep byte, keys []string, out []uint64) error {
 // skipped. It stops at the first error fn returns and returns it.
 func Nested(b []byte, fn func(name, fields []byte) error) error {
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b = CutLine(b)
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
@@ -116,4 +108,13 @@ func Field(fields []byte, key string) (v uint64, found bool, err error) {
 		}
 	}
 	return 0, false, nil
+}
+
+// CutLine splits b at its first newline: the line before it (without the
+// newline) and the rest after it; with no newline, all of b and nil.
+func CutLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i], b[i+1:]
+	}
+	return b, nil
 }

@@ -114,3 +114,15 @@ func TestNested(t *testing.T) {
 		t.Errorf("Nested did not stop at fn's error: %v after %d lines", err, n)
 	}
 }
+
+// CutLine splits at the first newline; the last line may lack one.
+func TestCutLine(t *testing.T) {
+	for _, c := range []struct{ in, line, rest string }{
+		{"a\nb\n", "a", "b\n"}, {"a", "a", ""}, {"\n", "", ""}, {"", "", ""},
+	} {
+		line, rest := CutLine([]byte(c.in))
+		if string(line) != c.line || string(rest) != c.rest {
+			t.Errorf("CutLine(%q) = %q, %q; want %q, %q", c.in, line, rest, c.line, c.rest)
+		}
+	}
+}
