@@ -19,7 +19,7 @@ type Phase uint8
 
 // The phases of a job. A job enters the agent's table in one of them when
 // a pass plans it (Plan) and leaves it when it is stopped and forgotten;
-// moves between them follow transitions.
+// the supervisor lists the few moves a job makes in place.
 const (
 	// Waiting: another member holds the job's claim, or the claim could
 	// not be taken (the store failed); retried with backoff.
@@ -47,15 +47,6 @@ func (p Phase) String() string {
 	}
 	return fmt.Sprintf("phase(%d)", p)
 }
-
-// Package plan decides what one pass of the agent's loop does; it does
-// nothing itself. Decide turns what must run (the
-// assignment, the definitions, the operators' target states and restart
-// requests) and what runs (each job's phase and worker state) into a Plan:
-// which jobs to stop, hold, start, update in place or keep on their
-// previous definition. The supervisor's executor carries the plan out.
-// Decide reads no clock, no kernel and no store, so every decision is a
-// table test (plan_test.go).
 
 // Current is one job in the agent's table as Decide sees it.
 type Current struct {
