@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/berthd/berth/cgroup"
 )
 
 // Options configure the agent's side of the guard.
@@ -122,6 +124,11 @@ func (c *Client) Release(ctx context.Context) error {
 		conn.Close() // the guard behind it is gone or hung: ask the one listening
 	}
 	conn, _, err := c.dial(ctx)
+	if errors.Is(err, errHung) {
+		// Every job is gone: a guard that does not answer has nothing
+		// to guard, and its leaf must empty for the root to go.
+		return c.endHung(ctx, err)
+	}
 	if err != nil {
 		c.log.Info("no lease guard to release", "reason", err)
 		return nil
@@ -243,10 +250,42 @@ func (c *Client) connect(ctx context.Context) (*net.UnixConn, int, error) {
 	if err == nil {
 		return conn, pid, nil
 	}
+	if errors.Is(err, errHung) {
+		// A guard that accepts but does not answer (stopped, stuck) would
+		// keep this agent from starting, and could kill its jobs at a
+		// deadline it held when it runs again: end it.
+		if kerr := c.endHung(ctx, err); kerr != nil {
+			return nil, 0, kerr
+		}
+	}
 	if err := spawn(ctx, c.opts); err != nil {
 		return nil, 0, err
 	}
 	return c.dial(ctx)
+}
+
+// errHung marks a guard that accepted a connection but did not answer.
+var errHung = errors.New("the lease guard does not answer")
+
+// endHung kills a guard that does not answer (why), through its cgroup
+// leaf <cgroup_root>/guard: only a guard of this agent's runs there, and
+// the agent holds its cgroup root's lock. SIGKILL ends a stopped process
+// too.
+//
+// Errors: the leaf cannot be loaded or its processes killed.
+func (c *Client) endHung(ctx context.Context, why error) error {
+	h, err := cgroup.Open(c.opts.CgroupRoot)
+	if err == nil {
+		var g *cgroup.Group
+		if g, err = h.Load(CgroupLeaf); err == nil {
+			err = g.Kill(ctx)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("end the lease guard that does not answer (%v): %w", why, err)
+	}
+	c.log.Warn("ended a lease guard that did not answer (stopped or stuck); starting a new one", "reason", why)
+	return nil
 }
 
 // dial connects to the socket and exchanges hellos.
@@ -268,7 +307,7 @@ func (c *Client) dial(ctx context.Context) (*net.UnixConn, int, error) {
 	}
 	if err != nil {
 		conn.Close()
-		return nil, 0, fmt.Errorf("connect to the lease guard %s: %w", SocketPath(c.opts.DataDir), err)
+		return nil, 0, fmt.Errorf("connect to the lease guard %s: %w: %w", SocketPath(c.opts.DataDir), errHung, err)
 	}
 	return conn, int(m.value), nil
 }

@@ -514,3 +514,43 @@ func TestGuardEnviron(t *testing.T) {
 		t.Errorf("guardEnviron = %v, want %v", got, want)
 	}
 }
+
+// A guard that accepts connections but does not answer (stopped) is ended
+// through its cgroup leaf: the next agent's Start ends it and starts a new
+// one, and a release that finds one ends it rather than leave its leaf
+// (and so the cgroup root) behind.
+func TestHungGuardIsEnded(t *testing.T) {
+	w := newWorld(t)
+	first, exited := w.connect()
+	if err := unix.Kill(first.PID(), unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(60*time.Second))
+	defer cancel()
+	second, err := Start(ctx, w.options())
+	if err != nil {
+		t.Fatalf("start beside a stopped guard: %v", err)
+	}
+	defer second.Close()
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		t.Fatal("the stopped guard was not ended")
+	}
+	if second.PID() == first.PID() || second.PID() == 0 {
+		t.Fatalf("second guard pid %d, first %d", second.PID(), first.PID())
+	}
+	again := w.reaped(second.PID())
+	if err := unix.Kill(second.PID(), unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Release(ctx); err != nil {
+		t.Fatalf("release of a stopped guard: %v", err)
+	}
+	select {
+	case <-again:
+	case <-ctx.Done():
+		t.Fatal("the stopped guard was not ended at release")
+	}
+}
