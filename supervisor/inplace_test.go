@@ -64,7 +64,7 @@ func TestRestartAndStopTimeoutApplyInPlace(t *testing.T) {
 		t.Fatalf("restart/stop_timeout change: state %s pid %d, want running pid %d (kept)", j.State, j.PID, first.PID)
 	}
 	out := logs.String()
-	if !strings.Contains(out, "restart policy and stop timeout updated in place") {
+	if !strings.Contains(out, "restart and stop settings updated in place") {
 		t.Errorf("no in-place line in the log:\n%s", out)
 	}
 	for _, bad := range []string{"job definition changed; restarting it", "job limits updated in place"} {

@@ -2,8 +2,10 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +60,28 @@ func TestKillModeAndSignalApplyInPlace(t *testing.T) {
 	}
 	if strings.Contains(out, "job definition changed; restarting it") {
 		t.Errorf("log says the job was restarted:\n%s", out)
+	}
+}
+
+// A definition that changes kill_mode together with something that needs a
+// new process stops the old process as the new definition says, as
+// systemd applies KillMode= at daemon-reload, before the restart.
+func TestRestartStopsWithTheNewKillMode(t *testing.T) {
+	fa := runFakeAgent(t)
+	old := sleeper("k", limits.Limits{})
+	old.Run.KillMode = spec.KillMixed
+	fa.src.assign(workloadOf(old))
+	first := fa.waitJob(t, "k", "k running", running)
+	changed := sleeper("k", limits.Limits{}, "2")
+	changed.Run.KillMode = spec.KillControlGroup
+	fa.src.assign(workloadOf(changed))
+	fa.waitJob(t, "k", "k restarted", func(j apiJobView) bool { return running(j) && j.PID != first.PID })
+	b, err := os.ReadFile(filepath.Join(fa.Config().Agent.LogDir, "k.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("stopping pid %d: SIGTERM to every process of the cgroup", first.PID)
+	if !strings.Contains(string(b), want) {
+		t.Fatalf("the old process was not stopped with the new kill_mode; want %q in its log:\n%s", want, b)
 	}
 }

@@ -101,6 +101,16 @@ func (e *executor) execute(ctx context.Context, cfg *config.Config, desired sour
 		switch s.Reason {
 		case plan.StopChanged:
 			e.log.Info("job definition changed; restarting it", "job_id", s.ID, "changes", changeList(config.DiffJobs(j.spec, s.New)))
+			// The old process is stopped as the new definition says, as
+			// systemd applies KillMode=, KillSignal= and TimeoutStopSec=
+			// at daemon-reload, before the restart.
+			np := s.New.Process
+			if j.w != nil {
+				j.w.Retune(np.Restart, np.StopTimeout, np.KillMode, np.KillSignal.Number())
+			}
+			e.tbl.mu.Lock()
+			j.spec.Process.StopTimeout = np.StopTimeout
+			e.tbl.mu.Unlock()
 		case plan.StopRequested:
 			e.tbl.mu.Lock()
 			j.move(plan.Restarting)

@@ -33,7 +33,7 @@ func (e *executor) updateJob(cur *job, nj spec.Job) {
 		var o, n spec.Job
 		o.Process.Restart, o.Process.StopTimeout, o.Process.KillMode, o.Process.KillSignal = op.Restart, op.StopTimeout, op.KillMode, op.KillSignal
 		n.Process.Restart, n.Process.StopTimeout, n.Process.KillMode, n.Process.KillSignal = np.Restart, np.StopTimeout, np.KillMode, np.KillSignal
-		e.log.Info("job restart policy and stop timeout updated in place; they apply at its next exit or stop",
+		e.log.Info("job restart and stop settings updated in place; they apply at its next exit or stop",
 			"job_id", nj.ID, "changes", changeList(config.DiffJobs(o, n)))
 	}
 	res, notes, err := nj.Process.Limits.Resources(nil)
