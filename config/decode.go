@@ -159,7 +159,17 @@ func (t *table) str(k string, def string) string {
 		t.wrongType(k, v, "a string")
 		return def
 	}
+	t.nul(t.key(k), s)
 	return s
+}
+
+// nul reports a string with a NUL byte at key: every string berth takes
+// from a file ends up in a path, an argument or an environment entry,
+// which the kernel reads as a C string ending at the first NUL (nulMsg).
+func (t *table) nul(key, s string) {
+	if strings.ContainsRune(s, 0) {
+		t.d.errs.add(key, "%s", nulMsg)
+	}
 }
 
 func (t *table) integer(k string, def int64) int64 {
@@ -288,6 +298,7 @@ func (t *table) strings(k string) []string {
 			t.d.errs.add(fmt.Sprintf("%s[%d]", t.key(k), i), "must be a string, not %s", tomlType(e))
 			continue
 		}
+		t.nul(fmt.Sprintf("%s[%d]", t.key(k), i), s)
 		out = append(out, s)
 	}
 	return out
@@ -573,8 +584,9 @@ func (d *decoder) process(t *table) *spec.Process {
 		}
 		for i, arg := range p.Command {
 			if strings.ContainsRune(arg, 0) {
-				d.errs.add(fmt.Sprintf("%s[%d]", t.key("command"), i), "%s", nulMsg)
-			} else if _, err := spec.Expand(arg, nil); err != nil {
+				continue // reported by strings
+			}
+			if _, err := spec.Expand(arg, nil); err != nil {
 				d.errs.add(fmt.Sprintf("%s[%d]", t.key("command"), i), "%v", err)
 			}
 		}
@@ -596,7 +608,7 @@ func (d *decoder) process(t *table) *spec.Process {
 			case spec.ReservedEnv(k):
 				d.errs.add(env.key(k), "is set by berth for every job and cannot be overridden")
 			case strings.ContainsRune(v, 0):
-				d.errs.add(env.key(k), "value %s", nulMsg)
+				// reported by str
 			default:
 				p.Env[k] = v
 			}
@@ -605,14 +617,12 @@ func (d *decoder) process(t *table) *spec.Process {
 	}
 	if _, ok := t.m["env_file"]; ok {
 		p.EnvFile = t.str("env_file", "")
-		if strings.ContainsRune(p.EnvFile, 0) {
-			d.errs.add(t.key("env_file"), "%s", nulMsg)
-		} else if !strings.HasPrefix(p.EnvFile, "/") {
+		if !strings.ContainsRune(p.EnvFile, 0) && !strings.HasPrefix(p.EnvFile, "/") {
 			d.errs.add(t.key("env_file"), "must be an absolute path, not %q", p.EnvFile)
 		}
 	}
 	p.User = t.str("user", "")
-	if _, ok := t.m["user"]; ok {
+	if _, ok := t.m["user"]; ok && !strings.ContainsRune(p.User, 0) {
 		if err := checkUser(p.User); err != nil {
 			d.errs.add(t.key("user"), "%v", err)
 		}
@@ -635,9 +645,7 @@ func (d *decoder) process(t *table) *spec.Process {
 	}
 	if dirKey != "" {
 		p.Dir = t.str(dirKey, "")
-		if strings.ContainsRune(p.Dir, 0) {
-			d.errs.add(t.key(dirKey), "%s", nulMsg)
-		} else if _, isStr := t.m[dirKey].(string); isStr && !strings.HasPrefix(p.Dir, "/") {
+		if _, isStr := t.m[dirKey].(string); isStr && !strings.ContainsRune(p.Dir, 0) && !strings.HasPrefix(p.Dir, "/") {
 			d.errs.add(t.key(dirKey), "must be an absolute path, not %q", p.Dir)
 		}
 	}
@@ -656,9 +664,9 @@ func (d *decoder) process(t *table) *spec.Process {
 	return p
 }
 
-// nulMsg is the problem of a string that exec(2) cannot carry: arguments,
-// environment entries and paths reach the kernel as C strings, which end at
-// the first NUL byte.
+// nulMsg is the problem of a string with a NUL byte: arguments,
+// environment entries and paths reach the kernel as C strings, which end
+// at the first NUL byte, so no string of a berth file may hold one.
 const nulMsg = "must not contain a NUL byte (exec(2) and the kernel's paths take C strings, which end at the first NUL)"
 
 // suggestArgv says how to write a command given as one string: split on
