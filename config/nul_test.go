@@ -70,3 +70,16 @@ func TestNULBytesRefusedInEveryString(t *testing.T) {
 		})
 	}
 }
+
+// A data_dir too long for the lease guard's socket address is refused at
+// validation, with the bound, not when the agent starts its guard.
+func TestDataDirFitsTheGuardSocket(t *testing.T) {
+	long := "/" + strings.Repeat("d", MaxDataDirLen)
+	_, err := Parse("t.toml", []byte("[agent]\ndata_dir = \""+long+"\"\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "agent.data_dir: is 97 bytes long, at most 96") {
+		t.Fatalf("data_dir of %d bytes: %v, want the bound", len(long), err)
+	}
+	if _, err := Parse("t.toml", []byte("[agent]\ndata_dir = \""+long[:MaxDataDirLen]+"\"\n"), nil); err != nil {
+		t.Fatalf("data_dir of %d bytes refused: %v", MaxDataDirLen, err)
+	}
+}

@@ -176,6 +176,10 @@ func (d *decoder) agent(t *table) Agent {
 			}
 		}
 	}
+	if _, ok := t.m["data_dir"]; ok && len(a.DataDir) > MaxDataDirLen {
+		d.errs.add(t.key("data_dir"), "is %d bytes long, at most %d: the lease guard's socket <data_dir>/guard.sock must fit in a unix socket address (108 bytes with its NUL, unix(7))",
+			len(a.DataDir), MaxDataDirLen)
+	}
 	if n, ok := t.bytes("log_max_size"); ok {
 		if n < 1 {
 			d.errs.add(t.key("log_max_size"), "must be > 0 bytes")

@@ -6,7 +6,11 @@ import (
 
 // Defaults of the agent file (docs/config.md lists every key).
 const (
-	DefaultDataDir     = "/var/lib/berth"
+	DefaultDataDir = "/var/lib/berth"
+	// MaxDataDirLen is the longest data_dir, bytes: the lease guard's
+	// socket <data_dir>/guard.sock (11 bytes more) must fit in sun_path,
+	// 108 bytes with the terminating NUL (unix(7)).
+	MaxDataDirLen      = 107 - len("/guard.sock")
 	DefaultLogDir      = "/var/log/berth"
 	DefaultLogMaxSize  = 10 << 20 // bytes
 	DefaultLogMaxFiles = 5

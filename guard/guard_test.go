@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -552,5 +553,17 @@ func TestHungGuardIsEnded(t *testing.T) {
 	case <-again:
 	case <-ctx.Done():
 		t.Fatal("the stopped guard was not ended at release")
+	}
+}
+
+// The longest data_dir validation accepts gives a socket path that fits
+// in sun_path (108 bytes with its NUL, unix(7)).
+func TestLongestDataDirFitsTheSocket(t *testing.T) {
+	dir := "/" + strings.Repeat("d", config.MaxDataDirLen-1)
+	if n := len(SocketPath(dir)); n > 107 {
+		t.Fatalf("socket path of the longest data_dir is %d bytes, more than 107", n)
+	}
+	if n := len(SocketPath(dir + "d")); n <= 107 {
+		t.Fatalf("config.MaxDataDirLen is not the bound: one byte more still fits (%d)", n)
 	}
 }
