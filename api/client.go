@@ -127,12 +127,23 @@ func (c *Client) get(ctx context.Context, u string, v any) error {
 					"give --addr https://HOST:PORT, or the agent.web_config_file it runs with)"
 			}
 		}
+		e.Message += answerHint(e)
 		return e
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("GET %s: decode answer: %w", u, err)
 	}
 	return nil
+}
+
+// answerHint says what to do about an answer the agent refused a request
+// with: "" when its message says it already.
+func answerHint(e *Error) string {
+	switch {
+	case e.Code == http.StatusUnauthorized:
+		return " (the agent's web configuration asks for basic auth: set username and password_file in [agent.client], docs/security.md)"
+	}
+	return ""
 }
 
 // unreachable explains a transport error of a request to url: why the

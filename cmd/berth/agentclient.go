@@ -46,3 +46,14 @@ func agentClient(warn io.Writer, path, addr string) (*api.Client, error) {
 	}
 	return clientOf(ag, addr)
 }
+
+// reachError wraps the error of a first request to an agent: "is the agent
+// running?" when it could not be reached, "the agent refused the request"
+// when it answered with an error (an HTTP status: it runs).
+func reachError(err error) error {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return fmt.Errorf("the agent refused the request: %w", err)
+	}
+	return fmt.Errorf("is the agent running? %w", err)
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/config"
 )
 
@@ -120,5 +121,18 @@ func TestSameConfigFile(t *testing.T) {
 		if got := sameConfigFile(c.agent, pid, c.path); got != c.same {
 			t.Errorf("sameConfigFile(%q, %q) = %v, want %v", c.agent, c.path, got, c.same)
 		}
+	}
+}
+
+// The first request's error says whether the agent could not be reached or
+// refused the request, and a 401 says which credentials to set.
+func TestReachError(t *testing.T) {
+	refused := reachError(&api.Error{Code: 401, Message: "Unauthorized"})
+	if !strings.HasPrefix(refused.Error(), "the agent refused the request: HTTP 401") {
+		t.Errorf("401: %v", refused)
+	}
+	down := reachError(errors.New("connect: connection refused"))
+	if !strings.HasPrefix(down.Error(), "is the agent running? ") {
+		t.Errorf("transport error: %v", down)
 	}
 }

@@ -44,7 +44,7 @@ read for these keys, with a warning.`,
 			defer cancel()
 			jobs, err := cl.Jobs(ctx)
 			if err != nil {
-				return fmt.Errorf("is the agent running? %w", err)
+				return reachError(err)
 			}
 			if asJSON {
 				printJSON(cmd.OutOrStdout(), jobs)

@@ -355,7 +355,7 @@ func (t *top) batch(ctx context.Context, n int) error {
 		}
 		t.refresh(ctx)
 		if i == 0 && t.err != nil {
-			return fmt.Errorf("is the agent running? %w", t.err)
+			return reachError(t.err)
 		}
 		if i > 0 {
 			fmt.Fprintln(t.out)
@@ -389,7 +389,7 @@ const (
 func (t *top) interactive(ctx context.Context, in int, n int) error {
 	t.refresh(ctx)
 	if t.err != nil {
-		return fmt.Errorf("is the agent running? %w", t.err)
+		return reachError(t.err)
 	}
 	old, err := term.MakeRaw(in)
 	if err != nil {
