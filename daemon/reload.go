@@ -65,14 +65,14 @@ func (a *Agent) Reload(ctx context.Context) error {
 	for _, c := range changes {
 		a.log.Info("config changed", "key", c.Key, "old", c.Old, "new", c.New)
 	}
-	warnRestartOnly(a.log, old.Agent, cfg.Agent)
+	restartOnly := warnRestartOnly(a.log, old.Agent, cfg.Agent)
 	if old.Agent.LogSink != cfg.Agent.LogSink {
 		warnJournal(a.log, cfg.Agent.LogSink)
 	}
 	if err := a.sup.Apply(ctx, cfg); err != nil {
 		return err
 	}
-	warnings := a.warnFile(ctx, cfg, true)
+	warnings := append(restartOnly, a.warnFile(ctx, cfg, true)...)
 	a.mu.Lock()
 	a.conf.record(a.clock.Now(), sum, nil, changes, warnings)
 	a.mu.Unlock()

@@ -24,7 +24,7 @@ func TestWarnRestartOnly(t *testing.T) {
 		LogMaxSize: 2 << 20, LogMaxFiles: 4, LogSink: "journal", StopTimeout: 2 * time.Second, WebConfigFile: "/x",
 		Client: spec.APIClient{Username: "u", Password: "p"}}
 	var buf bytes.Buffer
-	warnRestartOnly(slog.New(slog.NewJSONHandler(&buf, nil)), old, changed)
+	ws := warnRestartOnly(slog.New(slog.NewJSONHandler(&buf, nil)), old, changed)
 	var keys []string
 	for _, raw := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		var l struct{ Level, Key, Running, File string }
@@ -44,10 +44,19 @@ func TestWarnRestartOnly(t *testing.T) {
 	if !slices.Equal(keys, want) {
 		t.Errorf("restart-only keys logged %v, want %v", keys, want)
 	}
+	var warned []string
+	for _, w := range ws {
+		warned = append(warned, w.Key)
+		if !strings.Contains(w.Msg, "takes effect only when the agent restarts") {
+			t.Errorf("warning %s says %q", w.Key, w.Msg)
+		}
+	}
+	if !slices.Equal(warned, want) {
+		t.Errorf("restart-only keys in the reload's warnings %v, want %v", warned, want)
+	}
 
 	buf.Reset()
-	warnRestartOnly(slog.New(slog.NewJSONHandler(&buf, nil)), old, old)
-	if buf.Len() != 0 {
+	if ws := warnRestartOnly(slog.New(slog.NewJSONHandler(&buf, nil)), old, old); buf.Len() != 0 || len(ws) != 0 {
 		t.Errorf("an unchanged [agent] table logged:\n%s", &buf)
 	}
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -111,7 +112,11 @@ func declaredConnectors(st config.Static) []string {
 // apply them: stop_timeout (the next stop), log_sink (each job's next
 // start) and [agent.client] (every request to a peer reads the settings in
 // force).
-func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
+//
+// It returns one warning per such setting, for the reload's result (what
+// `berth reload` prints).
+func warnRestartOnly(log *slog.Logger, old, new config.Agent) []*config.Problem {
+	var out []*config.Problem
 	for _, c := range []struct {
 		key      string
 		old, new string
@@ -128,8 +133,11 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) {
 	} {
 		if c.old != c.new {
 			log.Warn("changed setting takes effect only when the agent restarts", "key", c.key, "running", c.old, "file", c.new)
+			out = append(out, &config.Problem{Key: c.key,
+				Msg: fmt.Sprintf("changed from %q to %q: takes effect only when the agent restarts", c.old, c.new)})
 		}
 	}
+	return out
 }
 
 // warnJournal warns when log_sink = "journal" but this host has no journal
