@@ -259,7 +259,9 @@ func (c *Cluster) resume(ctx context.Context) (ok bool, err error) {
 		return false, err
 	}
 	c.becomeMember(s)
-	c.log.Info("resumed the previous run's session: same lease, member record and claims", "member", id,
+	// The same line as a join (tools wait for it), saying it resumed: the
+	// previous run's lease, member record and claims.
+	c.log.Info("joined the cluster", "resumed", true, "member", id,
 		"lease", fmt.Sprintf("%x", lease), "lease_ttl", s.TTL(), "deadline", s.Deadline())
 	return true, nil
 }

@@ -44,7 +44,7 @@ name = "sleeper"
 	}
 	e.start()
 	e.waitRunning("sleeper")
-	if !strings.Contains(e.out.String(), "resumed the previous run's session") {
+	if !strings.Contains(e.out.String(), `msg="joined the cluster" resumed=true`) {
 		t.Fatalf("the second start did not resume the session; log:\n%s", e.out)
 	}
 	if strings.Contains(e.out.String(), "waiting for the previous session of this member ID to expire") {
@@ -59,7 +59,7 @@ name = "sleeper"
 	}
 	e.start()
 	e.waitRunning("sleeper")
-	if strings.Contains(e.out.String(), "resumed the previous run's session") {
+	if strings.Contains(e.out.String(), "resumed=true") {
 		t.Errorf("a start after a clean stop resumed a session it had left:\n%s", e.out)
 	}
 	if again := members()[0]; again.Started.Equal(first.Started) {
