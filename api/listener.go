@@ -223,10 +223,10 @@ func (s *Server) modeFor(want bool, readErr error) *mode {
 	switch {
 	case m == nil:
 	case m.tls && !n.tls:
-		s.log.Warn("the web configuration turned TLS off: serving plain HTTP from now on (connections already open keep TLS until they close)",
+		s.log.Warn("the web configuration turned TLS off: serving plain HTTP from now on (a connection already open gets 421 and connects again)",
 			"listen", s.ln.Addr().String(), "web_config_file", s.file)
 	case !m.tls && n.tls && n.srv != nil:
-		s.log.Warn("the web configuration turned TLS on: serving https from now on (connections already open keep plain HTTP until they close)",
+		s.log.Warn("the web configuration turned TLS on: serving https from now on (a connection already open gets 421 and connects again)",
 			"listen", s.ln.Addr().String(), "web_config_file", s.file)
 	case m.srv == nil && n.srv != nil:
 		s.log.Info("the web configuration loads again: serving https", "listen", s.ln.Addr().String(), "web_config_file", s.file)
@@ -271,7 +271,9 @@ func (s *Server) start(tls bool) *mode {
 	go func() {
 		defer close(m.done)
 		err := web.Serve(m.q, m.srv, &web.FlagConfig{WebConfigFile: &file}, s.log)
-		if !errors.Is(err, http.ErrServerClosed) {
+		// A server replaced by one of the other mode (its listener
+		// closed under it) did not fail.
+		if !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			s.mu.Lock()
 			s.logOnce("serving the API failed; trying again at the next connection", err)
 			s.mu.Unlock()

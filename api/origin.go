@@ -6,6 +6,10 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Two guards stand before every handler, against web pages that the
@@ -86,9 +90,10 @@ func (g *hostGuard) allows(host string) bool {
 // guardOrigin wraps h with the Host guard and the cross-origin guard
 // (see above), logging each refusal on log.
 func guardOrigin(h http.Handler, hosts *hostGuard, log *slog.Logger) http.Handler {
+	crossLog, hostLog := newRefusalLog(log), newRefusalLog(log)
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		log.Warn("refused a cross-origin write from a web page", "method", r.Method, "path", r.URL.Path,
+		crossLog.warn("refused a cross-origin write from a web page", "method", r.Method, "path", r.URL.Path,
 			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
 		WriteError(w, http.StatusForbidden, "cross-origin request refused: a web page of another origin ("+
 			originOf(r)+") may not "+r.Method+" "+r.URL.Path+"; use berth's CLI or a client that sends no Origin")
@@ -96,7 +101,7 @@ func guardOrigin(h http.Handler, hosts *hostGuard, log *slog.Logger) http.Handle
 	guarded := cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil && !hosts.allows(r.Host) {
-			log.Warn("refused a request for a host name this agent does not answer to (DNS rebinding?)", "host", r.Host,
+			hostLog.warn("refused a request for a host name this agent does not answer to (DNS rebinding?)", "host", r.Host,
 				"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 			WriteError(w, http.StatusMisdirectedRequest, "misdirected request: this agent does not answer to the host name "+
 				r.Host+"; name it by its IP address, localhost or its host name, or list the name in agent.allowed_hosts")
@@ -112,4 +117,36 @@ func originOf(r *http.Request) string {
 		return o
 	}
 	return "Sec-Fetch-Site: " + r.Header.Get("Sec-Fetch-Site")
+}
+
+// refusalLog logs refused requests of one kind at most once per
+// refusalEvery, saying how many were refused without a line since: a page
+// that keeps sending requests cannot flood the agent's log.
+type refusalLog struct {
+	log        *slog.Logger
+	sometimes  rate.Sometimes
+	suppressed atomic.Int64
+}
+
+// refusalEvery is how often a refusal of one kind is logged at most.
+const refusalEvery = 10 * time.Second
+
+func newRefusalLog(log *slog.Logger) *refusalLog {
+	return &refusalLog{log: log, sometimes: rate.Sometimes{First: 1, Interval: refusalEvery}}
+}
+
+// warn logs msg with args, or counts it when a line of this kind was
+// logged less than refusalEvery ago.
+func (l *refusalLog) warn(msg string, args ...any) {
+	logged := false
+	l.sometimes.Do(func() {
+		logged = true
+		if n := l.suppressed.Swap(0); n > 0 {
+			args = append(args, "refused_without_a_line_since", n)
+		}
+		l.log.Warn(msg, args...)
+	})
+	if !logged {
+		l.suppressed.Add(1)
+	}
 }

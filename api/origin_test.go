@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/time/rate"
 )
 
 // syncBuffer is a bytes.Buffer safe for a logger and a test together.
@@ -90,15 +92,17 @@ func TestOriginAndHostGuards(t *testing.T) {
 	if n := writes(); n != 0 {
 		t.Errorf("%d writes taken from cross-origin requests, want 0", n)
 	}
-	if n := strings.Count(logBuf.String(), "refused a cross-origin write"); n != 3 {
-		t.Errorf("%d log lines of refused cross-origin writes, want 3:\n%s", n, logBuf.String())
+	// Logged, at most once per refusalEvery however many arrive.
+	if n := strings.Count(logBuf.String(), "refused a cross-origin write"); n != 1 {
+		t.Errorf("%d log lines of 3 refused cross-origin writes within %s, want 1:\n%s", n, refusalEvery, logBuf.String())
 	}
 	// A read from another origin is the browser's to hide (CORS): served.
 	if code, _ := do(http.MethodGet, "/v1/jobs", "", map[string]string{"Origin": "http://evil.example"}); code != http.StatusOK {
 		t.Errorf("GET /v1/jobs with a foreign Origin: %d, want 200", code)
 	}
 
-	// Foreign host names: 421 for reads and writes, a log line each.
+	// Foreign host names: 421 for reads and writes, logged at most once
+	// per refusalEvery.
 	for _, m := range []string{http.MethodGet, http.MethodPut} {
 		path := "/v1/jobs"
 		if m == http.MethodPut {
@@ -111,8 +115,8 @@ func TestOriginAndHostGuards(t *testing.T) {
 	if n := writes(); n != 0 {
 		t.Errorf("%d writes taken for a foreign Host, want 0", n)
 	}
-	if n := strings.Count(logBuf.String(), "does not answer to"); n != 2 {
-		t.Errorf("%d log lines of refused hosts, want 2:\n%s", n, logBuf.String())
+	if n := strings.Count(logBuf.String(), "does not answer to"); n != 1 {
+		t.Errorf("%d log lines of 2 refused hosts within %s, want 1:\n%s", n, refusalEvery, logBuf.String())
 	}
 
 	// What works as before: no Origin (the CLI, curl), an IP address,
@@ -161,5 +165,23 @@ func TestAllowedHostsAny(t *testing.T) {
 		if got := g.allows(host); got != want {
 			t.Errorf("listen 0.0.0.0:9750: allows(%q) = %v, want %v", host, got, want)
 		}
+	}
+}
+
+// A refusal logged after a quiet spell says how many were refused without
+// a line since the last one.
+func TestRefusalLogCountsTheSuppressed(t *testing.T) {
+	var buf syncBuffer
+	l := newRefusalLog(slog.New(slog.NewTextHandler(&buf, nil)))
+	for range 50 {
+		l.warn("refused")
+	}
+	if n := strings.Count(buf.String(), "refused"); n != 1 {
+		t.Fatalf("%d lines for 50 refusals at once, want 1:\n%s", n, buf.String())
+	}
+	l.sometimes = rate.Sometimes{First: 1} // as after refusalEvery
+	l.warn("refused")
+	if !strings.Contains(buf.String(), "refused_without_a_line_since=49") {
+		t.Errorf("the next line does not count the 49 refused without a line:\n%s", buf.String())
 	}
 }
