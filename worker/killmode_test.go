@@ -3,8 +3,10 @@ package worker
 import (
 	"context"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -163,5 +165,38 @@ func TestKillSignal(t *testing.T) {
 				t.Errorf("log does not name %s:\n%s", unix.SignalName(c.sig), logs.String())
 			}
 		})
+	}
+}
+
+// A stop signal the process that runs workers ignores (a shell starts its
+// background jobs with SIGINT and SIGQUIT ignored, nohup ignores SIGHUP)
+// reaches jobs started on a Runtime at its default: their shells can trap
+// it. Here SIGHUP, which nothing else in this process catches.
+func TestIgnoredStopSignalReachesJobs(t *testing.T) {
+	signal.Ignore(syscall.SIGHUP)
+	defer signal.Reset(syscall.SIGHUP)
+	rt, err := StartRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newTestGroup(t, 0)
+	marker := filepath.Join(t.TempDir(), "got")
+	spec := sh(g, `trap "echo HUP > `+marker+`; exit 0" HUP; while :; do sleep 0.1; done`)
+	spec.Runtime, spec.KillSignal, spec.KillMode, spec.StopTimeout = rt, unix.SIGHUP, jobspec.KillMixed, time.Minute
+	w := New(spec)
+	w.Start()
+	pid := waitRunning(t, w)
+	testutil.Eventually(t, 30*time.Second, "the loop", func() bool { return len(descendants(pid)) > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(2*time.Minute))
+	defer cancel()
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-w.Done()
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(marker); err != nil || strings.TrimSpace(string(b)) != "HUP" {
+		t.Fatalf("the job did not trap SIGHUP (%q, %v): it inherited the ignored signal", b, err)
 	}
 }

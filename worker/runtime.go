@@ -38,13 +38,16 @@ var ErrRuntimeClosed = errors.New("worker runtime closed")
 // StartRuntime makes this process a child subreaper (prctl(2)
 // PR_SET_CHILD_SUBREAPER), holds the process-wide reaper (starting it if no
 // other Runtime holds it), and starts the log readers and the launcher
-// threads of jobs that run as the agent's user. The agent calls it at
+// threads of jobs that run as the agent's user; a stop signal the process
+// ignores is caught instead, so that jobs get it at its default
+// (unignoreStopSignals). The agent calls it at
 // start-up, so that a failure shows before any job is touched. It returns
 // the prctl(2) error when the process cannot become a subreaper, the
 // epoll_create1(2) or eventfd(2) error when a log reader cannot start, or
 // the error of a launcher thread that cannot find its own cgroups; nothing
 // is left running then.
 func StartRuntime() (*Runtime, error) {
+	unignoreStopSignals()
 	r, err := holdReaper()
 	if err != nil {
 		return nil, err
