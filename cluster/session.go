@@ -101,7 +101,7 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 	// A slow grant or write (a store that has just come back) can leave
 	// little of the TTL before the local deadline: renew once now, so the
 	// session does not begin already fenced.
-	if time.Until(sent.Add(ttl-fencingMargin(ttl))) < renewInterval(ttl) {
+	if time.Until(sent.Add(ttl-FencingMargin(ttl))) < renewInterval(ttl) {
 		again := time.Now()
 		if r, err := c.etcd.KeepAliveOnce(ctx, g.ID); err != nil || r.TTL <= 0 {
 			c.revoke(g.ID)
@@ -117,15 +117,16 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 func (c *Client) startSession(rec MemberRecord, lease clientv3.LeaseID, sent time.Time) *Session {
 	ttl := c.cfg.SessionTTL
 	sctx, cancel := context.WithCancel(context.Background())
-	s := &Session{c: c, record: rec, lease: lease, ttl: ttl, margin: fencingMargin(ttl),
+	s := &Session{c: c, record: rec, lease: lease, ttl: ttl, margin: FencingMargin(ttl),
 		ctx: sctx, cancel: cancel, done: make(chan struct{}), loop: make(chan struct{}), lastSent: sent}
 	go s.renewLoop()
 	return s
 }
 
-// fencingMargin is how long before the earliest server-side expiry the local
-// deadline falls: max(1 s, ttl/5).
-func fencingMargin(ttl time.Duration) time.Duration {
+// FencingMargin is how long before the lease's earliest expiry on the
+// server (last renewal sent + ttl) a session's local fencing deadline
+// falls: max(1 s, ttl/5), the time left to kill every worker.
+func FencingMargin(ttl time.Duration) time.Duration {
 	return max(time.Second, ttl/5)
 }
 
@@ -140,7 +141,7 @@ func (c *Client) revoke(id clientv3.LeaseID) {
 // three renewals, and their retries, fit before the deadline even when the
 // TTL is short (2 s: every 333 ms; 10 s: every 2.7 s).
 func renewInterval(ttl time.Duration) time.Duration {
-	return (ttl - fencingMargin(ttl)) / 3
+	return (ttl - FencingMargin(ttl)) / 3
 }
 
 // renewLoop renews the lease every renewInterval with KeepAliveOnce, each attempt

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/guard"
@@ -257,7 +258,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 // member whose API is at addr.
 func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string) error {
 	a.src = source.NewCluster(cfg, a.host, source.Options{Log: a.log, OnRenew: a.registry.Cluster.ObserveRenew,
-		OnDeadline: a.guard.Deadline})
+		OnDeadline: func(t time.Time) { a.guard.Deadline(t.Add(guardLag(cfg.Cluster.SessionTTL))) }})
 	endpoints := cfg.Cluster.Endpoints
 	if len(endpoints) == 0 {
 		dir := cfg.Agent.DataDir
@@ -378,3 +379,10 @@ func (a *Agent) Summary() string {
 	return fmt.Sprintf("%s; %d %s running, %d failed, %d waiting for a claim, %d other; assignment generation %d",
 		a.info().State, running, jobs, failed, waiting, other, v.Desired.Generation)
 }
+
+// guardLag is how long after the session's local fencing deadline the
+// lease guard kills: half the fencing margin (cluster.FencingMargin). An
+// agent that still runs fences first (the cause, then each job, in its
+// log); the guard kills what a killed or hung agent left, still half a
+// margin before the lease can expire on the server.
+func guardLag(ttl time.Duration) time.Duration { return cluster.FencingMargin(ttl) / 2 }
