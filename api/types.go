@@ -90,9 +90,25 @@ type Agent struct {
 	// PID is the agent's process ID: `berth reload` signals it after
 	// checking that it is the PID in the agent's lock file.
 	PID int `json:"pid"`
+	// Adoption says what this agent took over from an earlier one at its
+	// start (live restart, docs/live-restart.md); absent when it found
+	// nothing to adopt.
+	Adoption *Adoption `json:"adoption,omitempty"`
 	// Config is the configuration file in force and how the last reload
 	// went.
 	Config AgentConfig `json:"config"`
+}
+
+// Adoption is what an agent took over from an earlier one at its start.
+type Adoption struct {
+	// At is when the agent listed the runs the lease guard held.
+	At time.Time `json:"at"`
+	// Held is how many runs the lease guard held for an earlier agent.
+	Held int `json:"held"`
+	// Adopted is how many of them workers of this agent took over, with
+	// their process, pid and start time (the rest were killed: a failed
+	// identity check, a changed command, or a job no longer assigned).
+	Adopted int `json:"adopted"`
 }
 
 // AgentConfig is the agent's configuration file as GET /v1/agent reports

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 )
 
 // maxLoggedPids is the most pids Cleanup names in a log line; beyond it
@@ -23,6 +24,15 @@ const maxLoggedPids = 16
 // Errors: rel is invalid; a child could not be killed or deleted before ctx
 // ended (all children are tried; the errors are joined).
 func (h *Hierarchy) Cleanup(ctx context.Context, rel string) error {
+	return h.CleanupExcept(ctx, rel, nil)
+}
+
+// CleanupExcept is Cleanup sparing the cgroups keep names (paths relative
+// to the root, as New takes them: "jobs/orders-sink",
+// "groups/sinks/orders-sink-0") with their processes, and the groups
+// above them, below which every other cgroup is cleaned up: the runs a
+// restarted agent adopts (docs/live-restart.md) survive its start-up.
+func (h *Hierarchy) CleanupExcept(ctx context.Context, rel string, keep map[string]bool) error {
 	names, err := h.Children(rel)
 	if err != nil {
 		return fmt.Errorf("clean up cgroup %q: %w", rel, err)
@@ -30,7 +40,17 @@ func (h *Hierarchy) Cleanup(ctx context.Context, rel string) error {
 	rel, _ = cleanRel(rel)
 	var errs []error
 	for _, name := range names {
-		g, err := h.Load(path.Join(rel, name))
+		child := path.Join(rel, name)
+		if keep[child] {
+			continue
+		}
+		if aboveKept(child, keep) {
+			if err := h.CleanupExcept(ctx, child, keep); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		g, err := h.Load(child)
 		if errors.Is(err, ErrNotExist) {
 			continue
 		}
@@ -62,4 +82,14 @@ func (h *Hierarchy) Cleanup(ctx context.Context, rel string) error {
 		return fmt.Errorf("clean up cgroup %q: %w", rel, err)
 	}
 	return nil
+}
+
+// aboveKept reports whether a cgroup keep names lies below rel.
+func aboveKept(rel string, keep map[string]bool) bool {
+	for k := range keep {
+		if strings.HasPrefix(k, rel+"/") {
+			return true
+		}
+	}
+	return false
 }

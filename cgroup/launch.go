@@ -414,3 +414,29 @@ func kernelAtLeast(major, minor int) (bool, string) {
 	}
 	return maj > major || (maj == major && min >= minor), release
 }
+
+// RunLeaf is the absolute cgroup2 directory of the group's latest run
+// (below the group, RunPrefix and a number), "" before the first run or
+// on a host without cgroup2.
+func (g *Group) RunLeaf() string {
+	if l := g.leaf.Load(); l != nil {
+		return *l
+	}
+	return ""
+}
+
+// SetRunLeaf records leaf (an absolute cgroup2 directory below the
+// group) as the leaf of the group's current run, when another process
+// started the run (the lease guard for the agent): Processes reads that
+// leaf alone, and the next ForkInside through this value removes it. A
+// leaf not below the group is ignored.
+func (g *Group) SetRunLeaf(leaf string) {
+	ud := g.h.unifiedDir(g.rel)
+	if ud == "" || filepath.Dir(leaf) != ud {
+		return
+	}
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	g.runLeaf = leaf
+	g.leaf.Store(&leaf)
+}

@@ -121,6 +121,9 @@ func (a *Agent) AgentInfo() api.Agent {
 	conf := a.conf.info(a.path)
 	a.mu.Unlock()
 	out := api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation, PID: os.Getpid(), Config: conf}
+	a.mu.Lock()
+	out.Adoption = a.adoption
+	a.mu.Unlock()
 	if !i.LastRenewal.IsZero() {
 		r, d := i.LastRenewal, i.Deadline
 		out.LastRenewal, out.LeaseDeadline = &r, &d

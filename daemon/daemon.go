@@ -54,7 +54,8 @@ type Agent struct {
 	conf       confState
 	cfg        *config.Config
 	declWarned bool
-	reloadMu   sync.Mutex // one reload at a time
+	adoption   *api.Adoption // what the start adopted; nil: nothing held
+	reloadMu   sync.Mutex    // one reload at a time
 }
 
 // Options configure an Agent beyond its configuration file.
@@ -145,17 +146,13 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err := hier.Prepare(); err != nil {
 		return fmt.Errorf("prepare cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
 	}
-	// A job that nobody claims must not run: kill what an earlier run of the
-	// agent left behind before anything else (failure case C1).
-	for _, sub := range cgroup.Subtrees() {
-		if err := hier.Cleanup(ctx, sub); err != nil {
-			return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, sub, err)
-		}
-	}
 	// From the session's first deadline on, the lease guard kills every
 	// job when a deadline passes without a renewal: this agent was killed
-	// or hangs (docs/live-restart.md). It starts after the leftovers are
-	// gone and before the agent joins.
+	// or hangs. It is the parent of every job, so that a job outlives an
+	// agent that crashes or is upgraded, and the next agent adopts the
+	// runs it holds (docs/live-restart.md). A guard that still runs is
+	// connected to; else one is started.
+	var ad adoption
 	if len(a.guardCmd) > 0 {
 		g, err := guard.Start(ctx, guard.Options{DataDir: cfg.Agent.DataDir, CgroupRoot: cfg.Agent.CgroupRoot,
 			Command: a.guardCmd, Log: a.log})
@@ -164,6 +161,17 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}
 		a.guard = g
 		defer g.Close()
+		ad = a.adoptable(ctx, g)
+		rt.UseSpawner(g)
+		rt.Offer(ad.offered)
+	}
+	// A job that nobody claims must not run: kill what an earlier run of the
+	// agent left behind before anything else (failure case C1), but the
+	// runs to adopt.
+	for _, sub := range cgroup.Subtrees() {
+		if err := hier.CleanupExcept(ctx, sub, ad.keep); err != nil {
+			return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, sub, err)
+		}
 	}
 	// From here on, leave no cgroup of ours behind: the root too, unless it
 	// is the cgroup systemd delegated to the agent (which systemd owns).
@@ -238,6 +246,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		select {
 		case <-ready:
 			ready = nil
+			if a.guard != nil {
+				a.killUnadopted(runCtx, rt, hier)
+				a.noteAdopted(ad, rt)
+			}
 			close(a.ready)
 			a.warnFile(runCtx, cfg, false)
 		case serr := <-serveErr:

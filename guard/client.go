@@ -52,6 +52,8 @@ type Client struct {
 	quit   chan struct{}
 	done   chan struct{} // closed when send has returned
 	closed bool
+
+	runs runsClient // the runs socket: worker.Spawner
 }
 
 // Start connects to the guard of opts.DataDir, starting one when none
@@ -64,6 +66,19 @@ type Client struct {
 // readyTimeout, or did not answer the hello within answerTimeout.
 func Start(ctx context.Context, opts Options) (*Client, error) {
 	c := &Client{opts: opts, log: opts.Log, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	c.runs.dataDir = opts.DataDir
+	c.runs.kick = func() {
+		c.mu.Lock()
+		none := c.latest == 0 // nothing to send: Start connected a guard
+		c.mu.Unlock()
+		if none {
+			return
+		}
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -116,6 +131,7 @@ func (c *Client) Release(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
+	c.runs.closeRuns()
 	conn := c.stop()
 	if conn != nil {
 		if exchange(conn, message{kind: kindRelease}, kindAck) == nil {
@@ -162,6 +178,7 @@ func (c *Client) Close() {
 	if c == nil {
 		return
 	}
+	c.runs.closeRuns()
 	if conn := c.stop(); conn != nil {
 		conn.Close()
 	}

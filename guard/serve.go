@@ -113,6 +113,12 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	if err := enterLeaf(h); err != nil {
 		return err
 	}
+	// After the move: the launcher threads start from the guard's leaf.
+	rs, err := listenRuns(log, h, opts.DataDir)
+	if err != nil {
+		return err
+	}
+	defer rs.close()
 	sock := SocketPath(opts.DataDir)
 	_ = os.Remove(sock) // a socket left by a guard that died: we hold the lock
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
@@ -124,7 +130,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		ln.Close()
 		return fmt.Errorf("guard: chmod %s: %w", sock, err)
 	}
-	s := &server{log: log, h: h, ln: ln, conns: make(chan *net.UnixConn), msgs: make(chan connMsg), quit: make(chan struct{})}
+	s := &server{log: log, h: h, runs: rs, ln: ln, conns: make(chan *net.UnixConn), msgs: make(chan connMsg), quit: make(chan struct{})}
 	s.wg.Add(1)
 	go s.accept()
 	defer s.close()
@@ -161,6 +167,7 @@ func enterLeaf(h *cgroup.Hierarchy) error {
 type server struct {
 	log   *slog.Logger
 	h     *cgroup.Hierarchy
+	runs  *runs
 	ln    *net.UnixListener
 	conns chan *net.UnixConn
 	msgs  chan connMsg
@@ -299,7 +306,7 @@ func (s *server) run(ctx context.Context) error {
 			switch cm.m.kind {
 			case kindHello:
 				agentPID = cm.m.value
-				s.log.Info("guard: agent connected", "agent_pid", agentPID)
+				s.log.Info("guard: agent connected", "agent_pid", agentPID, "runs_held", s.runs.count())
 				s.send(agent, message{kind: kindHello, value: uint64(os.Getpid())})
 			case kindDeadline:
 				deadline = int64(cm.m.value)

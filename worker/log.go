@@ -54,7 +54,36 @@ func (rt *Runtime) newLogPipe(sink io.Writer, closer io.Closer) (*logPipe, error
 		unix.Close(fds[1])
 		return nil, fmt.Errorf("create log pipe: %w", err)
 	}
-	p := &logPipe{rfd: fds[0], w: os.NewFile(uintptr(fds[1]), "log pipe"), sink: sink, closer: closer, done: make(chan struct{})}
+	return rt.addLogPipe(fds[0], os.NewFile(uintptr(fds[1]), "log pipe"), sink, closer)
+}
+
+// adoptLogPipe makes a log pipe over r, the read end of the pipe of a run
+// an earlier agent started: the write end for later runs and marker lines
+// is opened again through /proc/self/fd (proc(5): opening a pipe's
+// descriptor there opens the pipe itself, in the mode asked for). r is
+// owned by the pipe from here on, closed on error too.
+func (rt *Runtime) adoptLogPipe(r *os.File, sink io.Writer, closer io.Closer) (*logPipe, error) {
+	rfd, err := unix.FcntlInt(r.Fd(), unix.F_DUPFD_CLOEXEC, 0) // reaches no job
+	r.Close()
+	if err != nil {
+		return nil, fmt.Errorf("adopt log pipe: %w", err)
+	}
+	if err := unix.SetNonblock(rfd, true); err != nil {
+		unix.Close(rfd)
+		return nil, fmt.Errorf("adopt log pipe: %w", err)
+	}
+	wfd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", rfd), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(rfd)
+		return nil, fmt.Errorf("adopt log pipe: open its write end: %w", err)
+	}
+	return rt.addLogPipe(rfd, os.NewFile(uintptr(wfd), "log pipe"), sink, closer)
+}
+
+// addLogPipe hands the read end rfd of a pipe whose write end is w to a
+// log reader.
+func (rt *Runtime) addLogPipe(rfd int, w *os.File, sink io.Writer, closer io.Closer) (*logPipe, error) {
+	p := &logPipe{rfd: rfd, w: w, sink: sink, closer: closer, done: make(chan struct{})}
 	if err := rt.pickMux().add(p); err != nil {
 		unix.Close(p.rfd)
 		p.w.Close()

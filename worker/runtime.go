@@ -26,9 +26,12 @@ type Runtime struct {
 	muxes    []*logMux
 
 	mu      sync.Mutex
-	nextMux int  // round robin over muxes
-	live    int  // workers started on this Runtime that have not ended
-	closed  bool // Close has begun: no worker may start
+	spawner Spawner              // nil: starts run on the launcher threads
+	offered map[string]Adoptable // runs of an earlier agent, by job ID
+	adopted int                  // offered runs taken over
+	nextMux int                  // round robin over muxes
+	live    int                  // workers started on this Runtime that have not ended
+	closed  bool                 // Close has begun: no worker may start
 }
 
 // ErrRuntimeClosed is the reason of a worker started on a Runtime that has

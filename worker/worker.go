@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -108,6 +109,7 @@ type Worker struct {
 	startOnce sync.Once
 	stopOnce  sync.Once
 	entered   bool          // counted by Spec.Runtime (enter) until done is closed
+	offered   *Adoptable    // the run to adopt, taken by Start for begin
 	stopCh    chan struct{} // closed by Stop
 	done      chan struct{} // closed when the worker has ended and its log copy too
 
@@ -177,6 +179,15 @@ func (w *Worker) Start() {
 			return
 		}
 		w.entered = true
+		// A run an earlier agent started is taken now, so that once
+		// Start has returned for every job the agent knows which offered
+		// runs no worker wants (Runtime.Unadopted).
+		if a, ok := w.spec.Runtime.take(w.spec.JobID); ok {
+			w.offered = &a
+			if a.Run.Fingerprint == Fingerprint(&w.spec) {
+				w.spec.Runtime.noteAdopted()
+			}
+		}
 		w.setState(func(s *Status) { s.State = Starting })
 		go w.begin()
 	})
@@ -280,7 +291,18 @@ func (w *Worker) begin() {
 		w.end()
 		return
 	}
-	logs, err := w.openLog()
+	if a := w.offered; a != nil {
+		w.offered = nil
+		if a.Run.Fingerprint == Fingerprint(&w.spec) {
+			w.adopt(*a)
+			return
+		}
+		// The job's command changed while no agent ran: the earlier
+		// run goes, as a changed definition's run does on a reload.
+		a.Logr.Close()
+		w.killGroup(discardMarks{})
+	}
+	logs, err := w.openLog(nil)
 	if err != nil {
 		w.fail(err)
 		w.end()
@@ -305,7 +327,16 @@ func (w *Worker) startRun() {
 	n := w.runs
 	// The exit may come before spawn returns; exited then waits for step,
 	// which this step holds until the run is recorded.
-	p, err := spawn(&w.spec, w.spec.Group, w.logs.w, func(ws unix.WaitStatus) { go w.exited(n, ws) })
+	onExit := func(ws unix.WaitStatus) { go w.exited(n, ws) }
+	var (
+		p   *proc
+		err error
+	)
+	if sp := w.spec.Runtime.spawnerOf(); sp != nil {
+		p, err = w.spawnVia(sp, onExit)
+	} else {
+		p, err = spawn(&w.spec, w.spec.Group, w.logs.w, onExit)
+	}
 	if err != nil {
 		w.logs.mark("start failed: %v", err)
 		w.killGroup(w.logs)
@@ -505,7 +536,7 @@ func (w *Worker) closeDone() {
 // killGroup kills every process left in the cgroup and waits until it is
 // empty; it retries after an error, since a worker must not end while a
 // process of its job is alive.
-func (w *Worker) killGroup(logs *logPipe) {
+func (w *Worker) killGroup(logs marker) {
 	for {
 		err := w.spec.Group.Kill(context.Background())
 		if err == nil {
@@ -520,8 +551,9 @@ func (w *Worker) fail(err error) {
 	w.setState(func(s *Status) { s.State, s.PID, s.Reason = Failed, 0, err.Error() })
 }
 
-// openLog makes the worker's log pipe over Spec.Log or Spec.LogFile.
-func (w *Worker) openLog() (*logPipe, error) {
+// openLog makes the worker's log pipe over Spec.Log or Spec.LogFile: a
+// new pipe, or the pipe of an adopted run when adopted is not nil.
+func (w *Worker) openLog(adopted *os.File) (*logPipe, error) {
 	var (
 		sink   io.Writer = io.Discard
 		closer io.Closer
@@ -535,6 +567,9 @@ func (w *Worker) openLog() (*logPipe, error) {
 		}
 	case w.spec.Log != nil:
 		sink = w.spec.Log
+	}
+	if adopted != nil {
+		return w.spec.Runtime.adoptLogPipe(adopted, sink, closer)
 	}
 	return w.spec.Runtime.newLogPipe(sink, closer)
 }

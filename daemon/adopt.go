@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/guard"
+	"github.com/berthd/berth/worker"
+)
+
+// adoption is what a starting agent takes over from an earlier one: the
+// runs the lease guard holds whose processes pass every identity check
+// (guard.HeldRun.Verify), offered to the workers of their jobs.
+type adoption struct {
+	offered []worker.Adoptable
+	// keep names the job cgroups of the offered runs, spared by the
+	// start-up's clean-up of leftovers.
+	keep map[string]bool
+	// at is when the runs were listed; held how many the guard held.
+	at   time.Time
+	held int
+}
+
+// adoptable lists the runs g holds and checks each one's identity. A run
+// that fails a check is forgotten by the guard; its cgroup is then
+// cleaned up with the other leftovers, which kills it. An error listing
+// leaves nothing to adopt (every leftover is killed, as before live
+// restart).
+func (a *Agent) adoptable(ctx context.Context, g *guard.Client) adoption {
+	ad := adoption{keep: map[string]bool{}, at: time.Now()}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	held, err := g.Held(lctx)
+	if err != nil {
+		a.log.Error("list the runs the lease guard holds: none adopted; every leftover is killed", "error", err)
+		return ad
+	}
+	for _, h := range held {
+		if err := h.Verify(); err != nil {
+			a.log.Warn("a run the lease guard holds fails its identity check: killed with the leftovers", "job_id", h.JobID, "run", h.ID, "error", err)
+			h.Logr.Close()
+			g.Forget(h.ID)
+			continue
+		}
+		ad.offered = append(ad.offered, worker.Adoptable{Run: h.Run, Logr: h.Logr})
+		ad.keep[h.Cgroup] = true
+	}
+	ad.held = len(held)
+	if len(held) > 0 {
+		a.log.Info("runs of an earlier agent held by the lease guard", "held", len(held), "adoptable", len(ad.offered))
+	}
+	return ad
+}
+
+// killUnadopted kills the cgroup of every offered run no worker took once
+// the first reconcile is done: no claim of this agent covers its job.
+func (a *Agent) killUnadopted(ctx context.Context, rt *worker.Runtime, hier *cgroup.Hierarchy) {
+	for _, u := range rt.Unadopted() {
+		u.Logr.Close()
+		a.guard.Forget(u.Run.ID)
+		g, err := hier.Load(u.Run.Cgroup)
+		if err == nil {
+			kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err = g.Kill(kctx)
+			if err == nil {
+				err = g.Delete(kctx)
+			}
+			cancel()
+		}
+		if err != nil {
+			a.log.Error("kill a run no claim covers", "job_id", u.Run.JobID, "pid", u.Run.PID, "cgroup", u.Run.Cgroup, "error", err)
+			continue
+		}
+		a.log.Warn("killed a run of an earlier agent that no claim of this one covers", "job_id", u.Run.JobID, "pid", u.Run.PID, "cgroup", u.Run.Cgroup)
+	}
+}
+
+// noteAdopted records for GET /v1/agent what this agent adopted (once the
+// first reconcile has given every offered run its chance).
+func (a *Agent) noteAdopted(ad adoption, rt *worker.Runtime) {
+	if ad.held == 0 {
+		return
+	}
+	n := rt.Adopted()
+	a.mu.Lock()
+	a.adoption = &api.Adoption{At: ad.at, Held: ad.held, Adopted: n}
+	a.mu.Unlock()
+	a.log.Info("adopted the runs of an earlier agent", "held", ad.held, "adopted", n, "after", time.Since(ad.at).Round(time.Millisecond))
+}

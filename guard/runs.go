@@ -1,0 +1,306 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/worker"
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// runs is the guard's side of live restart: it starts jobs' processes for
+// the agent (it is their parent, so their exit statuses come to it, with
+// or without an agent), keeps each run's record and the read end of its
+// log pipe, and hands them to the next agent (docs/live-restart.md).
+//
+// One connection on the runs socket is the agent's: the newest one. Exits
+// go to it; a run's record stays until the agent forgets it.
+type runs struct {
+	log *slog.Logger
+	h   *cgroup.Hierarchy
+	rt  *worker.Runtime
+	ln  *net.UnixListener
+
+	mu     sync.Mutex
+	held   map[string]*heldRun
+	seq    uint64
+	conn   *msgConn // the agent's; nil: none
+	groups map[string]*cgroup.Group
+	closed bool
+
+	wg sync.WaitGroup // accept, read loops, spawns, exit notices
+}
+
+// heldRun is one run the guard started.
+type heldRun struct {
+	run    worker.Run
+	logr   int // read end of the run's log pipe; -1: none yet
+	exited bool
+	status unix.WaitStatus
+}
+
+// listenRuns starts the runs socket of dataDir and the worker runtime
+// that launches jobs (this process becomes a child subreaper).
+func listenRuns(log *slog.Logger, h *cgroup.Hierarchy, dataDir string) (*runs, error) {
+	rt, err := worker.StartRuntime()
+	if err != nil {
+		return nil, fmt.Errorf("guard: %w", err)
+	}
+	sock := RunsSocketPath(dataDir)
+	_ = os.Remove(sock)
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		_ = rt.Close()
+		return nil, fmt.Errorf("guard: listen on %s: %w", sock, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		_ = rt.Close()
+		return nil, fmt.Errorf("guard: chmod %s: %w", sock, err)
+	}
+	r := &runs{log: log, h: h, rt: rt, ln: ln, held: map[string]*heldRun{}, groups: map[string]*cgroup.Group{}}
+	r.wg.Add(1)
+	go r.accept()
+	return r, nil
+}
+
+// close stops accepting and reading and waits for every goroutine. The
+// runtime's launcher threads end last: the main processes they forked die
+// with them (their parent-death signal), as a guard that ends must leave
+// no job running unseen.
+func (r *runs) close() {
+	r.mu.Lock()
+	r.closed = true
+	conn := r.conn
+	r.conn = nil
+	r.mu.Unlock()
+	r.ln.Close()
+	if conn != nil {
+		conn.c.Close()
+	}
+	r.wg.Wait()
+	r.mu.Lock()
+	for _, hr := range r.held {
+		if hr.logr >= 0 {
+			unix.Close(hr.logr)
+		}
+	}
+	r.held = nil
+	r.mu.Unlock()
+	// Close refuses while a worker of its own runs; the guard has none.
+	_ = r.rt.Close()
+}
+
+// count is the number of runs held.
+func (r *runs) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.held)
+}
+
+func (r *runs) accept() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		if uid, err := peerUID(c); err != nil || uid != 0 {
+			r.log.Warn("guard: refused a runs connection not from root", "uid", uid, "error", err)
+			c.Close()
+			continue
+		}
+		mc := &msgConn{c: c}
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			c.Close()
+			return
+		}
+		if r.conn != nil {
+			r.conn.c.Close() // a newer agent replaces it
+		}
+		r.conn = mc
+		r.wg.Add(1)
+		r.mu.Unlock()
+		go r.read(mc)
+	}
+}
+
+// read serves one agent connection until it ends.
+func (r *runs) read(mc *msgConn) {
+	defer r.wg.Done()
+	defer func() {
+		r.mu.Lock()
+		if r.conn == mc {
+			r.conn = nil
+		}
+		r.mu.Unlock()
+		mc.c.Close()
+	}()
+	buf, oob := newRecvBuffers()
+	for {
+		m, files, err := mc.recv(buf, oob)
+		if err != nil {
+			return
+		}
+		switch m.Op {
+		case opSpawn:
+			if len(files) != 2 || m.Exec == nil || m.Run == nil {
+				closeAll(files)
+				_ = mc.send(runMsg{Op: opSpawned, Seq: m.Seq, Error: "spawn without exec, run and two descriptors"})
+				continue
+			}
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				r.spawn(mc, m, os.NewFile(uintptr(files[0]), "log pipe"), files[1])
+			}()
+		case opForget:
+			closeAll(files)
+			if m.Run != nil {
+				r.forget(m.Run.ID)
+			}
+		case opList:
+			closeAll(files)
+			r.list(mc)
+		default:
+			closeAll(files)
+			r.log.Warn("guard: unexpected message on the runs socket; closing it", "op", m.Op)
+			return
+		}
+	}
+}
+
+// spawn starts one run and answers the agent. logw is the job's stdout
+// (closed here once the job has it), logr kept for a later agent.
+func (r *runs) spawn(mc *msgConn, m runMsg, logw *os.File, logr int) {
+	defer logw.Close()
+	run := *m.Run
+	g, err := r.group(run.Cgroup)
+	if err == nil {
+		r.mu.Lock()
+		r.seq++
+		run.ID = "g" + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(r.seq, 10)
+		r.mu.Unlock()
+		id := run.ID
+		run.PID, err = r.rt.Launch(m.Exec, g, logw, func(ws unix.WaitStatus) { r.exited(id, ws) })
+	}
+	if err != nil {
+		unix.Close(logr)
+		_ = mc.send(runMsg{Op: opSpawned, Seq: m.Seq, Error: err.Error()})
+		return
+	}
+	run.Leaf = g.RunLeaf()
+	if p, perr := procfs.NewProc(run.PID); perr == nil {
+		if st, serr := p.Stat(); serr == nil {
+			run.StartTicks = st.Starttime
+		}
+	}
+	r.mu.Lock()
+	hr, ok := r.held[run.ID]
+	if !ok { // the exit may have come first
+		hr = &heldRun{logr: -1}
+		r.held[run.ID] = hr
+	}
+	hr.run, hr.logr = run, logr
+	r.mu.Unlock()
+	_ = mc.send(runMsg{Op: opSpawned, Seq: m.Seq, Run: &run})
+}
+
+// group returns the job cgroup at rel, loaded once (its run leaves are
+// numbered by it).
+func (r *runs) group(rel string) (*cgroup.Group, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g, ok := r.groups[rel]; ok {
+		return g, nil
+	}
+	g, err := r.h.Load(rel)
+	if err != nil {
+		return nil, err
+	}
+	r.groups[rel] = g
+	return g, nil
+}
+
+// exited records run id's exit (called from the reaper: it must not
+// block) and tells the agent, if one is connected.
+func (r *runs) exited(id string, ws unix.WaitStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hr, ok := r.held[id]
+	if !ok {
+		hr = &heldRun{run: worker.Run{ID: id}, logr: -1}
+		if r.held == nil {
+			return // closed
+		}
+		r.held[id] = hr
+	}
+	hr.exited, hr.status = true, ws
+	if r.conn != nil && !r.closed {
+		mc := r.conn
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			_ = mc.send(runMsg{Op: opExited, Run: &worker.Run{ID: id}, Exited: true, Status: uint32(ws)})
+		}()
+	}
+}
+
+// forget drops run id's record and log pipe.
+func (r *runs) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if hr, ok := r.held[id]; ok {
+		if hr.logr >= 0 {
+			unix.Close(hr.logr)
+		}
+		delete(r.held, id)
+	}
+}
+
+// list sends every run held, each with its log pipe's read end, then
+// opListed.
+func (r *runs) list(mc *msgConn) {
+	// Each read end is sent as a copy made under the lock, so that a
+	// forget meanwhile cannot close it under the send.
+	r.mu.Lock()
+	var out []heldRun
+	for _, hr := range r.held {
+		if hr.logr < 0 {
+			continue
+		}
+		c := *hr
+		var err error
+		if c.logr, err = unix.FcntlInt(uintptr(hr.logr), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			r.log.Warn("guard: copy a run's log pipe", "run", hr.run.ID, "error", err)
+			continue
+		}
+		out = append(out, c)
+	}
+	r.mu.Unlock()
+	defer func() {
+		for _, hr := range out {
+			unix.Close(hr.logr)
+		}
+	}()
+	for _, hr := range out {
+		run := hr.run
+		if err := mc.send(runMsg{Op: opHeld, Run: &run, Exited: hr.exited, Status: uint32(hr.status)}, hr.logr); err != nil {
+			r.log.Warn("guard: hand a run to the agent", "run", run.ID, "error", err)
+			return
+		}
+	}
+	if err := mc.send(runMsg{Op: opListed}); err != nil && !errors.Is(err, net.ErrClosed) {
+		r.log.Warn("guard: end the list of runs", "error", err)
+	}
+}

@@ -1,0 +1,373 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/worker"
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// lostStatus is the wait status a run is given when the connection to
+// the guard that started it ends: the guard is gone, and its children
+// with it (their parent-death signal is SIGKILL).
+const lostStatus = unix.WaitStatus(unix.SIGKILL)
+
+// runsClient is the agent's side of the runs socket; Client embeds it
+// as the worker.Spawner the agent's workers start through.
+type runsClient struct {
+	dataDir string
+	kick    func() // has the deadline sender reconnect, starting a guard if none runs
+
+	mu      sync.Mutex
+	conn    *msgConn
+	closed  bool
+	seq     uint64
+	waiting map[uint64]chan runMsg           // spawn answers, by Seq
+	onExit  map[string]func(unix.WaitStatus) // by run ID
+	pending map[string]unix.WaitStatus       // exits nobody waits for yet
+	listing chan heldMsg                     // during Held
+	wg      sync.WaitGroup                   // read loops
+}
+
+// heldMsg is one opHeld with its descriptor, or the list's end (done).
+type heldMsg struct {
+	m    runMsg
+	logr int
+	done bool
+	err  error
+}
+
+// HeldRun is a run an earlier agent started, as the guard holds it.
+type HeldRun struct {
+	worker.Run
+	// Exited is true when the run's main process has ended (Status).
+	Exited bool
+	Status unix.WaitStatus
+	// Logr is the read end of the run's log pipe.
+	Logr *os.File
+}
+
+var _ worker.Spawner = (*Client)(nil)
+
+// conn returns the runs connection, dialling it (and starting a guard
+// when none listens) if there is none.
+func (rc *runsClient) ensure(ctx context.Context) (*msgConn, error) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.closed {
+		return nil, errors.New("lease guard client closed")
+	}
+	if rc.conn != nil {
+		return rc.conn, nil
+	}
+	c, err := rc.dial(ctx)
+	// No guard listens (it ended): the deadline sender brings one up
+	// (kick); look again until ctx ends.
+	for wait := 20 * time.Millisecond; err != nil && rc.kick != nil; wait = min(2*wait, 500*time.Millisecond) {
+		rc.kick()
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (and no guard came up: %w)", err, ctx.Err())
+		case <-t.C:
+		}
+		c, err = rc.dial(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	mc := &msgConn{c: c}
+	rc.conn = mc
+	rc.wg.Add(1)
+	go rc.read(mc)
+	return mc, nil
+}
+
+func (rc *runsClient) dial(ctx context.Context) (*net.UnixConn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unixpacket", RunsSocketPath(rc.dataDir))
+	if err != nil {
+		return nil, fmt.Errorf("connect to the lease guard's runs socket: %w", err)
+	}
+	c := nc.(*net.UnixConn)
+	if uid, err := peerUID(c); err != nil || uid != 0 {
+		c.Close()
+		return nil, fmt.Errorf("connect to %s: its peer is uid %d, not root (%v)", RunsSocketPath(rc.dataDir), uid, err)
+	}
+	return c, nil
+}
+
+// read routes the guard's messages until the connection ends; then every
+// run started or adopted through it is reported lost.
+func (rc *runsClient) read(mc *msgConn) {
+	defer rc.wg.Done()
+	buf, oob := newRecvBuffers()
+	var err error
+	for {
+		var m runMsg
+		var fds []int
+		m, fds, err = mc.recv(buf, oob)
+		if err != nil {
+			break
+		}
+		switch m.Op {
+		case opSpawned:
+			closeAll(fds)
+			rc.mu.Lock()
+			ch := rc.waiting[m.Seq]
+			delete(rc.waiting, m.Seq)
+			rc.mu.Unlock()
+			if ch != nil {
+				ch <- m
+			}
+		case opExited:
+			closeAll(fds)
+			if m.Run != nil {
+				rc.exit(m.Run.ID, unix.WaitStatus(m.Status))
+			}
+		case opHeld, opListed:
+			rc.mu.Lock()
+			l := rc.listing
+			rc.mu.Unlock()
+			if l == nil || m.Op == opHeld && len(fds) != 1 {
+				closeAll(fds)
+				continue
+			}
+			if m.Op == opListed {
+				l <- heldMsg{done: true}
+			} else {
+				l <- heldMsg{m: m, logr: fds[0]}
+			}
+		default:
+			closeAll(fds)
+		}
+	}
+	rc.mu.Lock()
+	if rc.conn == mc {
+		rc.conn = nil
+	}
+	mc.c.Close()
+	closing := rc.closed
+	waiting, onExit := rc.waiting, rc.onExit
+	rc.waiting, rc.onExit = map[uint64]chan runMsg{}, map[string]func(unix.WaitStatus){}
+	l := rc.listing
+	rc.mu.Unlock()
+	for seq, ch := range waiting {
+		ch <- runMsg{Op: opSpawned, Seq: seq, Error: fmt.Sprintf("the lease guard's connection ended: %v", err)}
+	}
+	if l != nil {
+		l <- heldMsg{err: fmt.Errorf("the lease guard's connection ended: %w", err)}
+	}
+	if closing {
+		return
+	}
+	for _, f := range onExit {
+		f(lostStatus)
+	}
+}
+
+// exit hands run id's status to whoever waits for it, or keeps it.
+func (rc *runsClient) exit(id string, ws unix.WaitStatus) {
+	rc.mu.Lock()
+	f, ok := rc.onExit[id]
+	if ok {
+		delete(rc.onExit, id)
+	} else {
+		if rc.pending == nil {
+			rc.pending = map[string]unix.WaitStatus{}
+		}
+		rc.pending[id] = ws
+	}
+	mc := rc.conn
+	rc.mu.Unlock()
+	if ok {
+		f(ws)
+		if mc != nil {
+			_ = mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: id}})
+		}
+	}
+}
+
+// wait registers f for run id's exit, delivering a status already come.
+func (rc *runsClient) wait(id string, f func(unix.WaitStatus)) {
+	rc.mu.Lock()
+	ws, done := rc.pending[id]
+	if done {
+		delete(rc.pending, id)
+	} else {
+		if rc.onExit == nil {
+			rc.onExit = map[string]func(unix.WaitStatus){}
+		}
+		rc.onExit[id] = f
+	}
+	mc := rc.conn
+	rc.mu.Unlock()
+	if done {
+		f(ws)
+		if mc != nil {
+			_ = mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: id}})
+		}
+	}
+}
+
+// Spawn has the guard start x for r (worker.Spawner): the guard becomes
+// the run's parent, so the run outlives this agent until the lease
+// guard's deadline. Errors: the guard cannot be reached or started
+// ("lease guard"), or its launcher's (the program, the cgroup).
+func (c *Client) Spawn(x *worker.Exec, r worker.Run, logw *os.File, logr int, onExit func(unix.WaitStatus)) (worker.Run, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	rc := &c.runs
+	mc, err := rc.ensure(ctx)
+	if err != nil {
+		return worker.Run{}, fmt.Errorf("start through the lease guard: %w", err)
+	}
+	ch := make(chan runMsg, 1)
+	rc.mu.Lock()
+	rc.seq++
+	seq := rc.seq
+	if rc.waiting == nil {
+		rc.waiting = map[uint64]chan runMsg{}
+	}
+	rc.waiting[seq] = ch
+	rc.mu.Unlock()
+	if err := mc.send(runMsg{Op: opSpawn, Seq: seq, Exec: x, Run: &r}, int(logw.Fd()), logr); err != nil {
+		rc.mu.Lock()
+		delete(rc.waiting, seq)
+		rc.mu.Unlock()
+		mc.c.Close() // the read loop reports what ran through it
+		return worker.Run{}, fmt.Errorf("start through the lease guard: %w", err)
+	}
+	a := <-ch // the read loop answers every waiter, also when the connection ends
+	if a.Error != "" || a.Run == nil {
+		return worker.Run{}, errors.New(strings.TrimPrefix(a.Error, "start "))
+	}
+	rc.wait(a.Run.ID, onExit)
+	return *a.Run, nil
+}
+
+// Adopt has onExit told the status of run, which an earlier agent started
+// (worker.Spawner).
+func (c *Client) Adopt(run worker.Run, onExit func(unix.WaitStatus)) {
+	c.runs.wait(run.ID, onExit)
+}
+
+// Forget tells the guard to drop run id (not adopted: its cgroup is
+// killed by the agent).
+func (c *Client) Forget(id string) {
+	rc := &c.runs
+	rc.mu.Lock()
+	delete(rc.pending, id)
+	mc := rc.conn
+	rc.mu.Unlock()
+	if mc != nil {
+		_ = mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: id}})
+	}
+}
+
+// Held asks the guard for the runs it holds (started for an earlier
+// agent, or this one), each with its log pipe's read end, owned by the
+// caller. The exit statuses of runs that ended are kept for Adopt.
+// Errors: the guard cannot be reached, or the connection ends.
+func (c *Client) Held(ctx context.Context) ([]HeldRun, error) {
+	rc := &c.runs
+	mc, err := rc.ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := make(chan heldMsg, 16)
+	rc.mu.Lock()
+	rc.listing = l
+	rc.mu.Unlock()
+	defer func() {
+		rc.mu.Lock()
+		rc.listing = nil
+		rc.mu.Unlock()
+	}()
+	if err := mc.send(runMsg{Op: opList}); err != nil {
+		return nil, err
+	}
+	var out []HeldRun
+	for {
+		var h heldMsg
+		select {
+		case h = <-l:
+		case <-ctx.Done():
+			for _, r := range out {
+				r.Logr.Close()
+			}
+			return nil, fmt.Errorf("list the lease guard's runs: %w", ctx.Err())
+		}
+		if h.err != nil || h.done {
+			return out, h.err
+		}
+		run := HeldRun{Run: *h.m.Run, Exited: h.m.Exited, Status: unix.WaitStatus(h.m.Status),
+			Logr: os.NewFile(uintptr(h.logr), "log pipe of run "+h.m.Run.ID)}
+		if run.Exited {
+			rc.mu.Lock()
+			if rc.pending == nil {
+				rc.pending = map[string]unix.WaitStatus{}
+			}
+			rc.pending[run.ID] = run.Status
+			rc.mu.Unlock()
+		}
+		out = append(out, run)
+	}
+}
+
+// closeRuns ends the runs connection and waits for its read loop; runs
+// still waited for are not reported (the agent is stopping).
+func (rc *runsClient) closeRuns() {
+	rc.mu.Lock()
+	rc.closed = true
+	mc := rc.conn
+	rc.mu.Unlock()
+	if mc != nil {
+		mc.c.Close()
+	}
+	rc.wg.Wait()
+}
+
+// Verify proves that the run's process is still the one the guard
+// started (never a bare pid: docs/live-restart.md): the guard is its
+// parent and has not reaped it, so the pid names it; its start time
+// (/proc/PID/stat field 22) and its cgroup2 leaf (/proc/PID/cgroup) must
+// match the record too. Errors say which check failed.
+func (h HeldRun) Verify() error {
+	if h.Exited {
+		return nil
+	}
+	p, err := procfs.NewProc(h.PID)
+	if err != nil {
+		return fmt.Errorf("run %s: pid %d: %w", h.ID, h.PID, err)
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return fmt.Errorf("run %s: pid %d: %w", h.ID, h.PID, err)
+	}
+	if st.Starttime != h.StartTicks {
+		return fmt.Errorf("run %s: pid %d started at tick %d, the run at %d: another process", h.ID, h.PID, st.Starttime, h.StartTicks)
+	}
+	if h.Leaf == "" {
+		return nil
+	}
+	cgs, err := p.Cgroups()
+	if err != nil {
+		return fmt.Errorf("run %s: pid %d: %w", h.ID, h.PID, err)
+	}
+	for _, cg := range cgs {
+		if cg.HierarchyID == 0 && cg.Path != "/" && strings.HasSuffix(h.Leaf, cg.Path) {
+			return nil
+		}
+	}
+	return fmt.Errorf("run %s: pid %d is not in the run's cgroup %s", h.ID, h.PID, h.Leaf)
+}

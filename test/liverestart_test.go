@@ -1,0 +1,164 @@
+package test
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
+)
+
+// countLines returns the numbers a counting job wrote to its log file, in
+// order (lines "n <i>"; the agent's "berth: ..." lines are skipped).
+func countLines(t *testing.T, path string) []int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []int
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if n, ok := strings.CutPrefix(sc.Text(), "n "); ok {
+			if i, err := strconv.Atoi(n); err == nil {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}
+
+// Live restart, the crash: an agent killed with SIGKILL and started again
+// hands its jobs over without a restart: the same pids, state running,
+// restart count and start time kept, the counting job's log has every
+// number once and in order, the session (lease) resumed; a job that
+// exited while no agent ran is reported with its real exit status and
+// handled by its restart policy; GET /v1/agent says what was adopted.
+func TestCrashedAgentHandsJobsOver(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["sleeper", "counter", "quitter"]
+
+[[connector]]
+name = "sleeper"
+  [connector.run]
+  command = ["sleep", "1000"]
+
+[[connector]]
+name = "counter"
+  [connector.run]
+  command = ["/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo \"n $i\"; sleep 0.01; done"]
+
+[[connector]]
+name = "quitter"
+  [connector.run]
+  command = ["/bin/sh", "-c", "sleep 1000 & wait; exit 7"]
+  restart = "on-failure"
+`)
+	e.start()
+	before := e.waitRunning("sleeper", "counter", "quitter")
+	logFile := filepath.Join(e.dir, "log", "counter.log")
+	testutil.Eventually(t, 30*time.Second, "the counter writes", func() bool { return len(countLines(t, logFile)) > 10 })
+
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	// While no agent runs, the quitter's main process ends with status 7.
+	qpid := before["quitter"].PID
+	if err := syscall.Kill(qpid, 0); err != nil {
+		t.Fatalf("the quitter (pid %d) died with the agent: %v", qpid, err)
+	}
+	for _, id := range []string{"sleeper", "counter"} {
+		if err := syscall.Kill(before[id].PID, 0); err != nil {
+			t.Fatalf("%s (pid %d) died with the agent: %v", id, before[id].PID, err)
+		}
+	}
+	killChildren(t, qpid) // its sleep ends; the shell exits 7
+	testutil.Eventually(t, 30*time.Second, "the quitter's main process ends", func() bool {
+		return syscall.Kill(qpid, 0) != nil || isZombie(qpid)
+	})
+
+	e.start()
+	after := e.waitRunning("sleeper", "counter", "quitter")
+	for _, id := range []string{"sleeper", "counter"} {
+		b, a := before[id], after[id]
+		if a.PID != b.PID {
+			t.Errorf("%s: pid %d after the restart, %d before: restarted, not adopted", id, a.PID, b.PID)
+		}
+		if a.Restarts != b.Restarts {
+			t.Errorf("%s: restarts %d after, %d before", id, a.Restarts, b.Restarts)
+		}
+		if a.StartedAt == nil || b.StartedAt == nil || !a.StartedAt.Equal(*b.StartedAt) {
+			t.Errorf("%s: started_at %s after, %s before", id, a.StartedAt, b.StartedAt)
+		}
+	}
+	q := after["quitter"]
+	if q.LastExit == nil || q.LastExit.Code != 7 {
+		t.Errorf("quitter: last exit %+v, want the status 7 it exited with while no agent ran", q.LastExit)
+	}
+	if q.Restarts != 1 {
+		t.Errorf("quitter: restarts %d, want 1 (restart on-failure after its exit 7)", q.Restarts)
+	}
+	if !strings.Contains(e.out.String(), `msg="joined the cluster" resumed=true`) {
+		t.Errorf("the second start did not resume the session")
+	}
+	var ag api.Agent
+	getJSON(t, "http://"+e.addr+"/v1/agent", &ag)
+	if ag.Adoption == nil || ag.Adoption.Held != 3 || ag.Adoption.Adopted != 3 {
+		t.Errorf("GET /v1/agent adoption = %+v, want 3 held, 3 adopted", ag.Adoption)
+	}
+	// The counter's output goes on in the same file: no number lost, none twice.
+	n0 := len(countLines(t, logFile))
+	testutil.Eventually(t, 30*time.Second, "the counter writes on", func() bool { return len(countLines(t, logFile)) > n0+10 })
+	ns := countLines(t, logFile)
+	for i, n := range ns {
+		if n != i+1 {
+			t.Fatalf("counter log: line %d says %d: lines lost or repeated across the restart", i+1, n)
+		}
+	}
+
+	// A clean stop still stops every job and leaves nothing.
+	if err := e.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("clean stop: %v", err)
+	}
+	for _, id := range []string{"sleeper", "counter"} {
+		if err := syscall.Kill(before[id].PID, 0); err == nil && !isZombie(before[id].PID) {
+			t.Errorf("%s (pid %d) still runs after a clean stop", id, before[id].PID)
+		}
+	}
+}
+
+// killChildren kills the children of pid (a job's shell).
+func killChildren(t *testing.T, pid int) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+	if err != nil {
+		t.Fatalf("children of %d: %v", pid, err)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		c, _ := strconv.Atoi(f)
+		_ = syscall.Kill(c, syscall.SIGKILL)
+	}
+}
+
+// isZombie reports whether pid has exited and waits for its parent.
+func isZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
