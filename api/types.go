@@ -90,6 +90,12 @@ type Agent struct {
 	// PID is the agent's process ID: `berth reload` signals it after
 	// checking that it is the PID in the agent's lock file.
 	PID int `json:"pid"`
+	// Version is the agent's release (berth version).
+	Version string `json:"version,omitempty"`
+	// ImageStarted is when this agent's program started (RFC 3339): it
+	// changes on every start and every hand-over (SIGUSR2, berth
+	// upgrade), which keeps the pid.
+	ImageStarted time.Time `json:"image_started,omitzero"`
 	// Adoption says what this agent took over from an earlier one at its
 	// start (live restart, docs/live-restart.md); absent when it found
 	// nothing to adopt.

@@ -121,6 +121,7 @@ func (a *Agent) AgentInfo() api.Agent {
 	conf := a.conf.info(a.path)
 	a.mu.Unlock()
 	out := api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation, PID: os.Getpid(), Config: conf}
+	out.Version, out.ImageStarted = a.build[0], a.imageStarted
 	a.mu.Lock()
 	out.Adoption = a.adoption
 	a.mu.Unlock()

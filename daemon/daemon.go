@@ -48,6 +48,8 @@ type Agent struct {
 	embedded *embedetcd.Server // nil with [cluster] endpoints
 	started  chan struct{}     // closed once sup is set
 	ready    chan struct{}     // closed once sup is ready
+	// imageStarted is when this process image started (GET /v1/agent).
+	imageStarted time.Time
 
 	mu         sync.Mutex // guards what follows
 	handler    http.Handler
@@ -76,7 +78,8 @@ type Options struct {
 // does not touch cgroups, processes or the store.
 func New(cfg *config.Config, path string, opts Options) *Agent {
 	a := &Agent{log: opts.Logger, path: path, host: opts.Host, clock: clockwork.NewRealClock(), cfg: cfg,
-		build: [2]string{opts.Version, opts.Commit}, guardCmd: opts.GuardCommand, started: make(chan struct{}), ready: make(chan struct{})}
+		build: [2]string{opts.Version, opts.Commit}, guardCmd: opts.GuardCommand, started: make(chan struct{}), ready: make(chan struct{}),
+		imageStarted: time.Now().UTC()}
 	if a.log == nil {
 		a.log = slog.Default()
 	}

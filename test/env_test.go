@@ -63,6 +63,7 @@ type env struct {
 	cmd    *exec.Cmd
 	out    *testutil.SyncBuffer
 	waited chan error
+	bin    string // the agent's program; "": berthBin
 }
 
 func newEnv(t testing.TB) *env {
@@ -107,7 +108,11 @@ func (e *env) start() {
 // through c (an agent that serves TLS and asks for credentials).
 func (e *env) startWith(c *http.Client, base string) {
 	e.t.Helper()
-	e.cmd = exec.Command(berthBin, "agent", "--config", e.config)
+	bin := berthBin
+	if e.bin != "" {
+		bin = e.bin
+	}
+	e.cmd = exec.Command(bin, "agent", "--config", e.config)
 	e.out = &testutil.SyncBuffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
 	if err := e.cmd.Start(); err != nil {

@@ -3,6 +3,7 @@ package test
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -161,4 +162,110 @@ func isZombie(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+// Live restart, the upgrade: berth upgrade hands every job to the program
+// installed at the agent's path (the same pid for the agent, the same
+// pids for the jobs, the same session); a program there that does not run
+// is refused and the agent goes on as before.
+func TestUpgradeHandsJobsOver(t *testing.T) {
+	e := newEnv(t)
+	e.bin = filepath.Join(e.dir, "berth")
+	copyFile(t, berthBin, e.bin)
+	e.write(e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["sleeper", "counter"]
+
+[[connector]]
+name = "sleeper"
+  [connector.run]
+  command = ["sleep", "1000"]
+
+[[connector]]
+name = "counter"
+  [connector.run]
+  command = ["/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo \"n $i\"; sleep 0.01; done"]
+`)
+	e.start()
+	before := e.waitRunning("sleeper", "counter")
+	var ag0 api.Agent
+	getJSON(t, "http://"+e.addr+"/v1/agent", &ag0)
+
+	// A broken program at the agent's path: refused, nothing changes.
+	if err := os.WriteFile(e.bin+".new", []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.bin, e.bin+".good"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.bin+".new", e.bin); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(berthBin, "upgrade", "--config", e.config, "--timeout", "5s").CombinedOutput()
+	if err == nil {
+		t.Fatalf("berth upgrade to a program that does not run succeeded:\n%s", out)
+	}
+	testutil.Eventually(t, 30*time.Second, "the agent logs the refusal", func() bool {
+		return strings.Contains(e.out.String(), "hand-over refused")
+	})
+	for id, j := range e.jobs() {
+		if j.PID != before[id].PID {
+			t.Errorf("%s: pid %d after a refused hand-over, %d before", id, j.PID, before[id].PID)
+		}
+	}
+
+	// The real program back (as a package upgrade renames its file in):
+	// the hand-over.
+	if err := os.Rename(e.bin+".good", e.bin); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(berthBin, "upgrade", "--config", e.config).CombinedOutput()
+	if err != nil {
+		t.Fatalf("berth upgrade: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "2 of 2 runs adopted") {
+		t.Errorf("berth upgrade printed:\n%s", out)
+	}
+	var ag api.Agent
+	getJSON(t, "http://"+e.addr+"/v1/agent", &ag)
+	if ag.PID != ag0.PID || ag.PID != e.cmd.Process.Pid {
+		t.Errorf("agent pid %d after the hand-over, %d before (process %d)", ag.PID, ag0.PID, e.cmd.Process.Pid)
+	}
+	if !ag.ImageStarted.After(ag0.ImageStarted) {
+		t.Errorf("image_started %s, before %s: no new image", ag.ImageStarted, ag0.ImageStarted)
+	}
+	after := e.waitRunning("sleeper", "counter")
+	for id, b := range before {
+		if after[id].PID != b.PID {
+			t.Errorf("%s: pid %d after the hand-over, %d before", id, after[id].PID, b.PID)
+		}
+	}
+	if !strings.Contains(e.out.String(), `msg="joined the cluster" resumed=true`) {
+		t.Errorf("the new image did not resume the session")
+	}
+	logFile := filepath.Join(e.dir, "log", "counter.log")
+	n0 := len(countLines(t, logFile))
+	testutil.Eventually(t, 30*time.Second, "the counter writes on", func() bool { return len(countLines(t, logFile)) > n0+10 })
+	for i, n := range countLines(t, logFile) {
+		if n != i+1 {
+			t.Fatalf("counter log: line %d says %d: lines lost or repeated across the hand-over", i+1, n)
+		}
+	}
+	if err := e.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("clean stop after the hand-over: %v", err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
 }

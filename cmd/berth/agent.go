@@ -24,7 +24,9 @@ func agentCmd(configPath *string) *cobra.Command {
 		Use:   "agent",
 		Short: "Run the host agent",
 		Long: `Run the host agent until SIGTERM or SIGINT; SIGHUP reloads the file
-(` + "`berth reload`" + ` sends it and prints the result).
+(` + "`berth reload`" + ` sends it and prints the result); SIGUSR2 hands every
+job over to the program installed at the agent's path, without a restart
+(` + "`berth upgrade`" + ` sends it and waits for the hand-over).
 
 The agent kills whatever an earlier run left in its cgroup root, joins its
 cluster (an embedded etcd when [cluster] names no endpoints), and runs the
@@ -80,7 +82,7 @@ func runAgent(path string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 
 	self, err := os.Executable()
@@ -91,7 +93,11 @@ func runAgent(path string) error {
 		GuardCommand: []string{self, "guard"}})
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx) }()
-	log.Info("agent starting", "version", version, "commit", commit, "config", path, "id", cfg.Agent.ID)
+	if from := handedOverFrom(); from != "" {
+		log.Info("agent starting", "version", version, "commit", commit, "config", path, "id", cfg.Agent.ID, "handed_over_from", from)
+	} else {
+		log.Info("agent starting", "version", version, "commit", commit, "config", path, "id", cfg.Agent.ID)
+	}
 
 	// systemd's watchdog (WatchdogSec=) is fed at half its interval, and
 	// only while the agent's loop is healthy; STATUS= is refreshed with it.
@@ -131,6 +137,16 @@ func runAgent(path string) error {
 		case <-status.C:
 			_, _ = sd.SdNotify(false, "STATUS="+agent.Summary())
 		case sig := <-sigs:
+			if sig == syscall.SIGUSR2 {
+				if reloading {
+					log.Error("hand-over refused: a reload is under way; send SIGUSR2 again once it has finished")
+					break
+				}
+				if err := handOver(log, self); err != nil {
+					log.Error("the agent goes on as before", "error", err)
+				}
+				break
+			}
 			if sig != syscall.SIGHUP {
 				log.Info("stopping", "signal", sig.String())
 				_, _ = sd.SdNotify(false, sd.SdNotifyStopping)

@@ -38,6 +38,7 @@ func commands(configPath *string) []*cobra.Command {
 		agentCmd(configPath),
 		validateCmd(configPath),
 		reloadCmd(configPath),
+		upgradeCmd(configPath),
 		statusCmd(configPath),
 		topCmd(configPath),
 		logsCmd(configPath),

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/daemon"
+	"golang.org/x/sys/unix"
+)
+
+// handOverEnv is set in the environment of an agent started by a hand-over
+// (SIGUSR2): the version of the agent that handed its jobs over. The new
+// agent logs it and removes it.
+const handOverEnv = "BERTH_HANDED_OVER_FROM"
+
+// handOver replaces this agent's image with the program at self (the
+// binary now installed at the path this one was started from: after a
+// package upgrade, the new release), keeping the pid, so that a service
+// manager's MainPID holds and nothing is stopped. The jobs keep running:
+// the lease guard is their parent and holds their runs; the new image
+// resumes the session (the lease was not revoked) and adopts every run
+// (docs/live-restart.md, "Upgrade by re-exec").
+//
+// It refuses, logging why, and returns the error, when the program at
+// self does not run (`self version` must exit 0 within 10 s: a broken
+// install must not replace a working agent); this agent then goes on as
+// before. execve(2) failing is also returned, with this agent intact.
+func handOver(log *slog.Logger, self string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, self, "version").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("hand-over refused: %s does not run (%v): %s", self, err, strings.TrimSpace(string(out)))
+	}
+	newVersion := strings.TrimSpace(string(out))
+	log.Info("handing the jobs over to the program installed at this agent's path; the jobs keep running",
+		"program", self, "from_version", version, "to", newVersion, "pid", os.Getpid())
+	_, _ = sd.SdNotify(false, sd.SdNotifyReloading+"\nSTATUS=handing the jobs over to "+newVersion)
+	env := append(withoutEnv(os.Environ(), handOverEnv), handOverEnv+"="+version)
+	err = unix.Exec(self, append([]string{self}, os.Args[1:]...), env)
+	_, _ = sd.SdNotify(false, sd.SdNotifyReady)
+	return fmt.Errorf("hand-over failed: execve %s: %w", self, err)
+}
+
+// withoutEnv returns env without the variable name.
+func withoutEnv(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// handedOverFrom returns the version of the agent that handed its jobs
+// over to this one ("" when none did) and removes the variable from this
+// process's environment, so that nothing it starts inherits it.
+func handedOverFrom() string {
+	v, ok := os.LookupEnv(handOverEnv)
+	if ok {
+		_ = os.Unsetenv(handOverEnv)
+	}
+	return v
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/daemon"
+	"github.com/spf13/cobra"
+)
+
+func upgradeCmd(configPath *string) *cobra.Command {
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "upgrade",
+		Short: "Hand the running agent's jobs to the berth now installed, without restarting a job",
+		Long: `Send SIGUSR2 to the agent that runs with --config (its PID is in
+<data_dir>/agent.lock, and must be the PID its API at agent.listen reports),
+and wait until the program installed at the agent's path has taken over.
+
+The agent first checks that the installed program runs (its "version"
+command); then it replaces its own image with it (execve(2)): the same pid,
+so a service manager sees no restart. The jobs keep running: the lease guard
+is their parent and holds their runs while the new image starts; the new
+agent resumes the session (same lease, same claims, same generation) and
+adopts every run (same pid, start time, restart count and log file). A
+hand-over the new agent cannot complete (it cannot list the guard's runs) is
+logged as an error and becomes a stop and start of the jobs, never jobs left
+unwatched. See docs/live-restart.md.
+
+The .deb's upgrade runs this command, and restarts the service only when it
+fails.
+
+Exit status: 0 when the new agent answers with every job it found adopted,
+1 when no agent runs, it refused the hand-over (its log says why), or the new
+agent did not answer within --timeout, 2 for a bad command line.`,
+		Example: `  berth upgrade
+  berth upgrade -c /etc/berth/berth.toml --timeout 2m`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ag, err := agentOf(cmd.ErrOrStderr(), *configPath)
+			if err != nil {
+				return configError(err)
+			}
+			pid, err := agentPID(daemon.LockFile(ag.DataDir))
+			if err != nil {
+				return err
+			}
+			cl, err := clientOf(ag, "")
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			before, err := cl.Agent(ctx)
+			if err != nil {
+				return fmt.Errorf("the agent (pid %d) does not answer at %s: %w", pid, ag.Listen, err)
+			}
+			if before.PID != pid {
+				return fmt.Errorf("the agent at %s has pid %d, but %s names pid %d: not signalling", ag.Listen, before.PID, daemon.LockFile(ag.DataDir), pid)
+			}
+			jobs, err := cl.Jobs(ctx)
+			if err != nil {
+				return fmt.Errorf("the agent (pid %d) does not list its jobs: %w", pid, err)
+			}
+			if err := syscall.Kill(pid, syscall.SIGUSR2); err != nil {
+				return fmt.Errorf("signal the agent (pid %d): %w", pid, err)
+			}
+			after, err := waitHandOver(ctx, cl, before, len(jobs) > 0)
+			if err != nil {
+				return fmt.Errorf("%w (the agent's log says why)", err)
+			}
+			held, adopted := 0, 0
+			if after.Adoption != nil {
+				held, adopted = after.Adoption.Held, after.Adoption.Adopted
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "agent pid %d: %s -> %s; %d of %d runs adopted\n", pid, before.Version, after.Version, adopted, held)
+			if adopted < held {
+				return fmt.Errorf("%d runs were not adopted (the agent's log names them)", held-adopted)
+			}
+			return nil
+		},
+	}
+	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the new agent")
+	return c
+}
+
+// waitHandOver polls the agent until a new image with the same pid is a
+// member and, when the old one had jobs (withJobs), has reported what it
+// adopted (at its first reconcile), or ctx ends.
+func waitHandOver(ctx context.Context, cl *api.Client, before api.Agent, withJobs bool) (api.Agent, error) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		a, err := cl.Agent(ctx)
+		if err == nil && a.ImageStarted.After(before.ImageStarted) {
+			if a.PID != before.PID {
+				return a, fmt.Errorf("a new agent answers with pid %d, not %d: it was restarted, not handed over", a.PID, before.PID)
+			}
+			if a.State == "member" && (a.Adoption != nil || !withJobs) {
+				return a, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return api.Agent{}, fmt.Errorf("no hand-over seen: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
