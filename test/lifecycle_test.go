@@ -15,12 +15,14 @@ import (
 	"github.com/berthd/berth/internal/testutil"
 )
 
-// C1 (nomad#5593): SIGKILL of the agent, then a second start. Between the
-// two, the job's main process is gone (its Pdeathsig) but the grandchild
-// that escaped into its own session still runs in the job's cgroup (until
-// the lease guard kills it at the fencing deadline, 8 s on: the second
-// start comes first, and takes the guard over); the second start kills it, logs the cgroup at WARN with what it killed, and
-// no process of the first run is alive once the second run is up.
+// C1 (nomad#5593): SIGKILL of the agent and of its lease guard (the
+// jobs' parent, which would otherwise hold them for the next agent: see
+// TestCrashedAgentHandsJobsOver), then a second start. Between the two,
+// the job's main process is gone (its parent-death signal) but the
+// grandchild that escaped into its own session still runs in the job's
+// cgroup; the second start kills it, logs the cgroup at WARN with what it
+// killed, and no process of the first run is alive once the second run is
+// up.
 func TestOrphansKilledAfterAgentSIGKILL(t *testing.T) {
 	e := newEnv(t)
 	e.write(e.header("2s") + `
@@ -52,15 +54,27 @@ name = "orphan"
 	if len(forked) != 1 {
 		t.Fatalf("job processes %v, main %d: want exactly one forked child", first, main)
 	}
+	var guards []int
+	for _, d := range e.cgroupDirs() {
+		guards = append(guards, testutil.ProcsUnder(filepath.Join(d, "guard"))...)
+	}
+	guards = uniq(guards)
+	if len(guards) != 1 {
+		t.Fatalf("processes in the guard's cgroup: %v, want one", guards)
+	}
 	if err := e.stop(syscall.SIGKILL); err == nil {
 		t.Fatal("agent killed by SIGKILL reported success")
 	}
-	// Only the main process dies with the agent (Pdeathsig=SIGKILL).
-	testutil.Eventually(t, 10*time.Second, "the job's main process gone after the agent's SIGKILL", func() bool {
+	if err := syscall.Kill(guards[0], syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the lease guard %d: %v", guards[0], err)
+	}
+	// Only the main process dies with its parent, the guard
+	// (Pdeathsig=SIGKILL).
+	testutil.Eventually(t, 10*time.Second, "the job's main process gone after the guard's SIGKILL", func() bool {
 		return !testutil.Alive(main)
 	})
 	if !testutil.Alive(forked[0]) {
-		t.Errorf("forked child %d died with the agent: it keeps running until the next start or the fencing deadline", forked[0])
+		t.Errorf("forked child %d died with the agent: it keeps running until the next start", forked[0])
 	}
 	e.start()
 	e.waitRunning("orphan")
