@@ -1,11 +1,22 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
 )
 
@@ -60,5 +71,120 @@ func TestTopRows(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("frame lacks %q:\n%s", want, all)
 		}
+	}
+}
+
+// recordingTransport records why each request that failed ended: its
+// context's error (nil: not the context).
+type recordingTransport struct {
+	mu   sync.Mutex
+	ends []error
+}
+
+func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		rt.mu.Lock()
+		rt.ends = append(rt.ends, req.Context().Err())
+		rt.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (rt *recordingTransport) ended() []error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return append([]error(nil), rt.ends...)
+}
+
+// openPTY returns a pseudo-terminal's master and slave.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty slave: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
+// q quits the interactive view while a refresh hangs (an agent that
+// does not answer): the refresh is cancelled, not waited out.
+func TestTopQuitsDuringFetch(t *testing.T) {
+	hanging := make(chan struct{}, 1)
+	var calls sync.Mutex
+	jobsCalls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/agent":
+			fmt.Fprint(w, `{"id":"host-a","state":"member"}`)
+		case "/v1/jobs":
+			calls.Lock()
+			jobsCalls++
+			first := jobsCalls == 1
+			calls.Unlock()
+			if first {
+				fmt.Fprint(w, `[]`)
+				return
+			}
+			select {
+			case hanging <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done()
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	rt := &recordingTransport{}
+	client := api.NewClient(srv.URL)
+	client.HTTP = &http.Client{Transport: rt}
+
+	master, slave := openPTY(t)
+	go func() { _, _ = io.Copy(io.Discard, master) }() // the terminal shows what is drawn
+	// A refresh gives up after 2 s: how the one in flight ended (cancelled,
+	// or timed out) tells whether q ended it or berth top waited it out.
+	tp := &top{client: client, addr: srv.Listener.Addr().String(), delay: 100 * time.Millisecond, order: "cpu", out: slave}
+	done := make(chan error, 1)
+	go func() { done <- tp.interactive(context.Background(), int(slave.Fd()), 0) }()
+	testutil.Eventually(t, 5*time.Second, "a refresh under way (the agent not answering)", func() bool {
+		select {
+		case <-hanging:
+			return true
+		default:
+			return false
+		}
+	})
+	if _, err := master.Write([]byte("q")); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	testutil.Eventually(t, 5*time.Second, "berth top returns after q", func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if err != nil {
+		t.Errorf("interactive after q: %v, want nil", err)
+	}
+	ends := rt.ended()
+	if len(ends) != 1 || !errors.Is(ends[0], context.Canceled) {
+		t.Errorf("refreshes ended by %v: want the one in flight cancelled by q", ends)
 	}
 }
