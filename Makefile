@@ -8,7 +8,7 @@ PKGS      := ./...
 TESTFLAGS ?=
 TESTFORMAT ?= pkgname
 
-.PHONY: build run test test-loaded test-race lint bench bench-scale bench-cluster bench-cluster-ci soak soak-short fuzz test-v2 test-systemd deb docs man completion clean
+.PHONY: build run test test-loaded test-race lint bench bench-restart bench-scale bench-cluster bench-cluster-ci soak soak-short fuzz test-v2 test-systemd deb docs man completion clean
 
 build: ## bin/berth
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
@@ -36,6 +36,9 @@ lint: ## gofmt, go vet, staticcheck (pinned in go.mod)
 bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
 	$(GO) test -run '^$$' -bench Failover -benchtime 5x ./test | tee -a bench.out
+
+bench-restart: ## live restart with 100, 1,000 and 5,000 jobs (as root): pids kept, adoption time, log lines lost, kill-to-dead against the fencing deadline, the guard's memory; tables in BENCHMARKS.md
+	$(GO) test -run '^$$' -bench LiveRestart -benchtime 1x -timeout 60m ./test | tee bench-restart.out
 
 # The cluster simulation (cmd/berth-sim): members of the real cluster package
 # with stand-in workers against a three-member etcd on loopback. Results

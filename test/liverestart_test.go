@@ -17,7 +17,7 @@ import (
 
 // countLines returns the numbers a counting job wrote to its log file, in
 // order (lines "n <i>"; the agent's "berth: ..." lines are skipped).
-func countLines(t *testing.T, path string) []int {
+func countLines(t testing.TB, path string) []int {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -267,5 +267,114 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o755); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The lease guard killed while its agent runs: the jobs' main processes
+// die with their parent (parent-death signal), the agent counts each as
+// an exit (SIGKILL), kills what is left of the job and restarts it by its
+// policy through a new guard; nothing is left unwatched.
+func TestGuardKilledJobsRestarted(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + `
+[static]
+connectors = ["sleeper"]
+
+[[connector]]
+name = "sleeper"
+  [connector.run]
+  command = ["/bin/sh", "-c", "sleep 1000 & exec sleep 1000"]
+  restart = "always"
+`)
+	e.start()
+	before := e.waitRunning("sleeper")["sleeper"]
+	var guards []int
+	for _, d := range e.cgroupDirs() {
+		guards = append(guards, testutil.ProcsUnder(filepath.Join(d, "guard"))...)
+	}
+	if guards = uniq(guards); len(guards) != 1 {
+		t.Fatalf("processes in the guard's cgroup: %v, want one", guards)
+	}
+	if err := syscall.Kill(guards[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var after api.Job
+	testutil.Eventually(t, 60*time.Second, "the job restarted with a new pid", func() bool {
+		after = e.jobs()["sleeper"]
+		return after.State == "running" && after.PID != before.PID && after.Restarts == before.Restarts+1
+	})
+	if after.LastExit == nil || after.LastExit.Signal != "SIGKILL" {
+		t.Errorf("last exit %+v, want SIGKILL (the guard, its parent, died)", after.LastExit)
+	}
+	var procs []int
+	for _, d := range e.cgroupDirs() {
+		procs = append(procs, testutil.ProcsUnder(filepath.Join(d, "jobs", "sleeper"))...)
+	}
+	if n := len(uniq(procs)); n != 2 {
+		t.Errorf("the job's cgroup holds %d processes (%v), want the new run's 2: the old run's fork was not killed", n, uniq(procs))
+	}
+	if !strings.Contains(e.out.String(), "lease guard reconnected") && !strings.Contains(e.out.String(), "lease guard connected") {
+		t.Errorf("no new guard connected:\n%s", e.out)
+	}
+}
+
+// Runs an agent cannot adopt: a job whose command changed while no agent
+// ran is killed and started anew (a new pid, the new command); a job no
+// longer in the agent's file (deleted from the store: no claim covers it)
+// is killed once the first reconcile is done, and the log names it.
+func TestRestartWithChangedFileAdoptsOnlyWhatMatches(t *testing.T) {
+	e := newEnv(t)
+	conf := func(cmd string, extra bool) string {
+		c := e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+
+[[connector]]
+name = "kept"
+  [connector.run]
+  command = ["sleep", "1000"]
+
+[[connector]]
+name = "changed"
+  [connector.run]
+  command = ["sleep", "` + cmd + `"]
+`
+		if extra {
+			c += `
+[[connector]]
+name = "dropped"
+  [connector.run]
+  command = ["sleep", "1000"]
+`
+		}
+		return c
+	}
+	e.write(conf("1000", true))
+	e.start()
+	before := e.waitRunning("kept", "changed", "dropped")
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	e.write(conf("2000", false))
+	e.start()
+	after := e.waitRunning("kept", "changed")
+	if after["kept"].PID != before["kept"].PID {
+		t.Errorf("kept: pid %d, was %d: not adopted", after["kept"].PID, before["kept"].PID)
+	}
+	if after["changed"].PID == before["changed"].PID {
+		t.Errorf("changed: adopted pid %d although its command changed", before["changed"].PID)
+	}
+	testutil.Eventually(t, 30*time.Second, "the runs of changed and dropped are dead", func() bool {
+		return !testutil.Alive(before["changed"].PID) && !testutil.Alive(before["dropped"].PID)
+	})
+	if !strings.Contains(e.out.String(), `msg="killed a run of an earlier agent that no claim of this one covers" job_id=dropped`) {
+		t.Errorf("the run of dropped was not logged as killed:\n%s", e.out)
+	}
+	var ag api.Agent
+	getJSON(t, "http://"+e.addr+"/v1/agent", &ag)
+	if ag.Adoption == nil || ag.Adoption.Held != 3 || ag.Adoption.Adopted != 1 {
+		t.Errorf("adoption %+v, want 3 held, 1 adopted", ag.Adoption)
 	}
 }

@@ -1,0 +1,154 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/internal/testutil"
+)
+
+// BenchmarkLiveRestart measures live restart (docs/live-restart.md) with
+// N sleep(1) jobs and one counting job on the real agent, one round per
+// iteration:
+//
+//   - crash and return: SIGKILL of the agent, then a new start.
+//     kept-pct: jobs whose pid is the same after the restart (goal 100);
+//     adopt-ms: from the new agent's exec to /v1/jobs showing every job
+//     running with its old pid (goal at N = 1,000: ≤ 1,000 ms);
+//     lines-lost: numbers missing or repeated in the counting job's log
+//     (goal 0);
+//   - crash without return: SIGKILL of the agent, no new start.
+//     dead-ms: from the kill to no process left under <root>/jobs;
+//     deadline-ms: from the kill to the fencing deadline the agent last
+//     reported (GET /v1/agent lease_deadline), which dead-ms must not
+//     exceed by more than the guard's lag (half the fencing margin);
+//   - guard-pss-anon-kib: the lease guard's own memory (Pss_Anon of
+//     /proc/PID/smaps_rollup) while it holds the N+1 runs.
+//
+// make bench-restart runs it at N = 100, 1,000 and 5,000.
+func BenchmarkLiveRestart(b *testing.B) {
+	for _, n := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprintf("jobs-%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				liveRestartRound(b, n)
+			}
+		})
+	}
+}
+
+func liveRestartRound(b *testing.B, n int) {
+	e := newEnv(b)
+	e.write(e.header("2s") + fmt.Sprintf(`
+[static]
+
+[[connector]]
+name = "s"
+tasks = %d
+  [connector.task]
+  command = ["sleep", "infinity"]
+
+[[connector]]
+name = "counter"
+  [connector.run]
+  command = ["/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo \"n $i\"; sleep 0.01; done"]
+`, n))
+	e.start()
+	all := func() map[string]api.Job {
+		var js map[string]api.Job
+		testutil.Eventually(b, 10*time.Minute, fmt.Sprintf("%d jobs running", n+1), func() bool {
+			js = e.jobs()
+			running := 0
+			for _, j := range js {
+				if j.State == "running" {
+					running++
+				}
+			}
+			return running == n+1
+		})
+		return js
+	}
+	before := all()
+	var guard []int
+	for _, d := range e.cgroupDirs() {
+		guard = append(guard, testutil.ProcsUnder(filepath.Join(d, "guard"))...)
+	}
+	if guard = uniq(guard); len(guard) == 1 {
+		b.ReportMetric(float64(smapsField(b, guard[0], "Pss_Anon")), "guard-pss-anon-kib")
+	}
+	logFile := filepath.Join(e.dir, "log", "counter.log")
+
+	// Crash and return.
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		b.Fatal("agent killed by SIGKILL reported success")
+	}
+	t0 := time.Now()
+	e.start()
+	var kept int
+	testutil.Eventually(b, 10*time.Minute, "every job adopted", func() bool {
+		kept = 0
+		for id, j := range e.jobs() {
+			if j.State == "running" && j.PID == before[id].PID {
+				kept++
+			}
+		}
+		return kept == n+1
+	})
+	b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "adopt-ms")
+	b.ReportMetric(100*float64(kept)/float64(n+1), "kept-pct")
+	n0 := len(countLines(b, logFile))
+	testutil.Eventually(b, time.Minute, "the counter writes on", func() bool { return len(countLines(b, logFile)) > n0+10 })
+	lost, prev := 0, 0
+	for _, v := range countLines(b, logFile) {
+		switch {
+		case v > prev+1:
+			lost += v - prev - 1 // numbers missing
+		case v <= prev:
+			lost++ // a number again
+		}
+		prev = max(prev, v)
+	}
+	b.ReportMetric(float64(lost), "lines-lost")
+
+	// Crash without return.
+	var ag api.Agent
+	getJSON(b, "http://"+e.addr+"/v1/agent", &ag)
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		b.Fatal("agent killed by SIGKILL reported success")
+	}
+	t1 := time.Now()
+	if ag.LeaseDeadline != nil {
+		b.ReportMetric(float64(ag.LeaseDeadline.Sub(t1).Microseconds())/1000, "deadline-ms")
+	}
+	testutil.Eventually(b, 5*time.Minute, "every job process dead", func() bool {
+		for _, d := range e.cgroupDirs() {
+			if len(testutil.ProcsUnder(filepath.Join(d, "jobs"))) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	b.ReportMetric(float64(time.Since(t1).Microseconds())/1000, "dead-ms")
+}
+
+// smapsField is a field of /proc/PID/smaps_rollup, KiB.
+func smapsField(tb testing.TB, pid int, field string) int {
+	tb.Helper()
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field+":" {
+			v, _ := strconv.Atoi(f[1])
+			return v
+		}
+	}
+	return -1
+}
