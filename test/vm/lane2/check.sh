@@ -274,6 +274,31 @@ else
 	fail watchdog-fed "MainPID $main -> $(systemctl show -p MainPID --value berth), NRestarts $(systemctl show -p NRestarts --value berth)"
 fi
 
+# 8b. A package upgrade (the same package installed again, which dpkg runs
+# as an upgrade: postinst configure with the old version) hands the jobs to
+# the new binary (berth upgrade): the same MainPID, no restart of the unit,
+# every job process of before still running.
+jobprocs() {
+	local p
+	for p in $(find "$CG/jobs" "$CG/groups" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+		echo "$p:$(starttime "$p")"
+	done | sort
+}
+old=$(jobprocs)
+main=$(systemctl show -p MainPID --value berth)
+nr=$(systemctl show -p NRestarts --value berth)
+if out=$(dpkg -i /root/berth.deb 2>&1) && eventually 30 jobs_as_configured 100663296; then
+	left=$(alive $old | sort)
+	if [ -n "$old" ] && [ "$left" = "$old" ] && [ "$(systemctl show -p MainPID --value berth)" = "$main" ] &&
+		[ "$(systemctl show -p NRestarts --value berth)" = "$nr" ] && printf '%s\n' "$out" | grep -q "runs adopted"; then
+		pass "deb-upgrade-keeps-jobs ($(printf '%s\n' "$out" | grep "runs adopted"))"
+	else
+		fail deb-upgrade-keeps-jobs "MainPID $main -> $(systemctl show -p MainPID --value berth); NRestarts $nr -> $(systemctl show -p NRestarts --value berth); job processes before: $old; still alive: $left; dpkg: $(printf '%s\n' "$out" | tail -n 5)"
+	fi
+else
+	fail deb-upgrade-keeps-jobs "dpkg -i failed or jobs not as configured: $(printf '%s\n' "$out" | tail -n 10); $(limits)"
+fi
+
 # 9. Restart leaves no process of the old run alive. The new agent rejoins
 # the cluster only once its previous session lease has expired
 # (session_ttl, 4 s in the lane's config), then starts the jobs again.
