@@ -91,8 +91,8 @@ fuzz: ## every fuzz target for FUZZTIME each; seed corpora in <pkg>/testdata/fuz
 		echo "== $$name ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; done
 
-test-v2: ## cgroup, worker and supervisor tests on a pure cgroup v2 kernel under qemu (lane 1)
-	test/vm/lane1.sh cgroup worker supervisor -- $(TESTFLAGS)
+test-v2: ## cgroup, worker, supervisor and guard tests on a pure cgroup v2 kernel under qemu (lane 1)
+	test/vm/lane1.sh cgroup worker supervisor guard -- $(TESTFLAGS)
 
 test-systemd: build ## install the .deb in Debian with systemd under qemu and check the service (lane 2)
 	VERSION=$(VERSION) test/vm/lane2.sh

@@ -5,7 +5,9 @@ package soak
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -27,9 +29,12 @@ const (
 	atStop    killMoment = "stop"     // within 1.8 s after SIGTERM (a job ignores SIGTERM: the stop takes stop_timeout, 2 s)
 	atBackoff killMoment = "backoff"  // within 300 ms after a job exited and waits to restart
 	atSteady  killMoment = "steady"   // within 500 ms, every job running
+	// away: every job running; the agent is not started again until the
+	// lease guard has killed every job process (crash without return).
+	atAway killMoment = "away"
 )
 
-var killMoments = []killMoment{atStartup, atClaims, atReload, atStop, atBackoff, atSteady}
+var killMoments = []killMoment{atStartup, atClaims, atReload, atStop, atBackoff, atSteady, atAway}
 
 // killWorkload is the soak's jobs; every one carries SOAK_TAG=tag in its
 // environment, which its descendants inherit however they daemonise.
@@ -109,11 +114,16 @@ type killSoak struct {
 type killFigures struct {
 	kills, checks int
 	byMoment      map[killMoment]int
-	survivors     int             // processes of an earlier run alive after a restart
-	leftoverDirs  int             // cgroup directories of an earlier run left after a restart
-	fdOver        int             // checks at which the agent had more open files than its baseline
-	fdMin, fdMax  int             // least and most open files relative to the baseline
-	toSteady      []time.Duration // from exec to every job running
+	survivors     int // processes of an earlier run alive after a restart, outside an adopted job
+	adopted       int // jobs whose run a restarted agent adopted (live restart)
+	// awayAfterDeadline is, per crash without return, when the guard
+	// killed every job relative to the agent's deadline.
+	awayAfterDeadline []time.Duration
+	jobsChecked       int             // jobs checked after restarts
+	leftoverDirs      int             // cgroup directories of an earlier run left after a restart
+	fdOver            int             // checks at which the agent had more open files than its baseline
+	fdMin, fdMax      int             // least and most open files relative to the baseline
+	toSteady          []time.Duration // from exec to every job running
 	// What the killed runs left for the next start to clean up, seen right
 	// after each kill: proof that the checks above had something to find.
 	orphansAfterKill, dirsAfterKill int
@@ -122,9 +132,11 @@ type killFigures struct {
 // TestSoakAgentKills runs the real agent against a real etcd with jobs
 // that fork, daemonise, ignore SIGTERM, spawn short-lived children and
 // crash, and SIGKILLs it -soak.kills times at random moments. Every time a
-// restarted agent has its jobs running again: no process of an earlier run
-// is alive, no cgroup directory of an earlier run is left in any hierarchy,
-// and the agent's open file count is its baseline (the first run's).
+// restarted agent has its jobs running again: the jobs it adopted (live
+// restart: the lease guard kept their runs) keep their processes and
+// cgroups; outside them no process of an earlier run is alive and no
+// cgroup directory of an earlier run is left in any hierarchy; and the
+// agent's open file count is its baseline (the first run's).
 func TestSoakAgentKills(t *testing.T) {
 	testutil.NeedRoot(t)
 	etcd := startEtcd(t, 1, "127.0.0.1")
@@ -164,6 +176,9 @@ func TestSoakAgentKills(t *testing.T) {
 			t.Fatalf("round %d (%s): the agent exited by itself before the kill: %v\n%s%s", i, m, a.err, a.out.tail(40), s.lockHolders(a))
 		}
 		a.kill()
+		if m == atAway {
+			s.awayRound(i)
+		}
 		s.fig.kills++
 		s.fig.byMoment[m]++
 		s.recordEarlier()
@@ -220,7 +235,7 @@ func (s *killSoak) drive(a *agentProc, m killMoment, round int) {
 			t.Fatalf("round %d: no job restart within 30s\n%s", round, a.out.tail(30))
 		}
 		time.Sleep(s.uniform(300 * time.Millisecond))
-	case atSteady:
+	case atSteady, atAway:
 		time.Sleep(s.uniform(500 * time.Millisecond))
 	}
 }
@@ -266,17 +281,31 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 	s.fig.toSteady = append(s.fig.toSteady, time.Since(a.start))
 	s.fig.checks++
 
-	// Processes of earlier runs: anything tagged that started before this
-	// agent, and every process seen when an earlier run was killed.
+	// Live restart: a job whose run this agent adopted (its main process
+	// is one an earlier run started) keeps that run's processes and
+	// cgroup. Every other process of an earlier run must be gone:
+	// anything tagged that started before this agent, and every process
+	// seen when an earlier run was killed, unless it is in the cgroup of
+	// an adopted job.
+	js, _ := jobsOf(a.addr)
+	adopted := map[string]bool{}
+	for id, j := range js {
+		if start, ok := s.earlierProcs[j.PID]; ok && j.PID != 0 && liveSince(j.PID, start) {
+			adopted[id] = true
+		}
+	}
+	s.fig.adopted += len(adopted)
+	s.fig.jobsChecked += len(s.jobs)
 	_, agentStart, _, _ := stat(a.pid)
 	bad := map[int]string{}
+	keep := func(pid int) bool { return adopted[jobOfPid(pid, s.file.root)] }
 	for _, p := range append(tagged("SOAK_TAG", s.tag), withArgv(a.cmd.Args)...) {
-		if p.start < agentStart {
+		if p.start < agentStart && !keep(p.pid) {
 			bad[p.pid] = p.String() + " in\n" + cgroupsOf(p.pid)
 		}
 	}
 	for pid, start := range s.earlierProcs {
-		if liveSince(pid, start) {
+		if liveSince(pid, start) && !keep(pid) {
 			if _, ok := bad[pid]; !ok {
 				bad[pid] = fmt.Sprintf("pid %d (start tick %d) in\n%s", pid, start, cgroupsOf(pid))
 			}
@@ -301,7 +330,7 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 		if !ok {
 			continue // the root, jobs/, groups/, the agent's own leaf
 		}
-		if s.earlierDirs[p] == ino {
+		if s.earlierDirs[p] == ino && !adopted[job] {
 			left = append(left, p+" (same inode as before the kill)")
 			continue
 		}
@@ -337,6 +366,51 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 	}
 }
 
+// awayRound follows a kill with no new start: the lease guard must kill
+// every process of every job before the lease can expire (the agent's
+// deadline plus the fencing margin, 1 s with session_ttl 2 s). The guard
+// logs how late after its own deadline (the agent's plus half the margin)
+// it killed; the processes die in that kill (cgroup.kill, or the v1
+// freezer), and the soak checks that none is left.
+func (s *killSoak) awayRound(round int) {
+	t := s.t
+	const lag = 500 * time.Millisecond // half the fencing margin
+	guardLog := filepath.Join(s.file.dir, "data", "guard.log")
+	seen := 0
+	if b, err := os.ReadFile(guardLog); err == nil {
+		seen = len(lateRe.FindAllSubmatch(b, -1))
+	}
+	var late time.Duration
+	ok := testutil.Poll(30*time.Second, func() bool {
+		b, err := os.ReadFile(guardLog)
+		if err != nil {
+			return false
+		}
+		m := lateRe.FindAllSubmatch(b, -1)
+		if len(m) <= seen {
+			return false
+		}
+		late, err = time.ParseDuration(string(m[len(m)-1][1]))
+		return err == nil
+	})
+	if !ok {
+		t.Errorf("round %d (away): the lease guard logged no kill within 30 s of the agent's SIGKILL", round)
+		return
+	}
+	if !testutil.Poll(30*time.Second, func() bool { return len(tagged("SOAK_TAG", s.tag)) == 0 }) {
+		t.Errorf("round %d (away): job processes alive after the guard's kill: %v", round, tagged("SOAK_TAG", s.tag))
+		return
+	}
+	after := lag + late
+	s.fig.awayAfterDeadline = append(s.fig.awayAfterDeadline, after)
+	if after >= time.Second {
+		t.Errorf("round %d (away): the guard killed %s after the agent's deadline, not before the lease's expiry (deadline + 1 s)", round, after)
+	}
+}
+
+// lateRe finds how late after its deadline the lease guard killed.
+var lateRe = regexp.MustCompile(`the fencing deadline passed.* late=(\S+)`)
+
 // lockHolders names the processes holding the agent's data_dir lock when
 // the agent refused to start for it; "" otherwise.
 func (s *killSoak) lockHolders(a *agentProc) string {
@@ -360,6 +434,20 @@ func (s *killSoak) recordEarlier() {
 	}
 	s.fig.orphansAfterKill += len(procs)
 	s.fig.dirsAfterKill += len(dirs)
+}
+
+// jobOfPid names the job in whose cgroup (below cgroup root root) pid
+// runs, from its cgroup2 path (the unified line of /proc/PID/cgroup, the
+// hierarchy every mode here has); "" when none.
+func jobOfPid(pid int, root string) string {
+	for _, l := range strings.Split(cgroupsOf(pid), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::/"+root+"/"); ok {
+			if job, ok := jobOf(p); ok {
+				return job
+			}
+		}
+	}
+	return ""
 }
 
 // jobOf names the job whose cgroup (or a run leaf below it) rel is, in
@@ -414,7 +502,9 @@ func (s *killSoak) report() {
 	rows := [][2]string{
 		{"SIGKILLs of the agent", fmt.Sprintf("%d (%s)", f.kills, strings.Join(moments, ", "))},
 		{"restarts checked (every job running again)", fmt.Sprint(f.checks)},
-		{"processes of an earlier run alive after a restart", fmt.Sprint(f.survivors)},
+		{"crashes without return: every job killed by the lease guard, after the agent's deadline (lease expiry: + 1 s)", fmt.Sprint(f.awayAfterDeadline)},
+		{"jobs adopted by the restarted agent (same main process; live restart)", fmt.Sprintf("%d of %d jobs checked", f.adopted, f.jobsChecked)},
+		{"processes of an earlier run alive after a restart, outside an adopted job", fmt.Sprint(f.survivors)},
 		{"cgroup directories of an earlier run left after a restart", fmt.Sprint(f.leftoverDirs)},
 		{"checks with more open files than the baseline", fmt.Sprintf("%d (baselines %v by file variant; open files minus baseline from %+d to %+d)", f.fdOver, s.baselineFD, f.fdMin, f.fdMax)},
 		{"processes and cgroup directories the killed runs left (found right after each kill)", fmt.Sprintf("%d processes, %d directories", f.orphansAfterKill, f.dirsAfterKill)},

@@ -1,0 +1,166 @@
+package guard
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/worker"
+	"golang.org/x/sys/unix"
+)
+
+// exitCh is an onExit that hands the status on.
+func exitCh() (chan unix.WaitStatus, func(unix.WaitStatus)) {
+	ch := make(chan unix.WaitStatus, 1)
+	return ch, func(ws unix.WaitStatus) { ch <- ws }
+}
+
+// The guard starts a run for an agent and stays its parent: a second
+// client (a restarted agent) lists the run with its pid, start time and
+// cgroup leaf (Verify holds), reads on from its log pipe, and gets its
+// exit; an exit that comes while no client is connected is kept and
+// listed with its status.
+func TestGuardHoldsRunsAcrossAgents(t *testing.T) {
+	w := newWorld(t)
+	c1, _ := w.connect()
+	c1.Deadline(time.Now().Add(time.Minute))
+	w.acked(c1)
+
+	spawn := func(c *Client, job, script string) (worker.Run, *os.File, chan unix.WaitStatus) {
+		t.Helper()
+		if _, err := w.h.New("jobs/"+job, nil); err != nil {
+			t.Fatal(err)
+		}
+		r, wp, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wp.Close()
+		ch, onExit := exitCh()
+		rfd := int(r.Fd())
+		run, err := c.Spawn(&worker.Exec{Path: "/bin/sh", Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}},
+			worker.Run{JobID: job, Cgroup: "jobs/" + job, Fingerprint: "f-" + job, Restarts: 2}, wp, rfd, onExit)
+		if err != nil {
+			t.Fatalf("spawn %s: %v", job, err)
+		}
+		if run.ID == "" || run.PID <= 0 || run.StartTicks == 0 {
+			t.Fatalf("spawned run %+v: want an ID, a pid and a start time", run)
+		}
+		return run, r, ch
+	}
+	a, ar, _ := spawn(c1, "a", "echo first; read x < /proc/self/fd/0; exec sleep 1000")
+	b, br, _ := spawn(c1, "b", "exec sleep 1000")
+	ar.Close()
+	br.Close()
+	// The agent goes (a crash: no release).
+	c1.Close()
+
+	// A job exits while no agent is connected.
+	if err := unix.Kill(b.PID, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the guard reaps b", func() bool { return !testutil.Alive(b.PID) })
+
+	c2, _ := w.connect()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	held, err := c2.Held(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byJob := map[string]HeldRun{}
+	for _, h := range held {
+		byJob[h.JobID] = h
+		defer h.Logr.Close()
+	}
+	ha, hb := byJob["a"], byJob["b"]
+	if len(held) != 2 || ha.ID != a.ID || hb.ID != b.ID {
+		t.Fatalf("held %+v, want runs %s and %s", held, a.ID, b.ID)
+	}
+	if ha.PID != a.PID || ha.StartTicks != a.StartTicks || ha.Restarts != 2 || ha.Fingerprint != "f-a" || ha.Exited {
+		t.Errorf("held a = %+v, spawned %+v", ha.Run, a)
+	}
+	if err := ha.Verify(); err != nil {
+		t.Errorf("verify a: %v", err)
+	}
+	if !hb.Exited || !hb.Status.Signaled() || hb.Status.Signal() != unix.SIGKILL {
+		t.Errorf("held b = exited %v status %v, want killed by SIGKILL", hb.Exited, hb.Status)
+	}
+	// The log pipe is the run's: what it wrote before is there.
+	line, err := bufio.NewReader(ha.Logr).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "first" {
+		t.Errorf("read a's log pipe: %q, %v", line, err)
+	}
+	// b's exit is delivered on adoption, a's when it comes.
+	chb, onb := exitCh()
+	c2.Adopt(hb.Run, onb)
+	select {
+	case ws := <-chb:
+		if !ws.Signaled() || ws.Signal() != unix.SIGKILL {
+			t.Errorf("b's status %v, want SIGKILL", ws)
+		}
+	case <-time.After(testutil.Deadline(10 * time.Second)):
+		t.Error("b's exit was not delivered on adoption")
+	}
+	cha, ona := exitCh()
+	c2.Adopt(ha.Run, ona)
+	if err := unix.Kill(a.PID, unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ws := <-cha:
+		if !ws.Signaled() || ws.Signal() != unix.SIGTERM {
+			t.Errorf("a's status %v, want SIGTERM", ws)
+		}
+	case <-time.After(testutil.Deadline(20 * time.Second)):
+		t.Fatal("a's exit was not delivered")
+	}
+	// Forgotten once delivered: nothing is held any more.
+	testutil.Eventually(t, 10*time.Second, "the guard holds no run", func() bool {
+		c3, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h, err := c2.Held(c3)
+		for _, r := range h {
+			r.Logr.Close()
+		}
+		return err == nil && len(h) == 0
+	})
+	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer rcancel()
+	if err := c2.Release(rctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A spawn the launcher refuses comes back as the start's error; Verify
+// refuses a record whose start time is not the process's.
+func TestGuardSpawnErrorAndVerify(t *testing.T) {
+	w := newWorld(t)
+	c, _ := w.connect()
+	if _, err := w.h.New("jobs/x", nil); err != nil {
+		t.Fatal(err)
+	}
+	r, wp, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer wp.Close()
+	_, err = c.Spawn(&worker.Exec{Path: "/nonexistent/prog", Argv: []string{"prog"}}, worker.Run{JobID: "x", Cgroup: "jobs/x"}, wp, int(r.Fd()), func(unix.WaitStatus) {})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/prog") {
+		t.Errorf("spawn of a missing program: %v, want an error naming it", err)
+	}
+	h := HeldRun{Run: worker.Run{ID: "r", PID: os.Getpid(), StartTicks: 1}}
+	if err := h.Verify(); err == nil || !strings.Contains(err.Error(), "another process") {
+		t.Errorf("verify with a wrong start time: %v", err)
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Release(rctx); err != nil {
+		t.Fatal(err)
+	}
+}
