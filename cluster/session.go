@@ -201,6 +201,29 @@ func (s *Session) renewLoop() {
 	}
 }
 
+// RenewNow renews the lease once, at once, outside the renewal loop, and
+// returns the new local deadline (TTL − margin after this send). A
+// hand-over to a new agent program calls it just before the exec, so that
+// the new program has the whole TTL to resume the session. Errors: the
+// store's (the session goes on as before), or ErrSessionLost when the
+// lease has expired on the server.
+func (s *Session) RenewNow(ctx context.Context) (time.Time, error) {
+	sent := time.Now()
+	resp, err := s.c.etcd.KeepAliveOnce(ctx, s.lease)
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil && resp.TTL <= 0:
+		return time.Time{}, fmt.Errorf("renew lease %x: %w", int64(s.lease), ErrSessionLost)
+	case err != nil:
+		return time.Time{}, fmt.Errorf("renew lease %x: %w", int64(s.lease), err)
+	}
+	s.mu.Lock()
+	if sent.After(s.lastSent) {
+		s.lastSent = sent
+	}
+	s.mu.Unlock()
+	return s.Deadline(), nil
+}
+
 // end records why the session ended and closes Done, once.
 func (s *Session) end(err error) bool {
 	s.mu.Lock()

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/berthd/berth/api"
@@ -88,4 +90,27 @@ func (a *Agent) noteAdopted(ad adoption, rt *worker.Runtime) {
 	a.adoption = &api.Adoption{At: ad.at, Held: ad.held, Adopted: n}
 	a.mu.Unlock()
 	a.log.Info("adopted the runs of an earlier agent", "held", ad.held, "adopted", n, "after", time.Since(ad.at).Round(time.Millisecond))
+}
+
+// PrepareHandOver readies this agent for its replacement by a new program
+// with the same pid (berth upgrade): it renews the session's lease at once
+// and has the lease guard acknowledge the deadline of that renewal, so
+// that the new program has the whole session TTL (less the fencing
+// margin) to resume the session before the guard would kill the jobs.
+// Errors: no session, the renewal failed, or the guard did not acknowledge
+// within ctx; the caller then refuses the hand-over (this agent goes on).
+func (a *Agent) PrepareHandOver(ctx context.Context) error {
+	select {
+	case <-a.started:
+	default:
+		return errors.New("the agent has not joined the cluster yet")
+	}
+	d, err := a.src.RenewNow(ctx)
+	if err != nil {
+		return fmt.Errorf("renew the session before the hand-over: %w", err)
+	}
+	if err := a.guard.DeadlineSync(ctx, d.Add(guardLag(a.Config().Cluster.SessionTTL))); err != nil {
+		return fmt.Errorf("before the hand-over: %w", err)
+	}
+	return nil
 }

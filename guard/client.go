@@ -118,6 +118,33 @@ func (c *Client) Deadline(t time.Time) {
 	}
 }
 
+// DeadlineSync is Deadline, then waits until the guard has acknowledged
+// t or a later deadline: a hand-over to a new agent program tells the
+// guard the deadline of the renewal it has just made before it execs.
+// Errors: ctx ended first (the guard was not reachable in time).
+func (c *Client) DeadlineSync(ctx context.Context, t time.Time) error {
+	if c == nil {
+		return nil
+	}
+	c.Deadline(t)
+	want := onBoottime(t)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c.mu.Lock()
+		acked := c.acked
+		c.mu.Unlock()
+		if acked >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the lease guard did not acknowledge the deadline: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // Release tells the guard that the agent has stopped every job: the
 // guard exits without killing anything. Release waits (within ctx) until
 // the guard has closed its end, so that its cgroup is about to be empty

@@ -369,6 +369,17 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 // Lost implements Source.
 func (c *Cluster) Lost() <-chan Loss { return c.lost }
 
+// RenewNow renews the session's lease at once and returns the new local
+// fencing deadline (cluster.Session.RenewNow); an error when the agent
+// holds no session or the renewal fails.
+func (c *Cluster) RenewNow(ctx context.Context) (time.Time, error) {
+	s := c.currentSession()
+	if s == nil {
+		return time.Time{}, errors.New("no session to renew")
+	}
+	return s.RenewNow(ctx)
+}
+
 // sessionCtx bounds a store call made under the session s: it ends when the
 // session ends or at its local deadline, whichever comes first, so no call
 // can hold up fencing or outlive the lease it relies on.

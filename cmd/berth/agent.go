@@ -142,7 +142,7 @@ func runAgent(path string) error {
 					log.Error("hand-over refused: a reload is under way; send SIGUSR2 again once it has finished")
 					break
 				}
-				if err := handOver(log, self); err != nil {
+				if err := handOver(log, agent, self); err != nil {
 					log.Error("the agent goes on as before", "error", err)
 				}
 				break

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthd/berth/daemon"
 	sd "github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 )
@@ -26,11 +27,16 @@ const handOverEnv = "BERTH_HANDED_OVER_FROM"
 // resumes the session (the lease was not revoked) and adopts every run
 // (docs/live-restart.md, "Upgrade by re-exec").
 //
+// Just before the exec it renews the session's lease and waits for the
+// lease guard to hold the new deadline (daemon.Agent.PrepareHandOver),
+// so that the new program has the whole session TTL to resume.
+//
 // It refuses, logging why, and returns the error, when the program at
 // self does not run (`self version` must exit 0 within 10 s: a broken
-// install must not replace a working agent); this agent then goes on as
-// before. execve(2) failing is also returned, with this agent intact.
-func handOver(log *slog.Logger, self string) error {
+// install must not replace a working agent), or the renewal fails; this
+// agent then goes on as before. execve(2) failing is also returned, with
+// this agent intact.
+func handOver(log *slog.Logger, agent *daemon.Agent, self string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, self, "version").CombinedOutput()
@@ -38,6 +44,11 @@ func handOver(log *slog.Logger, self string) error {
 		return fmt.Errorf("hand-over refused: %s does not run (%v): %s", self, err, strings.TrimSpace(string(out)))
 	}
 	newVersion := strings.TrimSpace(string(out))
+	// The last thing before the exec: a fresh renewal, its deadline held
+	// by the lease guard, gives the new program the whole TTL.
+	if err := agent.PrepareHandOver(ctx); err != nil {
+		return fmt.Errorf("hand-over refused: %w", err)
+	}
 	log.Info("handing the jobs over to the program installed at this agent's path; the jobs keep running",
 		"program", self, "from_version", version, "to", newVersion, "pid", os.Getpid())
 	_, _ = sd.SdNotify(false, sd.SdNotifyReloading+"\nSTATUS=handing the jobs over to "+newVersion)

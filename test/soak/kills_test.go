@@ -330,7 +330,10 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 		if !ok {
 			continue // the root, jobs/, groups/, the agent's own leaf
 		}
-		if s.earlierDirs[p] == ino && !adopted[job] {
+		// A job's own cgroup (and a sharing group's) stays while its job
+		// is in force and the guard held its run; a run leaf below it
+		// only with its adopted run.
+		if s.earlierDirs[p] == ino && !adopted[job] && !(isJobDir(rel) && want[job]) && !holdsJob(p, job, want) {
 			left = append(left, p+" (same inode as before the kill)")
 			continue
 		}
@@ -434,6 +437,28 @@ func (s *killSoak) recordEarlier() {
 	}
 	s.fig.orphansAfterKill += len(procs)
 	s.fig.dirsAfterKill += len(dirs)
+}
+
+// isJobDir reports whether rel is a job's own cgroup ("jobs/<job>",
+// "groups/<group>/<job>"), not a run leaf below it.
+func isJobDir(rel string) bool {
+	parts := strings.Split(rel, "/")
+	return len(parts) == 2 && parts[0] == "jobs" || len(parts) == 3 && parts[0] == "groups"
+}
+
+// holdsJob reports whether p, a sharing group's directory (job ""),
+// holds the cgroup of one of jobs (those in force): the group stays with
+// it.
+func holdsJob(p, job string, jobs map[string]bool) bool {
+	if job != "" {
+		return false
+	}
+	for id := range jobs {
+		if _, err := os.Stat(filepath.Join(p, id)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // jobOfPid names the job in whose cgroup (below cgroup root root) pid

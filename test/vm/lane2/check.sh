@@ -293,7 +293,8 @@ if out=$(dpkg -i /root/berth.deb 2>&1) && eventually 30 jobs_as_configured 10066
 		[ "$(systemctl show -p NRestarts --value berth)" = "$nr" ] && printf '%s\n' "$out" | grep -q "runs adopted"; then
 		pass "deb-upgrade-keeps-jobs ($(printf '%s\n' "$out" | grep "runs adopted"))"
 	else
-		fail deb-upgrade-keeps-jobs "MainPID $main -> $(systemctl show -p MainPID --value berth); NRestarts $nr -> $(systemctl show -p NRestarts --value berth); job processes before: $old; still alive: $left; dpkg: $(printf '%s\n' "$out" | tail -n 5)"
+		fail deb-upgrade-keeps-jobs "MainPID $main -> $(systemctl show -p MainPID --value berth); NRestarts $nr -> $(systemctl show -p NRestarts --value berth); job processes before: $(echo $old); still alive: $(echo $left); dpkg: $(printf '%s\n' "$out" | tail -n 5)"
+		journalctl -u berth -o short-monotonic --no-pager | grep -E 'hand|adopt|guard|exited|joined|deadline' | tail -n 25 | sed 's/^/LANE2 LOG /'
 	fi
 else
 	fail deb-upgrade-keeps-jobs "dpkg -i failed or jobs not as configured: $(printf '%s\n' "$out" | tail -n 10); $(limits)"
