@@ -47,26 +47,11 @@ for a bad command line.`,
   berth reload -c /etc/berth/berth.toml --timeout 2m`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ag, err := agentOf(cmd.ErrOrStderr(), *configPath)
-			if err != nil {
-				return configError(err)
-			}
-			pid, err := agentPID(daemon.LockFile(ag.DataDir))
-			if err != nil {
-				return err
-			}
-			cl, err := clientOf(ag, "")
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			before, err := cl.Agent(ctx)
+			pid, cl, before, err := runningAgent(ctx, cmd.ErrOrStderr(), *configPath)
 			if err != nil {
-				return fmt.Errorf("the agent (pid %d) does not answer at %s: %w", pid, ag.Listen, err)
-			}
-			if before.PID != pid {
-				return fmt.Errorf("the agent at %s has pid %d, but %s names pid %d: not signalling", ag.Listen, before.PID, daemon.LockFile(ag.DataDir), pid)
+				return err
 			}
 			if !sameConfigFile(before.Config.File, pid, *configPath) {
 				return fmt.Errorf("the agent (pid %d) runs %s, not %s: it re-reads only its own file on reload (run berth reload -c %s, or restart the agent with --config %s)",
@@ -176,4 +161,33 @@ func printReload(w io.Writer, file string, r *api.Reload) error {
 func hexSum(data []byte) string {
 	s := sha256.Sum256(data)
 	return hex.EncodeToString(s[:])
+}
+
+// runningAgent finds the agent that runs with the file at path, before a
+// command signals it: its pid from <data_dir>/agent.lock, a client of its
+// API at agent.listen, and its answer to GET /v1/agent, which must report
+// the same pid (never signal a pid the lock file names but another
+// process holds). Errors: the file does not load (exit status 2), no agent
+// runs, it does not answer, or the pids differ.
+func runningAgent(ctx context.Context, warn io.Writer, path string) (int, *api.Client, api.Agent, error) {
+	ag, err := agentOf(warn, path)
+	if err != nil {
+		return 0, nil, api.Agent{}, configError(err)
+	}
+	pid, err := agentPID(daemon.LockFile(ag.DataDir))
+	if err != nil {
+		return 0, nil, api.Agent{}, err
+	}
+	cl, err := clientOf(ag, "")
+	if err != nil {
+		return 0, nil, api.Agent{}, err
+	}
+	a, err := cl.Agent(ctx)
+	if err != nil {
+		return 0, nil, api.Agent{}, fmt.Errorf("the agent (pid %d) does not answer at %s: %w", pid, ag.Listen, err)
+	}
+	if a.PID != pid {
+		return 0, nil, api.Agent{}, fmt.Errorf("the agent at %s has pid %d, but %s names pid %d: not signalling", ag.Listen, a.PID, daemon.LockFile(ag.DataDir), pid)
+	}
+	return pid, cl, a, nil
 }

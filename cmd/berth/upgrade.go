@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
-	"github.com/berthd/berth/daemon"
 	"github.com/spf13/cobra"
 )
 
@@ -40,26 +39,11 @@ agent did not answer within --timeout, 2 for a bad command line.`,
   berth upgrade -c /etc/berth/berth.toml --timeout 2m`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ag, err := agentOf(cmd.ErrOrStderr(), *configPath)
-			if err != nil {
-				return configError(err)
-			}
-			pid, err := agentPID(daemon.LockFile(ag.DataDir))
-			if err != nil {
-				return err
-			}
-			cl, err := clientOf(ag, "")
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			before, err := cl.Agent(ctx)
+			pid, cl, before, err := runningAgent(ctx, cmd.ErrOrStderr(), *configPath)
 			if err != nil {
-				return fmt.Errorf("the agent (pid %d) does not answer at %s: %w", pid, ag.Listen, err)
-			}
-			if before.PID != pid {
-				return fmt.Errorf("the agent at %s has pid %d, but %s names pid %d: not signalling", ag.Listen, before.PID, daemon.LockFile(ag.DataDir), pid)
+				return err
 			}
 			jobs, err := cl.Jobs(ctx)
 			if err != nil {
