@@ -10,6 +10,7 @@ import (
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/guard"
 	"github.com/berthd/berth/worker"
+	"golang.org/x/sys/unix"
 )
 
 // adoption is what a starting agent takes over from an earlier one: the
@@ -39,11 +40,31 @@ func (a *Agent) adoptable(ctx context.Context, g *guard.Client) adoption {
 		a.log.Error("list the runs the lease guard holds: none adopted; every leftover is killed", "error", err)
 		return ad
 	}
-	for _, h := range held {
+	// One run per job: the newest that still runs, else the newest (a
+	// second one is left by a crash between a run's end and its record's
+	// removal). The others are ended: a process of one is the guard's
+	// unreaped child, so its pid names it.
+	best := map[string]int{}
+	for i, h := range held {
+		j, ok := best[h.JobID]
+		if !ok || newer(h, held[j]) {
+			best[h.JobID] = i
+		}
+	}
+	for i, h := range held {
+		if best[h.JobID] != i {
+			if !h.Exited && h.Verify() == nil {
+				_ = unix.Kill(h.PID, unix.SIGKILL)
+			}
+			a.log.Warn("a second run of a job held by the lease guard: killed", "job_id", h.JobID, "run", h.ID, "pid", h.PID, "kept", held[best[h.JobID]].ID)
+			h.Logr.Close()
+			g.Forget(h.Run)
+			continue
+		}
 		if err := h.Verify(); err != nil {
 			a.log.Warn("a run the lease guard holds fails its identity check: killed with the leftovers", "job_id", h.JobID, "run", h.ID, "error", err)
 			h.Logr.Close()
-			g.Forget(h.ID)
+			g.Forget(h.Run)
 			continue
 		}
 		ad.offered = append(ad.offered, worker.Adoptable{Run: h.Run, Logr: h.Logr})
@@ -61,7 +82,7 @@ func (a *Agent) adoptable(ctx context.Context, g *guard.Client) adoption {
 func (a *Agent) killUnadopted(ctx context.Context, rt *worker.Runtime, hier *cgroup.Hierarchy) {
 	for _, u := range rt.Unadopted() {
 		u.Logr.Close()
-		a.guard.Forget(u.Run.ID)
+		a.guard.Forget(u.Run)
 		g, err := hier.Load(u.Run.Cgroup)
 		if err == nil {
 			kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -113,4 +134,13 @@ func (a *Agent) PrepareHandOver(ctx context.Context) error {
 		return fmt.Errorf("before the hand-over: %w", err)
 	}
 	return nil
+}
+
+// newer reports whether run a is to be kept over run b of the same job:
+// one that runs over one that exited, then the later start.
+func newer(a, b guard.HeldRun) bool {
+	if a.Exited != b.Exited {
+		return !a.Exited
+	}
+	return a.StartedAt.After(b.StartedAt)
 }

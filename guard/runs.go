@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/worker"
@@ -30,6 +33,7 @@ type runs struct {
 
 	mu     sync.Mutex
 	held   map[string]*heldRun
+	nonce  string // this guard's run IDs: g<pid>-<nonce>.<seq>
 	seq    uint64
 	conn   *msgConn // the agent's; nil: none
 	groups map[string]*cgroup.Group
@@ -37,6 +41,9 @@ type runs struct {
 
 	wg sync.WaitGroup // accept, read loops, spawns, exit notices
 }
+
+// guardSendTimeout bounds one write of the guard to its agent.
+const guardSendTimeout = 30 * time.Second
 
 // heldRun is one run the guard started.
 type heldRun struct {
@@ -66,7 +73,10 @@ func listenRuns(log *slog.Logger, h *cgroup.Hierarchy, dataDir string) (*runs, e
 		_ = rt.Close()
 		return nil, fmt.Errorf("guard: chmod %s: %w", sock, err)
 	}
-	r := &runs{log: log, h: h, rt: rt, ln: ln, held: map[string]*heldRun{}, groups: map[string]*cgroup.Group{}}
+	nonce := make([]byte, 4)
+	_, _ = rand.Read(nonce)
+	r := &runs{log: log, h: h, rt: rt, ln: ln, held: map[string]*heldRun{}, groups: map[string]*cgroup.Group{},
+		nonce: hex.EncodeToString(nonce)}
 	r.wg.Add(1)
 	go r.accept()
 	return r, nil
@@ -118,7 +128,10 @@ func (r *runs) accept() {
 			c.Close()
 			continue
 		}
-		mc := &msgConn{c: c}
+		// A write waits long for an agent that does not read (a burst of
+		// exits, a starved agent); one that fails closes the connection,
+		// and the agent then counts every run as lost.
+		mc := &msgConn{c: c, timeout: guardSendTimeout}
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
@@ -187,12 +200,20 @@ func (r *runs) spawn(mc *msgConn, m runMsg, logw *os.File, logr int) {
 	run := *m.Run
 	g, err := r.group(run.Cgroup)
 	if err == nil {
+		// The record exists before the fork, so that an exit that comes
+		// before the fork returns finds it.
 		r.mu.Lock()
 		r.seq++
-		run.ID = "g" + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(r.seq, 10)
+		run.ID = "g" + strconv.Itoa(os.Getpid()) + "-" + r.nonce + "." + strconv.FormatUint(r.seq, 10)
+		r.held[run.ID] = &heldRun{run: run, logr: -1}
 		r.mu.Unlock()
 		id := run.ID
 		run.PID, err = r.rt.Launch(m.Exec, g, logw, func(ws unix.WaitStatus) { r.exited(id, ws) })
+		if err != nil {
+			r.mu.Lock()
+			delete(r.held, id)
+			r.mu.Unlock()
+		}
 	}
 	if err != nil {
 		unix.Close(logr)
@@ -206,27 +227,33 @@ func (r *runs) spawn(mc *msgConn, m runMsg, logw *os.File, logr int) {
 		}
 	}
 	r.mu.Lock()
-	hr, ok := r.held[run.ID]
-	if !ok { // the exit may have come first
-		hr = &heldRun{logr: -1}
-		r.held[run.ID] = hr
+	if hr, ok := r.held[run.ID]; ok {
+		hr.run, hr.logr = run, logr
+	} else {
+		unix.Close(logr) // closed meanwhile
 	}
-	hr.run, hr.logr = run, logr
 	r.mu.Unlock()
 	_ = mc.send(runMsg{Op: opSpawned, Seq: m.Seq, Run: &run})
 }
 
-// group returns the job cgroup at rel, loaded once (its run leaves are
-// numbered by it).
+// group returns the job cgroup at rel, loaded once while a run of it is
+// held (the value removes the previous run's leaf when it starts the
+// next). The load runs without mu, which the reaper's exited needs.
 func (r *runs) group(rel string) (*cgroup.Group, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g, ok := r.groups[rel]; ok {
+	g, ok := r.groups[rel]
+	r.mu.Unlock()
+	if ok {
 		return g, nil
 	}
 	g, err := r.h.Load(rel)
 	if err != nil {
 		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cached, ok := r.groups[rel]; ok {
+		return cached, nil
 	}
 	r.groups[rel] = g
 	return g, nil
@@ -239,11 +266,7 @@ func (r *runs) exited(id string, ws unix.WaitStatus) {
 	defer r.mu.Unlock()
 	hr, ok := r.held[id]
 	if !ok {
-		hr = &heldRun{run: worker.Run{ID: id}, logr: -1}
-		if r.held == nil {
-			return // closed
-		}
-		r.held[id] = hr
+		return // forgotten (the agent killed a run it did not adopt), or closed
 	}
 	hr.exited, hr.status = true, ws
 	if r.conn != nil && !r.closed {
@@ -251,7 +274,12 @@ func (r *runs) exited(id string, ws unix.WaitStatus) {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			_ = mc.send(runMsg{Op: opExited, Run: &worker.Run{ID: id}, Exited: true, Status: uint32(ws)})
+			if err := mc.send(runMsg{Op: opExited, Run: &worker.Run{ID: id}, Exited: true, Status: uint32(ws)}); err != nil {
+				// The agent does not read: it will count every run as
+				// lost, and its next connection lists this exit.
+				r.log.Warn("guard: tell the agent of an exit; closing its connection", "run", id, "error", err)
+				mc.c.Close()
+			}
 		}()
 	}
 }
@@ -260,12 +288,20 @@ func (r *runs) exited(id string, ws unix.WaitStatus) {
 func (r *runs) forget(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if hr, ok := r.held[id]; ok {
-		if hr.logr >= 0 {
-			unix.Close(hr.logr)
-		}
-		delete(r.held, id)
+	hr, ok := r.held[id]
+	if !ok {
+		return
 	}
+	if hr.logr >= 0 {
+		unix.Close(hr.logr)
+	}
+	delete(r.held, id)
+	for _, other := range r.held {
+		if other.run.Cgroup == hr.run.Cgroup {
+			return
+		}
+	}
+	delete(r.groups, hr.run.Cgroup) // no run of the job held: its handle goes
 }
 
 // list sends every run held, each with its log pipe's read end, then

@@ -3,6 +3,7 @@ package guard
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -119,7 +120,10 @@ func TestGuardHoldsRunsAcrossAgents(t *testing.T) {
 	case <-time.After(testutil.Deadline(20 * time.Second)):
 		t.Fatal("a's exit was not delivered")
 	}
-	// Forgotten once delivered: nothing is held any more.
+	// Forgotten once handled (a worker forgets a run when its exit step
+	// is done): nothing is held any more.
+	c2.Forget(ha.Run)
+	c2.Forget(hb.Run)
 	testutil.Eventually(t, 10*time.Second, "the guard holds no run", func() bool {
 		c3, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -163,4 +167,69 @@ func TestGuardSpawnErrorAndVerify(t *testing.T) {
 	if err := c.Release(rctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A run whose guard dies after the run was listed but before the agent
+// waits for it is reported lost (SIGKILL) to the wait that comes later,
+// never left waiting; a spawn whose argv and environment exceed one
+// packet travels in a memfd and runs.
+func TestLateWaitAfterGuardLossAndLargeSpawn(t *testing.T) {
+	w := newWorld(t)
+	c1, _ := w.connect()
+	c1.Deadline(time.Now().Add(time.Minute))
+	w.acked(c1)
+	if _, err := w.h.New("jobs/big", nil); err != nil {
+		t.Fatal(err)
+	}
+	r, wp, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// 200 KiB in four variables (one string may hold at most 128 KiB:
+	// execve(2), MAX_ARG_STRLEN).
+	env := []string{"PATH=/usr/bin:/bin"}
+	for _, k := range []string{"B1", "B2", "B3", "B4"} {
+		env = append(env, k+"="+strings.Repeat("x", 50<<10))
+	}
+	run, err := c1.Spawn(&worker.Exec{Path: "/bin/sh", Argv: []string{"sh", "-c", `echo $(( ${#B1} + ${#B2} + ${#B3} + ${#B4} )); exec sleep 1000`}, Env: env},
+		worker.Run{JobID: "big", Cgroup: "jobs/big"}, wp, int(r.Fd()), func(unix.WaitStatus) {})
+	wp.Close()
+	if err != nil {
+		t.Fatalf("spawn with a 200 KiB environment: %v", err)
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != fmt.Sprint(200<<10) {
+		t.Errorf("the job saw %q bytes of its environment (%v), want %d", strings.TrimSpace(line), err, 200<<10)
+	}
+	c1.Close()
+
+	c2, _ := w.connect()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	held, err := c2.Held(ctx)
+	if err != nil || len(held) != 1 || held[0].ID != run.ID {
+		t.Fatalf("held %+v, %v: want run %s", held, err, run.ID)
+	}
+	held[0].Logr.Close()
+	gpid := c2.PID()
+	if err := unix.Kill(gpid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the runs connection ends", func() bool {
+		c2.runs.mu.Lock()
+		defer c2.runs.mu.Unlock()
+		return c2.runs.conn == nil
+	})
+	ch, onExit := exitCh()
+	c2.Adopt(held[0].Run, onExit)
+	select {
+	case ws := <-ch:
+		if !ws.Signaled() || ws.Signal() != unix.SIGKILL {
+			t.Errorf("status %v, want SIGKILL (lost with its guard)", ws)
+		}
+	case <-time.After(testutil.Deadline(10 * time.Second)):
+		t.Fatal("a wait after the guard's loss was never answered")
+	}
+	testutil.Eventually(t, 20*time.Second, "the run dies with its guard", func() bool { return !testutil.Alive(run.PID) })
 }

@@ -26,6 +26,8 @@ type runsClient struct {
 	dataDir string
 	kick    func() // has the deadline sender reconnect, starting a guard if none runs
 
+	dialMu sync.Mutex // one dial at a time; never held with mu
+
 	mu      sync.Mutex
 	conn    *msgConn
 	closed  bool
@@ -33,8 +35,20 @@ type runsClient struct {
 	waiting map[uint64]chan runMsg           // spawn answers, by Seq
 	onExit  map[string]func(unix.WaitStatus) // by run ID
 	pending map[string]unix.WaitStatus       // exits nobody waits for yet
-	listing chan heldMsg                     // during Held
-	wg      sync.WaitGroup                   // read loops
+	// owned holds the run IDs the current connection told of (spawned,
+	// held, exited); lost those of a connection that ended before anyone
+	// waited for them: their wait gets lostStatus at once.
+	owned   map[string]bool
+	lost    map[string]bool
+	listing *listing // during Held
+	wg      sync.WaitGroup
+}
+
+// listing routes opHeld messages to one Held call; done is closed when
+// Held returns, so that the read loop never blocks on a list no one reads.
+type listing struct {
+	ch   chan heldMsg
+	done chan struct{}
 }
 
 // heldMsg is one opHeld with its descriptor, or the list's end (done).
@@ -57,17 +71,33 @@ type HeldRun struct {
 
 var _ worker.Spawner = (*Client)(nil)
 
-// conn returns the runs connection, dialling it (and starting a guard
-// when none listens) if there is none.
+// spawnTimeout bounds the wait for the guard's answer to a spawn: a
+// start that takes longer (a guard stuck under the cgroup mutex) fails,
+// and the worker reports it.
+const spawnTimeout = 30 * time.Second
+
+// ensure returns the runs connection, dialling it (and having a guard
+// started when none listens) if there is none. The dial runs without mu,
+// so that exits and waits go on meanwhile.
 func (rc *runsClient) ensure(ctx context.Context) (*msgConn, error) {
 	rc.mu.Lock()
-	defer rc.mu.Unlock()
 	if rc.closed {
+		rc.mu.Unlock()
 		return nil, errors.New("lease guard client closed")
 	}
-	if rc.conn != nil {
-		return rc.conn, nil
+	if mc := rc.conn; mc != nil {
+		rc.mu.Unlock()
+		return mc, nil
 	}
+	rc.mu.Unlock()
+	rc.dialMu.Lock()
+	defer rc.dialMu.Unlock()
+	rc.mu.Lock()
+	if mc := rc.conn; mc != nil { // another caller dialled meanwhile
+		rc.mu.Unlock()
+		return mc, nil
+	}
+	rc.mu.Unlock()
 	c, err := rc.dial(ctx)
 	// No guard listens (it ended): the deadline sender brings one up
 	// (kick); look again until ctx ends.
@@ -86,7 +116,13 @@ func (rc *runsClient) ensure(ctx context.Context) (*msgConn, error) {
 		return nil, err
 	}
 	mc := &msgConn{c: c}
-	rc.conn = mc
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.closed {
+		c.Close()
+		return nil, errors.New("lease guard client closed")
+	}
+	rc.conn, rc.owned = mc, map[string]bool{}
 	rc.wg.Add(1)
 	go rc.read(mc)
 	return mc, nil
@@ -107,7 +143,9 @@ func (rc *runsClient) dial(ctx context.Context) (*net.UnixConn, error) {
 }
 
 // read routes the guard's messages until the connection ends; then every
-// run started or adopted through it is reported lost.
+// run the connection told of is reported lost (SIGKILL): to its waiter at
+// once, or to the one that waits later. It never blocks on a send to the
+// guard, so that exits keep coming however busy the agent is.
 func (rc *runsClient) read(mc *msgConn) {
 	defer rc.wg.Done()
 	buf, oob := newRecvBuffers()
@@ -125,9 +163,12 @@ func (rc *runsClient) read(mc *msgConn) {
 			rc.mu.Lock()
 			ch := rc.waiting[m.Seq]
 			delete(rc.waiting, m.Seq)
+			if m.Run != nil && m.Error == "" {
+				rc.owned[m.Run.ID] = true
+			}
 			rc.mu.Unlock()
 			if ch != nil {
-				ch <- m
+				ch <- m // room for one
 			}
 		case opExited:
 			closeAll(fds)
@@ -137,15 +178,22 @@ func (rc *runsClient) read(mc *msgConn) {
 		case opHeld, opListed:
 			rc.mu.Lock()
 			l := rc.listing
+			if m.Op == opHeld && m.Run != nil {
+				rc.owned[m.Run.ID] = true
+			}
 			rc.mu.Unlock()
-			if l == nil || m.Op == opHeld && len(fds) != 1 {
+			if l == nil || m.Op == opHeld && (len(fds) != 1 || m.Run == nil) {
 				closeAll(fds)
 				continue
 			}
-			if m.Op == opListed {
-				l <- heldMsg{done: true}
-			} else {
-				l <- heldMsg{m: m, logr: fds[0]}
+			h := heldMsg{done: true}
+			if m.Op == opHeld {
+				h = heldMsg{m: m, logr: fds[0]}
+			}
+			select {
+			case l.ch <- h:
+			case <-l.done:
+				closeAll(fds)
 			}
 		default:
 			closeAll(fds)
@@ -159,13 +207,25 @@ func (rc *runsClient) read(mc *msgConn) {
 	closing := rc.closed
 	waiting, onExit := rc.waiting, rc.onExit
 	rc.waiting, rc.onExit = map[uint64]chan runMsg{}, map[string]func(unix.WaitStatus){}
+	if rc.lost == nil {
+		rc.lost = map[string]bool{}
+	}
+	for id := range rc.owned {
+		if _, done := rc.pending[id]; !done && onExit[id] == nil {
+			rc.lost[id] = true
+		}
+	}
+	rc.owned = map[string]bool{}
 	l := rc.listing
 	rc.mu.Unlock()
 	for seq, ch := range waiting {
 		ch <- runMsg{Op: opSpawned, Seq: seq, Error: fmt.Sprintf("the lease guard's connection ended: %v", err)}
 	}
 	if l != nil {
-		l <- heldMsg{err: fmt.Errorf("the lease guard's connection ended: %w", err)}
+		select {
+		case l.ch <- heldMsg{err: fmt.Errorf("the lease guard's connection ended: %w", err)}:
+		case <-l.done:
+		}
 	}
 	if closing {
 		return
@@ -178,6 +238,7 @@ func (rc *runsClient) read(mc *msgConn) {
 // exit hands run id's status to whoever waits for it, or keeps it.
 func (rc *runsClient) exit(id string, ws unix.WaitStatus) {
 	rc.mu.Lock()
+	rc.owned[id] = true
 	f, ok := rc.onExit[id]
 	if ok {
 		delete(rc.onExit, id)
@@ -187,42 +248,41 @@ func (rc *runsClient) exit(id string, ws unix.WaitStatus) {
 		}
 		rc.pending[id] = ws
 	}
-	mc := rc.conn
 	rc.mu.Unlock()
 	if ok {
 		f(ws)
-		if mc != nil {
-			_ = mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: id}})
-		}
 	}
 }
 
-// wait registers f for run id's exit, delivering a status already come.
+// wait registers f for run id's exit: a status already come (or lostStatus
+// when the connection that told of the run has ended) is delivered at
+// once.
 func (rc *runsClient) wait(id string, f func(unix.WaitStatus)) {
 	rc.mu.Lock()
 	ws, done := rc.pending[id]
-	if done {
+	switch {
+	case done:
 		delete(rc.pending, id)
-	} else {
+	case rc.lost[id] || !rc.owned[id] && rc.conn == nil:
+		delete(rc.lost, id)
+		ws, done = lostStatus, true
+	default:
 		if rc.onExit == nil {
 			rc.onExit = map[string]func(unix.WaitStatus){}
 		}
 		rc.onExit[id] = f
 	}
-	mc := rc.conn
 	rc.mu.Unlock()
 	if done {
 		f(ws)
-		if mc != nil {
-			_ = mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: id}})
-		}
 	}
 }
 
 // Spawn has the guard start x for r (worker.Spawner): the guard becomes
 // the run's parent, so the run outlives this agent until the lease
-// guard's deadline. Errors: the guard cannot be reached or started
-// ("lease guard"), or its launcher's (the program, the cgroup).
+// guard's deadline. Errors: the guard cannot be reached or started, or
+// does not answer within spawnTimeout ("lease guard"), or its launcher's
+// (the program, the cgroup).
 func (c *Client) Spawn(x *worker.Exec, r worker.Run, logw *os.File, logr int, onExit func(unix.WaitStatus)) (worker.Run, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
@@ -240,14 +300,28 @@ func (c *Client) Spawn(x *worker.Exec, r worker.Run, logw *os.File, logr int, on
 	}
 	rc.waiting[seq] = ch
 	rc.mu.Unlock()
-	if err := mc.send(runMsg{Op: opSpawn, Seq: seq, Exec: x, Run: &r}, int(logw.Fd()), logr); err != nil {
+	forget := func() {
 		rc.mu.Lock()
 		delete(rc.waiting, seq)
 		rc.mu.Unlock()
-		mc.c.Close() // the read loop reports what ran through it
+	}
+	if err := mc.send(runMsg{Op: opSpawn, Seq: seq, Exec: x, Run: &r}, int(logw.Fd()), logr); err != nil {
+		forget()
+		var le localError
+		if !errors.As(err, &le) {
+			mc.c.Close() // the connection is broken: the read loop reports what ran through it
+		}
 		return worker.Run{}, fmt.Errorf("start through the lease guard: %w", err)
 	}
-	a := <-ch // the read loop answers every waiter, also when the connection ends
+	t := time.NewTimer(spawnTimeout)
+	defer t.Stop()
+	var a runMsg
+	select {
+	case a = <-ch: // the read loop answers every waiter, also when the connection ends
+	case <-t.C:
+		forget()
+		return worker.Run{}, fmt.Errorf("start through the lease guard: no answer within %s", spawnTimeout)
+	}
 	if a.Error != "" || a.Run == nil {
 		return worker.Run{}, errors.New(strings.TrimPrefix(a.Error, "start "))
 	}
@@ -261,16 +335,18 @@ func (c *Client) Adopt(run worker.Run, onExit func(unix.WaitStatus)) {
 	c.runs.wait(run.ID, onExit)
 }
 
-// Forget tells the guard to drop run id (not adopted: its cgroup is
-// killed by the agent).
-func (c *Client) Forget(id string) {
+// Forget tells the guard to drop run's record and log pipe
+// (worker.Spawner): its exit has been handled, or it is not adopted.
+func (c *Client) Forget(run worker.Run) {
 	rc := &c.runs
 	rc.mu.Lock()
-	delete(rc.pending, id)
+	delete(rc.pending, run.ID)
+	delete(rc.lost, run.ID)
+	delete(rc.owned, run.ID)
 	mc := rc.conn
 	rc.mu.Unlock()
 	if mc != nil {
-		_ = mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: id}})
+		_ = mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: run.ID}})
 	}
 }
 
@@ -284,23 +360,36 @@ func (c *Client) Held(ctx context.Context) ([]HeldRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := make(chan heldMsg, 16)
+	l := &listing{ch: make(chan heldMsg, 16), done: make(chan struct{})}
 	rc.mu.Lock()
 	rc.listing = l
 	rc.mu.Unlock()
+	var out []HeldRun
 	defer func() {
 		rc.mu.Lock()
-		rc.listing = nil
+		if rc.listing == l {
+			rc.listing = nil
+		}
 		rc.mu.Unlock()
+		close(l.done)
+		for {
+			select {
+			case h := <-l.ch: // sent before done was closed
+				if !h.done && h.err == nil {
+					unix.Close(h.logr)
+				}
+			default:
+				return
+			}
+		}
 	}()
 	if err := mc.send(runMsg{Op: opList}); err != nil {
 		return nil, err
 	}
-	var out []HeldRun
 	for {
 		var h heldMsg
 		select {
-		case h = <-l:
+		case h = <-l.ch:
 		case <-ctx.Done():
 			for _, r := range out {
 				r.Logr.Close()
@@ -308,7 +397,13 @@ func (c *Client) Held(ctx context.Context) ([]HeldRun, error) {
 			return nil, fmt.Errorf("list the lease guard's runs: %w", ctx.Err())
 		}
 		if h.err != nil || h.done {
-			return out, h.err
+			if h.err != nil {
+				for _, r := range out {
+					r.Logr.Close()
+				}
+				return nil, h.err
+			}
+			return out, nil
 		}
 		run := HeldRun{Run: *h.m.Run, Exited: h.m.Exited, Status: unix.WaitStatus(h.m.Status),
 			Logr: os.NewFile(uintptr(h.logr), "log pipe of run "+h.m.Run.ID)}

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -17,10 +18,14 @@ import (
 // carries the deadlines).
 func RunsSocketPath(dataDir string) string { return filepath.Join(dataDir, "guard-runs.sock") }
 
-// maxRunMsg is the largest message on the runs socket, bytes: one
-// SOCK_SEQPACKET packet each, JSON. A spawn request carries the job's
-// argv and environment.
-const maxRunMsg = 128 << 10
+// maxRunMsg is the largest message sent as one SOCK_SEQPACKET packet,
+// bytes; a larger one (a spawn with a long argv or environment) travels
+// in a memfd (memfd_create(2)) sent with an opMemfd packet. maxMemfdMsg
+// bounds that.
+const (
+	maxRunMsg   = 64 << 10
+	maxMemfdMsg = 64 << 20
+)
 
 // Operations on the runs socket. Descriptors travel as SCM_RIGHTS
 // (unix(7)) with the message that names them.
@@ -44,6 +49,9 @@ const (
 	// descriptor: its log pipe's read end. opListed ends the list.
 	opHeld   = "held"
 	opListed = "listed"
+	// opMemfd (either side): the message is in the first descriptor, a
+	// memfd; the other descriptors are the message's own.
+	opMemfd = "memfd"
 )
 
 // runMsg is one message on the runs socket.
@@ -60,31 +68,95 @@ type runMsg struct {
 // msgConn is one end of a runs connection: whole messages with their
 // descriptors; writes are serialised.
 type msgConn struct {
-	c  *net.UnixConn
-	mu sync.Mutex // writes
+	c *net.UnixConn
+	// timeout bounds one write (a peer that does not read); 0:
+	// answerTimeout.
+	timeout time.Duration
+	mu      sync.Mutex // writes
 }
 
+// localError is a send that failed on this side, before anything was
+// written: the connection is as good as before.
+type localError struct{ error }
+
+func (e localError) Unwrap() error { return e.error }
+
 // send writes m with fds (duplicated into the peer by the kernel; the
-// caller keeps its own). Errors: a message over maxRunMsg; the write's.
+// caller keeps its own); a message over maxRunMsg goes in a memfd.
+// Errors: a localError when m cannot be encoded or put in a memfd; the
+// write's otherwise (the connection is broken).
 func (mc *msgConn) send(m runMsg, fds ...int) error {
 	b, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("guard protocol: encode %s: %w", m.Op, err)
+		return localError{fmt.Errorf("guard protocol: encode %s: %w", m.Op, err)}
 	}
 	if len(b) > maxRunMsg {
-		return fmt.Errorf("guard protocol: %s of %d bytes exceeds %d (the job's argv and environment)", m.Op, len(b), maxRunMsg)
+		if len(b) > maxMemfdMsg {
+			return localError{fmt.Errorf("guard protocol: %s of %d bytes exceeds %d (the job's argv and environment)", m.Op, len(b), maxMemfdMsg)}
+		}
+		mfd, err := memfdOf(b)
+		if err != nil {
+			return localError{fmt.Errorf("guard protocol: %s of %d bytes: %w", m.Op, len(b), err)}
+		}
+		defer unix.Close(mfd)
+		b, _ = json.Marshal(runMsg{Op: opMemfd})
+		fds = append([]int{mfd}, fds...)
 	}
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
+	timeout := mc.timeout
+	if timeout == 0 {
+		timeout = answerTimeout
+	}
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
-	_ = mc.c.SetWriteDeadline(time.Now().Add(answerTimeout))
+	_ = mc.c.SetWriteDeadline(time.Now().Add(timeout))
 	if _, _, err := mc.c.WriteMsgUnix(b, oob, nil); err != nil {
 		return fmt.Errorf("guard protocol: send %s: %w", m.Op, err)
 	}
 	return nil
+}
+
+// memfdOf returns a memfd (close-on-exec) holding b, read from offset 0.
+func memfdOf(b []byte) (int, error) {
+	fd, err := unix.MemfdCreate("berth-guard-message", unix.MFD_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("memfd_create: %w", err)
+	}
+	for off := 0; off < len(b); {
+		n, err := unix.Pwrite(fd, b[off:], int64(off))
+		if err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("write memfd: %w", err)
+		}
+		off += n
+	}
+	return fd, nil
+}
+
+// readMemfd reads the whole message a memfd holds, at most maxMemfdMsg.
+func readMemfd(fd int) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Size > maxMemfdMsg {
+		return nil, fmt.Errorf("memfd message of %d bytes exceeds %d", st.Size, maxMemfdMsg)
+	}
+	b := make([]byte, st.Size)
+	for off := 0; off < len(b); {
+		n, err := unix.Pread(fd, b[off:], int64(off))
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("memfd message: %d of %d bytes", off, len(b))
+		}
+		off += n
+	}
+	return b, nil
 }
 
 // recv reads one message and the descriptors that came with it (each
@@ -117,6 +189,22 @@ func (mc *msgConn) recv(buf, oob []byte) (runMsg, []int, error) {
 	if err := json.Unmarshal(buf[:n], &m); err != nil {
 		closeAll(files)
 		return runMsg{}, nil, fmt.Errorf("guard protocol: decode a message of %d bytes: %w", n, err)
+	}
+	if m.Op == opMemfd {
+		if len(files) == 0 {
+			return runMsg{}, nil, errors.New("guard protocol: memfd message without its memfd")
+		}
+		b, err := readMemfd(files[0])
+		unix.Close(files[0])
+		files = files[1:]
+		if err == nil {
+			m = runMsg{}
+			err = json.Unmarshal(b, &m)
+		}
+		if err != nil {
+			closeAll(files)
+			return runMsg{}, nil, fmt.Errorf("guard protocol: memfd message: %w", err)
+		}
 	}
 	return m, files, nil
 }

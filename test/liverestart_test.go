@@ -377,4 +377,23 @@ name = "dropped"
 	if ag.Adoption == nil || ag.Adoption.Held != 3 || ag.Adoption.Adopted != 1 {
 		t.Errorf("adoption %+v, want 3 held, 1 adopted", ag.Adoption)
 	}
+	// Crashes with no further edit: the guard holds one run per job (the
+	// runs that were not adopted were forgotten), and both jobs are
+	// adopted every time.
+	for round := 0; round < 3; round++ {
+		if err := e.stop(syscall.SIGKILL); err == nil {
+			t.Fatal("agent killed by SIGKILL reported success")
+		}
+		e.start()
+		again := e.waitRunning("kept", "changed")
+		for _, id := range []string{"kept", "changed"} {
+			if again[id].PID != after[id].PID {
+				t.Errorf("round %d: %s has pid %d, was %d: not adopted", round, id, again[id].PID, after[id].PID)
+			}
+		}
+		getJSON(t, "http://"+e.addr+"/v1/agent", &ag)
+		if ag.Adoption == nil || ag.Adoption.Held != 2 || ag.Adoption.Adopted != 2 {
+			t.Errorf("round %d: adoption %+v, want 2 held, 2 adopted", round, ag.Adoption)
+		}
+	}
 }

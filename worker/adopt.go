@@ -35,7 +35,7 @@ func (w *Worker) spawnVia(sp Spawner, onExit func(unix.WaitStatus)) (*proc, erro
 		return nil, err
 	}
 	w.noteLeaf(r.Leaf)
-	return &proc{pid: r.PID}, nil
+	return &proc{pid: r.PID, runID: r.ID}, nil
 }
 
 // noteLeaf tells the job's cgroup which run leaf its processes live in
@@ -63,6 +63,7 @@ func (w *Worker) adopt(a Adoptable) {
 	if err != nil {
 		// The run cannot be watched: it goes, and the worker starts anew.
 		w.killGroup(discardMarks{})
+		sp.Forget(a.Run)
 		if logs, err = w.openLog(nil); err != nil {
 			w.fail(err)
 			w.end()
@@ -78,7 +79,7 @@ func (w *Worker) adopt(a Adoptable) {
 	w.noteLeaf(a.Run.Leaf)
 	w.runs++
 	n := w.runs
-	p := &proc{pid: a.Run.PID}
+	p := &proc{pid: a.Run.PID, runID: a.Run.ID}
 	w.run = p
 	w.setState(func(s *Status) {
 		s.State, s.PID, s.StartedAt, s.Restarts = Running, p.pid, a.Run.StartedAt, a.Run.Restarts
@@ -87,5 +88,16 @@ func (w *Worker) adopt(a Adoptable) {
 	sp.Adopt(a.Run, func(ws unix.WaitStatus) { go w.exited(n, ws) })
 	if w.stopping {
 		w.terminate(p)
+	}
+}
+
+// forget tells the Spawner that run p's exit has been handled (its
+// record and log pipe can go); step is held.
+func (w *Worker) forget(p *proc) {
+	if p.runID == "" {
+		return
+	}
+	if sp := w.spec.Runtime.spawnerOf(); sp != nil {
+		sp.Forget(Run{ID: p.runID})
 	}
 }

@@ -15,6 +15,9 @@ import (
 type proc struct {
 	pid   int
 	exits chan unix.WaitStatus
+	// runID names the run for the Spawner that started or handed it
+	// ("" when the Runtime's own launcher threads did).
+	runID string
 }
 
 // Exec is one run's process, resolved: everything a launcher needs to

@@ -29,6 +29,9 @@ type Spawner interface {
 	// started (taken from Runtime.Offer): at once if it has already
 	// exited.
 	Adopt(run Run, onExit func(unix.WaitStatus))
+	// Forget drops the Spawner's record of run: its exit has been
+	// handled, or the run is not adopted (its cgroup was killed).
+	Forget(run Run)
 }
 
 // Run is the record of one run a Spawner started: what proves a process

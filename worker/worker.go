@@ -301,6 +301,9 @@ func (w *Worker) begin() {
 		// run goes, as a changed definition's run does on a reload.
 		a.Logr.Close()
 		w.killGroup(discardMarks{})
+		if sp := w.spec.Runtime.spawnerOf(); sp != nil {
+			sp.Forget(a.Run)
+		}
 	}
 	logs, err := w.openLog(nil)
 	if err != nil {
@@ -367,6 +370,8 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 		w.timer.Stop() // a stop's grace period
 		w.timer = nil
 	}
+	// Once this step has recorded the exit, the Spawner may drop the run.
+	defer w.forget(p)
 	exitAt := time.Now()
 	if w.stopping && w.spec.KillMode != spec.KillMixed && exitAt.Before(w.graceEnd) {
 		// A stop in mode control-group or process: the rest of the cgroup

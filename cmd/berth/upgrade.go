@@ -32,9 +32,14 @@ unwatched. See docs/live-restart.md.
 The .deb's upgrade runs this command, and restarts the service only when it
 fails.
 
+An agent of a release before the hand-over (its GET /v1/agent has no
+image_started) is not signalled: SIGUSR2 would end it; the command fails, and
+the .deb then restarts the service.
+
 Exit status: 0 when the new agent answers with every job it found adopted,
-1 when no agent runs, it refused the hand-over (its log says why), or the new
-agent did not answer within --timeout, 2 for a bad command line.`,
+1 when no agent runs, it predates the hand-over, it refused the hand-over
+(its log says why), or the new agent did not answer within --timeout, 2 for
+a bad command line.`,
 		Example: `  berth upgrade
   berth upgrade -c /etc/berth/berth.toml --timeout 2m`,
 		Args: noArgs,
@@ -44,6 +49,11 @@ agent did not answer within --timeout, 2 for a bad command line.`,
 			pid, cl, before, err := runningAgent(ctx, cmd.ErrOrStderr(), *configPath)
 			if err != nil {
 				return err
+			}
+			if before.ImageStarted.IsZero() {
+				// A release before live restart: SIGUSR2 would end it
+				// without stopping its jobs in order.
+				return fmt.Errorf("the agent (pid %d, version %q) predates the hand-over (it reports no image_started): not signalling; restart it instead (systemctl restart berth)", pid, before.Version)
 			}
 			jobs, err := cl.Jobs(ctx)
 			if err != nil {
