@@ -298,7 +298,13 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 	s.fig.jobsChecked += len(s.jobs)
 	_, agentStart, _, _ := stat(a.pid)
 	bad := map[int]string{}
-	keep := func(pid int) bool { return adopted[jobOfPid(pid, s.file.root)] }
+	// A process that exits between the listing and the look at its
+	// cgroup (a 1 s sleep of an adopted job) is gone, not a survivor.
+	keep := func(pid int) bool {
+		_, start, _, _ := stat(pid)
+		job := jobOfPid(pid, s.file.root)
+		return adopted[job] || !liveSince(pid, start)
+	}
 	for _, p := range append(tagged("SOAK_TAG", s.tag), withArgv(a.cmd.Args)...) {
 		if p.start < agentStart && !keep(p.pid) {
 			bad[p.pid] = p.String() + " in\n" + cgroupsOf(p.pid)
