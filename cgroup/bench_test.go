@@ -48,3 +48,31 @@ func BenchmarkUsage(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNewAmong2000 is BenchmarkNewDelete with 2,000 limited job
+// cgroups already made beside it, as at a start of thousands of jobs: the
+// kernel's cost of some writes (v1 cpuset.cpus, cpu.cfs_period_us and
+// cpu.cfs_quota_us) grows with the number of cgroups.
+func BenchmarkNewAmong2000(b *testing.B) {
+	h := testHierarchy(b)
+	res := &specs.LinuxResources{
+		CPU:    &specs.LinuxCPU{Quota: ptr(int64(10000)), Period: ptr(uint64(100000))},
+		Memory: &specs.LinuxMemory{Limit: ptr(int64(16 << 20)), Swap: ptr(int64(16 << 20))},
+		Pids:   &specs.LinuxPids{Limit: ptr(int64(4))},
+	}
+	for i := range 2000 {
+		if _, err := h.New(fmt.Sprintf("jobs/sibling-%d", i), res); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		g, err := h.New(fmt.Sprintf("jobs/bench-%d", i), res)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := g.Delete(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -122,3 +122,47 @@ func TestOpenOwnCgroup(t *testing.T) {
 		t.Error("own cgroup not treated as delegated")
 	}
 }
+
+// A job's v1 cpuset starts with its parent's CPUs and memory nodes by the
+// kernel's cgroup.clone_children, which Prepare sets on the subtrees, and
+// a job's CPU limit at the default period leaves cpu.cfs_period_us alone
+// (both spare writes whose kernel cost grows with the number of cgroups).
+func TestV1JobCpusetClonedAndPeriodKept(t *testing.T) {
+	needV1(t)
+	h := testHierarchy(t)
+	cs := h.v1Dir("cpuset", JobsDir)
+	if cs == "" {
+		t.Skip("no v1 cpuset controller in use")
+	}
+	if got := readFile(t, filepath.Join(cs, "cgroup.clone_children")); got != "1" {
+		t.Fatalf("cgroup.clone_children of %s = %q, want 1", JobsDir, got)
+	}
+	res := &specs.LinuxResources{CPU: &specs.LinuxCPU{Quota: ptr(int64(10000)), Period: ptr(uint64(100000))}}
+	if _, err := h.New("jobs/cloned", res); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		if got, want := readFile(t, filepath.Join(cs, "cloned", f)), readFile(t, filepath.Join(cs, f)); got == "" || got != want {
+			t.Errorf("%s of the job = %q, want its parent's %q", f, got, want)
+		}
+	}
+	if cpu := h.v1Dir("cpu", "jobs/cloned"); cpu != "" {
+		if got := readFile(t, filepath.Join(cpu, "cpu.cfs_quota_us")); got != "10000" {
+			t.Errorf("cpu.cfs_quota_us = %q, want 10000", got)
+		}
+		if got := readFile(t, filepath.Join(cpu, "cpu.cfs_period_us")); got != "100000" {
+			t.Errorf("cpu.cfs_period_us = %q, want 100000", got)
+		}
+	}
+	// A period other than the default is still written.
+	res.CPU.Period, res.CPU.Quota = ptr(uint64(50000)), ptr(int64(5000))
+	g, err := h.New("jobs/period", res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu := h.v1Dir("cpu", g.Path()); cpu != "" {
+		if got := readFile(t, filepath.Join(cpu, "cpu.cfs_period_us")); got != "50000" {
+			t.Errorf("cpu.cfs_period_us = %q, want 50000", got)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/berthd/berth/internal/kernfile"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -76,6 +77,18 @@ func (h *Hierarchy) prepareV1() error {
 	for _, sub := range Subtrees() {
 		if _, err := cgroup1.New(h.v1Path(sub), &specs.LinuxResources{}, cgroup1.WithHierarchy(h.v1Hierarchy), allowAnyController); err != nil {
 			return fmt.Errorf("prepare cgroup root %s in v1 controllers %v: %w", h.root, h.Controllers(), err)
+		}
+		// A cpuset made below the subtree then starts with its parent's
+		// cpuset.cpus and cpuset.mems (cgroup-v1/cgroups.rst,
+		// cgroup.clone_children; the flag passes to the children made
+		// afterwards), so makeCpuset writes neither: each write of
+		// cpuset.cpus has the kernel check every sibling and rebuild the
+		// scheduling domains, walking every cpuset on the host, a cost that
+		// grows with the number of jobs (BENCHMARKS.md).
+		if d := h.v1Dir(cgroup1.Cpuset, sub); d != "" {
+			if err := kernfile.Write(filepath.Join(d, "cgroup.clone_children"), "1"); err != nil {
+				return fmt.Errorf("prepare cgroup root: %w", err)
+			}
 		}
 		if d := h.unifiedDir(sub); d != "" {
 			if err := os.MkdirAll(d, 0o755); err != nil {

@@ -7,7 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
+	"github.com/berthd/berth/internal/kernfile"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -111,6 +114,7 @@ func (v cgroupV1) apply(g *Group, res *specs.LinuxResources) error {
 		h.log.Warn("cgroup limit not enforced", "cgroup", g.rel, "mode", h.mode.String(), "note", note)
 	}
 	r := *res
+	r.CPU = h.skipSamePeriod(g.rel, res.CPU)
 	r.Unified = nil // cgroup2 files: Unenforced above
 	r.Devices = nil // berth does not use the devices controller
 	r.Memory = h.memoryV1(g.rel, res.Memory)
@@ -223,4 +227,29 @@ func allowAnyController(c *cgroup1.InitConfig) error {
 // isGone reports whether err says the cgroup file or directory is gone.
 func isGone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist)
+}
+
+// skipSamePeriod is c without its CFS period when g's cpu.cfs_period_us
+// already holds it (a new cgroup has the kernel's default, 100 ms, which
+// is what every job without cpu_period asks for): each write of
+// cpu.cfs_period_us or cpu.cfs_quota_us makes the kernel check the
+// bandwidth of every task group on the host (tg_set_cfs_bandwidth walks
+// the whole tree under a global mutex), so a write spared is a walk spared,
+// and at thousands of jobs that walk is much of a start's cost
+// (BENCHMARKS.md). Reading the file costs no walk.
+func (h *Hierarchy) skipSamePeriod(rel string, c *specs.LinuxCPU) *specs.LinuxCPU {
+	if c == nil || c.Period == nil {
+		return c
+	}
+	dir := h.v1Dir(cgroup1.Cpu, rel)
+	if dir == "" {
+		return c
+	}
+	cur, err := kernfile.Read(filepath.Join(dir, "cpu.cfs_period_us"))
+	if err != nil || strings.TrimSpace(string(cur)) != strconv.FormatUint(*c.Period, 10) {
+		return c
+	}
+	cc := *c
+	cc.Period = nil
+	return &cc
 }

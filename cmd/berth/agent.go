@@ -19,7 +19,7 @@ import (
 )
 
 func agentCmd(configPath *string) *cobra.Command {
-	var pprofAddr string
+	var pprofAddr, guardPprof string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the host agent",
@@ -47,16 +47,19 @@ Exit status: 0 after a clean stop (every worker gone, every cgroup removed),
 				}
 				defer stop()
 			}
-			return runAgent(*configPath)
+			return runAgent(*configPath, guardPprof)
 		},
 	}
 	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve Go's net/http/pprof profiles on this address (host:port), for profiling; off by default")
 	_ = cmd.Flags().MarkHidden("pprof")
+	cmd.Flags().StringVar(&guardPprof, "guard-pprof", "", "have the lease guard this agent starts serve Go's net/http/pprof profiles on this address (berth guard --pprof), for profiling; off by default")
+	_ = cmd.Flags().MarkHidden("guard-pprof")
 	return cmd
 }
 
 // runAgent runs the agent until SIGTERM or SIGINT, reloading on SIGHUP.
-func runAgent(path string) error {
+// guardPprof, when set, is passed to the lease guard as --pprof.
+func runAgent(path, guardPprof string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
 
@@ -90,7 +93,7 @@ func runAgent(path string) error {
 		return fmt.Errorf("find this program to run its lease guard: %w", err)
 	}
 	agent := daemon.New(cfg, path, daemon.Options{Logger: log, Host: host, Version: version, Commit: commit,
-		GuardCommand: []string{self, "guard"}})
+		GuardCommand: guardCommand(self, guardPprof)})
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx) }()
 	if from := handedOverFrom(); from != "" {
@@ -190,4 +193,13 @@ func agentHost() *host.Host {
 		return err
 	}
 	return h
+}
+
+// guardCommand runs the lease guard: `berth guard`, with --pprof addr when
+// pprofAddr is set.
+func guardCommand(self, pprofAddr string) []string {
+	if pprofAddr != "" {
+		return []string{self, "guard", "--pprof", pprofAddr}
+	}
+	return []string{self, "guard"}
 }

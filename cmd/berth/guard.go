@@ -16,7 +16,7 @@ import (
 // guardCmd is `berth guard`, hidden: the agent starts it (guard.Start),
 // an operator never needs to.
 func guardCmd() *cobra.Command {
-	var dataDir, cgroupRoot string
+	var dataDir, cgroupRoot, pprofAddr string
 	cmd := &cobra.Command{
 		Use:    "guard",
 		Short:  "kill every job of an agent whose fencing deadline passes (started by the agent)",
@@ -26,11 +26,20 @@ func guardCmd() *cobra.Command {
 			if dataDir == "" {
 				return usageError("berth guard: --data-dir is required")
 			}
+			if pprofAddr != "" {
+				stop, err := servePprof(pprofAddr)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return runGuard(dataDir, cgroupRoot)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the agent's data_dir (holds guard.sock)")
 	cmd.Flags().StringVar(&cgroupRoot, "cgroup-root", "", "the agent's cgroup_root")
+	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve Go's net/http/pprof profiles on this address (host:port), for profiling; off by default")
+	_ = cmd.Flags().MarkHidden("pprof")
 	return cmd
 }
 

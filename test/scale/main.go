@@ -41,6 +41,7 @@ func main() {
 	idle := flag.Duration("idle", 10*time.Second, "how long idle CPU is measured")
 	csvPath := flag.String("csv", "", "append one CSV line per N to this file")
 	profDir := flag.String("profile", "", "after measuring each N, save the agent's CPU profile over 10 s of back-to-back scrapes and its heap profile in this directory (cpu-N.pprof, heap-N.pprof)")
+	startProf := flag.Duration("start-profile", 0, "with -profile: also save the agent's and the lease guard's CPU profiles over this long from the agent's start (start-agent-N.pprof, start-guard-N.pprof)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fail(errors.New("run as root: the agent makes cgroups"))
@@ -54,8 +55,13 @@ func main() {
 		if err != nil || n < 1 {
 			fail(fmt.Errorf("-n: %q is not a job count", s))
 		}
-		r, err := measure(*bin, n, *scrapes, *idle, *profDir)
+		if err := errors.Join(checkPidMax(n), checkNofile(n)); err != nil {
+			fmt.Fprintf(os.Stderr, "scale: N=%d skipped: %v\n", n, err)
+			continue
+		}
+		r, err := measure(*bin, n, *scrapes, *idle, *profDir, *startProf)
 		if err != nil {
+			printTable(os.Stdout, rows) // what was measured before
 			fail(fmt.Errorf("with %d jobs: %w", n, err))
 		}
 		rows = append(rows, r)
@@ -77,25 +83,32 @@ func fail(err error) {
 // result is one N's figures; durations in seconds, memory in bytes, CPU in
 // seconds of CPU time.
 type result struct {
-	N                          int
-	Ready, AllRunning          float64 // from the agent's start
-	Joined                     float64 // the agent's "joined the cluster" line, from its start
-	FloorStart                 float64 // the anchor: n plain starts of the same sleep, 16 at a time
-	AgentRSS, AgentIdleCPU     float64 // bytes; fraction of one core
-	BerthScrape, BerthCPU      float64 // p50 wall seconds; CPU seconds per scrape
-	ExporterScrape, ExportCPU  float64
-	ExporterRSS                float64
-	Series, ExporterSeries     int
-	BerthHeap, BerthGoroutines float64
+	N                 int
+	Ready, AllRunning float64  // from the agent's start
+	Joined            float64  // the agent's "joined the cluster" line, from its start
+	FloorStart        float64  // the anchor: n plain starts of the same sleep, 16 at a time
+	FloorCgroup       floorRun // the second anchor: n limited cgroups made and a sleep started into each, 16 at a time
+	// AgentUser, AgentSys, GuardUser and GuardSys are the CPU seconds the
+	// agent and its lease guard spent from the join to all running.
+	AgentUser, AgentSys, GuardUser, GuardSys float64
+	AgentRSS, AgentIdleCPU                   float64 // bytes; fraction of one core
+	BerthScrape, BerthCPU                    float64 // p50 wall seconds; CPU seconds per scrape
+	ExporterScrape, ExportCPU                float64
+	ExporterRSS                              float64
+	Series, ExporterSeries                   int
+	BerthHeap, BerthGoroutines               float64
 }
 
-func measure(bin string, n, scrapes int, idle time.Duration, profDir string) (result, error) {
+func measure(bin string, n, scrapes int, idle time.Duration, profDir string, startProf time.Duration) (result, error) {
 	r := result{N: n}
 	floor, err := startFloor(n)
 	if err != nil {
 		return r, fmt.Errorf("fork+exec floor: %w", err)
 	}
 	r.FloorStart = floor
+	if r.FloorCgroup, err = cgroupFloor(n); err != nil {
+		return r, fmt.Errorf("cgroup+fork floor: %w", err)
+	}
 	dir, err := os.MkdirTemp("", "berth-scale-")
 	if err != nil {
 		return r, err
@@ -110,21 +123,53 @@ func measure(bin string, n, scrapes int, idle time.Duration, profDir string) (re
 		return r, err
 	}
 	args := []string{"agent", "--config", cfg}
-	var pprofAddr string
+	var pprofAddr, guardPprof string
 	if profDir != "" {
 		if pprofAddr, err = freeAddr(); err != nil {
 			return r, err
 		}
 		args = append(args, "--pprof", pprofAddr)
+		if startProf > 0 {
+			if guardPprof, err = freeAddr(); err != nil {
+				return r, err
+			}
+			args = append(args, "--guard-pprof", guardPprof)
+		}
 	}
 	agent := exec.Command(bin, args...)
+	// The agent's and the guard's user and system CPU at the join.
+	var joinCPU [4]float64
+	var guard int
+	dataDir := filepath.Join(dir, "data")
+	startCPU := func() [4]float64 {
+		if guard == 0 {
+			guard = guardPid(dataDir)
+		}
+		au, as := userSys(agent.Process.Pid)
+		gu, gs := userSys(guard)
+		return [4]float64{au, as, gu, gs}
+	}
 	out := &stampedLog{marks: map[string]time.Time{}}
+	out.onMark = func(string) { joinCPU = startCPU() }
 	agent.Stdout, agent.Stderr = out, out
 	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	if err := agent.Start(); err != nil {
 		return r, err
 	}
+	var startProfs sync.WaitGroup
+	if startProf > 0 && profDir != "" {
+		for _, p := range []struct{ addr, name string }{{pprofAddr, "agent"}, {guardPprof, "guard"}} {
+			startProfs.Add(1)
+			go func() {
+				defer startProfs.Done()
+				if err := startProfile(profDir, p.addr, fmt.Sprintf("start-%s-%d.pprof", p.name, n), startProf); err != nil {
+					fmt.Fprintf(os.Stderr, "scale: start profile of the %s: %v\n", p.name, err)
+				}
+			}()
+		}
+	}
+	defer startProfs.Wait()
 	defer func() {
 		_ = agent.Process.Signal(syscall.SIGTERM)
 		done := make(chan error, 1)
@@ -148,6 +193,14 @@ func measure(bin string, n, scrapes int, idle time.Duration, profDir string) (re
 		return r, fmt.Errorf("agent not ready: %w\n%s", err, tail(out.String()))
 	}
 	r.Ready = time.Since(start).Seconds()
+	// Until the kernel counts n processes in the jobs' subtree, wait on
+	// its pids.current, which costs the agent nothing; only then ask the
+	// agent (GET /v1/jobs at 5,000 jobs is tens of ms of its CPU, which
+	// polled every 100 ms through the whole start would be charged to it).
+	_ = poll(10*time.Minute, func() bool {
+		c, ok := jobsPidsCurrent("berth-scale-" + strconv.Itoa(os.Getpid()))
+		return !ok || c >= n
+	})
 	var pids []int
 	if err := poll(10*time.Minute, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -167,6 +220,8 @@ func measure(bin string, n, scrapes int, idle time.Duration, profDir string) (re
 		return r, fmt.Errorf("not all %d jobs running: %w", n, err)
 	}
 	r.AllRunning = time.Since(start).Seconds()
+	end := startCPU()
+	r.AgentUser, r.AgentSys, r.GuardUser, r.GuardSys = end[0]-joinCPU[0], end[1]-joinCPU[1], end[2]-joinCPU[2], end[3]-joinCPU[3]
 	if t, ok := out.mark(`msg="joined the cluster"`); ok {
 		r.Joined = t.Sub(start).Seconds()
 	}
@@ -196,6 +251,7 @@ func measure(bin string, n, scrapes int, idle time.Duration, profDir string) (re
 		r.BerthHeap, r.BerthGoroutines = m[0], m[1]
 	}
 	if profDir != "" {
+		startProfs.Wait() // one CPU profile at a time
 		if err := profile(profDir, n, "http://"+addr+"/metrics", "http://"+pprofAddr+"/debug/pprof/"); err != nil {
 			return r, err
 		}
@@ -293,6 +349,51 @@ func profile(dir string, n int, metricsURL, pprofURL string) error {
 	return save(pprofURL+"heap?gc=1", fmt.Sprintf("heap-%d.pprof", n))
 }
 
+// startProfile saves the CPU profile of the net/http/pprof server at addr
+// over d, from as soon as it answers.
+func startProfile(dir, addr, file string, d time.Duration) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var resp *http.Response
+	err := poll(time.Minute, func() bool {
+		var err error
+		resp, err = http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET profile from %s: %s", addr, resp.Status)
+	}
+	f, err := os.Create(filepath.Join(dir, file))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// jobsPidsCurrent is pids.current of root's jobs subtree (the v1 pids
+// controller, or cgroup2), false when neither can be read.
+func jobsPidsCurrent(root string) (int, bool) {
+	for _, f := range []string{"/sys/fs/cgroup/pids/" + root + "/jobs/pids.current", "/sys/fs/cgroup/" + root + "/jobs/pids.current"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
 // startFloor is the anchor of the start figures: the wall time for this
 // harness (Go's os/exec, 16 goroutines) to start n processes of the same
 // sleep, with no cgroup, claim or log, in the same run as the agent.
@@ -332,6 +433,9 @@ type stampedLog struct {
 	buf   bytes.Buffer
 	marks map[string]time.Time
 	part  []byte
+	// onMark, when set, is called (with the lock held) when a watched
+	// line is first seen.
+	onMark func(string)
 }
 
 var watched = []string{`msg="joined the cluster"`}
@@ -351,6 +455,9 @@ func (l *stampedLog) Write(p []byte) (int, error) {
 		for _, w := range watched {
 			if _, seen := l.marks[w]; !seen && bytes.Contains(line, []byte(w)) {
 				l.marks[w] = now
+				if l.onMark != nil {
+					l.onMark(w)
+				}
 			}
 		}
 		l.part = l.part[i+1:]
@@ -527,6 +634,17 @@ func tail(s string) string {
 }
 
 func printTable(w io.Writer, rows []result) {
+	fmt.Fprintln(w, "Start: from the agent's join to every job running, against the same run's floors (16 starts at a time, no agent): fork+exec (os/exec of the sleep) and cgroup+fork (cgroup.Hierarchy.New with the jobs' limits, then Group.ForkInside of the sleep); CPU seconds over the same spans.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| N | joined → all running | fork+exec floor | ratio | cgroup+fork floor | ratio | agent CPU user + sys | guard CPU user + sys | floor CPU user + sys |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		start := r.AllRunning - r.Joined
+		fmt.Fprintf(w, "| %d | %.2f s | %.2f s | **%.1f** | %.2f s | **%.2f** | %.2f + %.2f s | %.2f + %.2f s | %.2f + %.2f s |\n",
+			r.N, start, r.FloorStart, ratio(start, r.FloorStart), r.FloorCgroup.Wall, ratio(start, r.FloorCgroup.Wall),
+			r.AgentUser, r.AgentSys, r.GuardUser, r.GuardSys, r.FloorCgroup.User, r.FloorCgroup.Sys)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| N | joined | ready | all running | joined → all running | fork+exec floor | agent RSS | idle CPU | berth scrape p50 | process-exporter scrape p50 | ratio | berth CPU/scrape | process-exporter CPU/scrape | ratio | process-exporter RSS |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
@@ -545,9 +663,20 @@ func ratio(a, b float64) float64 {
 }
 
 var csvHeader = []string{"time", "n", "joined_s", "ready_s", "all_running_s", "agent_rss_bytes", "agent_idle_cpu", "berth_scrape_s", "berth_cpu_per_scrape_s",
-	"exporter_scrape_s", "exporter_cpu_per_scrape_s", "exporter_rss_bytes", "berth_series", "exporter_series", "berth_heap_inuse_bytes", "berth_goroutines", "floor_start_s"}
+	"exporter_scrape_s", "exporter_cpu_per_scrape_s", "exporter_rss_bytes", "berth_series", "exporter_series", "berth_heap_inuse_bytes", "berth_goroutines", "floor_start_s",
+	"floor_cgroup_s", "agent_start_user_s", "agent_start_sys_s", "guard_start_user_s", "guard_start_sys_s", "floor_cgroup_user_s", "floor_cgroup_sys_s"}
 
 func appendCSV(path string, r result) error {
+	// A file with another header (an older harness's columns) is set
+	// aside: the plot reads columns by the first line's names.
+	if b, err := os.ReadFile(path); err == nil {
+		first, _, _ := strings.Cut(string(b), "\n")
+		if first != strings.Join(csvHeader, ",") {
+			if err := os.Rename(path, path+".old"); err != nil {
+				return err
+			}
+		}
+	}
 	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -560,7 +689,9 @@ func appendCSV(path string, r result) error {
 	ff := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	_ = w.Write([]string{time.Now().UTC().Format(time.RFC3339), strconv.Itoa(r.N), ff(r.Joined), ff(r.Ready), ff(r.AllRunning), ff(r.AgentRSS), ff(r.AgentIdleCPU),
 		ff(r.BerthScrape), ff(r.BerthCPU), ff(r.ExporterScrape), ff(r.ExportCPU), ff(r.ExporterRSS),
-		strconv.Itoa(r.Series), strconv.Itoa(r.ExporterSeries), ff(r.BerthHeap), ff(r.BerthGoroutines), ff(r.FloorStart)})
+		strconv.Itoa(r.Series), strconv.Itoa(r.ExporterSeries), ff(r.BerthHeap), ff(r.BerthGoroutines), ff(r.FloorStart),
+		ff(r.FloorCgroup.Wall), ff(r.AgentUser), ff(r.AgentSys), ff(r.GuardUser), ff(r.GuardSys),
+		ff(r.FloorCgroup.User), ff(r.FloorCgroup.Sys)})
 	w.Flush()
 	if err := w.Error(); err != nil {
 		f.Close()

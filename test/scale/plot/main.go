@@ -25,7 +25,7 @@ func main() {
 		fail(err)
 	}
 	panels := []*plot.Plot{
-		panel("jobs started: joined the cluster to all running", "seconds", rows, line{"berth", "start_s", 1}, line{"fork+exec floor (plain starts)", "floor_start_s", 1}),
+		panel("jobs started: joined the cluster to all running", "seconds", rows, line{"berth", "start_s", 1}, line{"fork+exec floor (plain starts)", "floor_start_s", 1}, line{"cgroup+fork floor (limited cgroups, no agent)", "floor_cgroup_s", 1}),
 		panel("one /metrics scrape, p50", "milliseconds", rows, line{"berth", "berth_scrape_s", 1000}, line{"process-exporter", "exporter_scrape_s", 1000}),
 		panel("exporter CPU per scrape", "CPU milliseconds", rows, line{"berth", "berth_cpu_per_scrape_s", 1000}, line{"process-exporter", "exporter_cpu_per_scrape_s", 1000}),
 		panel("resident memory", "MiB", rows, line{"berth agent", "agent_rss_bytes", 1.0 / (1 << 20)}, line{"process-exporter", "exporter_rss_bytes", 1.0 / (1 << 20)}),
