@@ -15,6 +15,15 @@ import (
 	"github.com/berthd/berth/internal/testutil"
 )
 
+// counterJob is a connector "counter" whose job writes a numbered line
+// ("n 1", "n 2", ...) every 10 ms: a log that shows any line lost or
+// repeated (countLines).
+const counterJob = `[[connector]]
+name = "counter"
+  [connector.run]
+  command = ["/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo \"n $i\"; sleep 0.01; done"]
+`
+
 // countLines returns the numbers a counting job wrote to its log file, in
 // order (lines "n <i>"; the agent's "berth: ..." lines are skipped).
 func countLines(t testing.TB, path string) []int {
@@ -56,11 +65,7 @@ name = "sleeper"
   [connector.run]
   command = ["sleep", "1000"]
 
-[[connector]]
-name = "counter"
-  [connector.run]
-  command = ["/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo \"n $i\"; sleep 0.01; done"]
-
+` + counterJob + `
 [[connector]]
 name = "quitter"
   [connector.run]
@@ -184,11 +189,7 @@ name = "sleeper"
   [connector.run]
   command = ["sleep", "1000"]
 
-[[connector]]
-name = "counter"
-  [connector.run]
-  command = ["/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo \"n $i\"; sleep 0.01; done"]
-`)
+` + counterJob)
 	e.start()
 	before := e.waitRunning("sleeper", "counter")
 	var ag0 api.Agent

@@ -57,11 +57,7 @@ tasks = %d
   [connector.task]
   command = ["sleep", "infinity"]
 
-[[connector]]
-name = "counter"
-  [connector.run]
-  command = ["/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo \"n $i\"; sleep 0.01; done"]
-`, n))
+`+counterJob, n))
 	e.start()
 	all := func() map[string]api.Job {
 		var js map[string]api.Job
