@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/signal"
@@ -64,56 +65,52 @@ func stopFlushers(t *testing.T, spec Spec) string {
 	return logs.String()
 }
 
-// kill_mode control-group (the default): every process of the cgroup gets
-// the stop signal, and the stop waits for all of them, not only for the
-// main process: both children flush. No SIGKILL is needed.
-func TestStopSignalsWholeCgroup(t *testing.T) {
-	g := newTestGroup(t, 0)
-	dir := t.TempDir()
-	spec := flushers(g, dir)
-	spec.StopTimeout = time.Minute
-	log := stopFlushers(t, spec)
-	if got := markers(dir); len(got) != 2 {
-		t.Errorf("markers %v, want both children flushed\n%s", got, log)
-	}
-	if !strings.Contains(log, "SIGTERM to every process of the cgroup") || strings.Contains(log, "stop timeout") {
-		t.Errorf("log:\n%s", log)
-	}
-}
-
-// kill_mode mixed: the stop signal to the main process only; once it has
-// exited, the rest of the cgroup is SIGKILLed at once: no child flushes.
-func TestStopMixedKillsRestWhenMainExits(t *testing.T) {
-	g := newTestGroup(t, 0)
-	dir := t.TempDir()
-	spec := flushers(g, dir)
-	spec.StopTimeout = time.Minute
-	spec.KillMode = jobspec.KillMixed
-	log := stopFlushers(t, spec)
-	if got := markers(dir); len(got) != 0 {
-		t.Errorf("markers %v, want none: the children were to be SIGKILLed, never signalled\n%s", got, log)
-	}
-	if !strings.Contains(log, "SIGTERM to the main process (kill_mode mixed)") || strings.Contains(log, "stop timeout") {
-		t.Errorf("log:\n%s", log)
-	}
-}
-
-// kill_mode process: the stop signal to the main process only; the
-// others are left alone (never signalled, so they never flush) until the
-// grace is over, then SIGKILLed: nothing outlives the stop.
-func TestStopProcessLeavesOthersUntilGrace(t *testing.T) {
-	g := newTestGroup(t, 0)
-	dir := t.TempDir()
-	spec := flushers(g, dir)
-	spec.StopTimeout = time.Second
-	spec.KillMode = jobspec.KillProcess
-	log := stopFlushers(t, spec)
-	if got := markers(dir); len(got) != 0 {
-		t.Errorf("markers %v, want none: the children were never signalled\n%s", got, log)
-	}
-	if !strings.Contains(log, "SIGTERM to the main process (kill_mode process)") ||
-		!strings.Contains(log, "stop timeout after 1s: killing the processes left in the cgroup") {
-		t.Errorf("log:\n%s", log)
+// kill_mode, as systemd's KillMode=: which processes the stop signal
+// reaches, and what becomes of the others.
+//
+//   - control-group (the default): every process of the cgroup gets the
+//     stop signal, and the stop waits for all of them, not only for the
+//     main process: both children flush; no SIGKILL is needed;
+//   - mixed: the stop signal to the main process only; once it has
+//     exited, the rest of the cgroup is SIGKILLed at once: no child
+//     flushes;
+//   - process: the stop signal to the main process only; the others are
+//     left alone (never signalled, so they never flush) until the grace is
+//     over, then SIGKILLed: nothing outlives the stop.
+func TestStopKillModes(t *testing.T) {
+	for _, c := range []struct {
+		mode    jobspec.KillMode
+		grace   time.Duration
+		flushed int      // children that got the signal and wrote their marker
+		logs    []string // lines the job's log must hold
+		noLogs  []string // and must not
+	}{
+		{"", time.Minute, 2, []string{"SIGTERM to every process of the cgroup"}, []string{"stop timeout"}},
+		{jobspec.KillMixed, time.Minute, 0, []string{"SIGTERM to the main process (kill_mode mixed)"}, []string{"stop timeout"}},
+		{jobspec.KillProcess, time.Second, 0, []string{"SIGTERM to the main process (kill_mode process)",
+			"stop timeout after 1s: killing the processes left in the cgroup"}, nil},
+	} {
+		t.Run(cmp.Or(string(c.mode), "control-group"), func(t *testing.T) {
+			g := newTestGroup(t, 0)
+			dir := t.TempDir()
+			spec := flushers(g, dir)
+			spec.StopTimeout = c.grace
+			spec.KillMode = c.mode
+			log := stopFlushers(t, spec)
+			if got := markers(dir); len(got) != c.flushed {
+				t.Errorf("markers %v, want %d children flushed\n%s", got, c.flushed, log)
+			}
+			for _, l := range c.logs {
+				if !strings.Contains(log, l) {
+					t.Errorf("log lacks %q:\n%s", l, log)
+				}
+			}
+			for _, l := range c.noLogs {
+				if strings.Contains(log, l) {
+					t.Errorf("log has %q:\n%s", l, log)
+				}
+			}
+		})
 	}
 }
 
