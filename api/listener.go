@@ -206,7 +206,7 @@ func (s *Server) modeFor(want bool, readErr error) *mode {
 		return nil
 	}
 	if readErr != nil {
-		s.logOnce("cannot read the web configuration; serving as before", readErr)
+		s.logOnce("cannot read the web configuration: the listener keeps its TLS mode, and every request fails (500) until the file reads again, as with node_exporter (the exporter-toolkit reads it for each request)", readErr)
 		if s.cur != nil {
 			want = s.cur.tls
 		}
