@@ -44,6 +44,10 @@ type Agent struct {
 	LogSink string
 	// Listen is the host:port of the metrics and JSON API listener.
 	Listen string
+	// Advertise is the host:port other members reach the API at (its
+	// member record); "" means Listen, its unspecified host replaced by
+	// an address of this host (daemon).
+	Advertise string
 	// CgroupRoot is the agent's cgroup relative to each hierarchy root;
 	// "" means the cgroup systemd delegated to the agent.
 	CgroupRoot string

@@ -155,7 +155,7 @@ func flattenTop(c *Config, m map[string]string) {
 	for k, v := range map[string]string{
 		"agent.id": ag.ID, "agent.data_dir": ag.DataDir, "agent.log_dir": ag.LogDir,
 		"agent.log_max_size": strconv.FormatInt(ag.LogMaxSize, 10), "agent.log_max_files": strconv.Itoa(ag.LogMaxFiles),
-		"agent.log_sink": ag.LogSink, "agent.listen": ag.Listen, "agent.cgroup_root": ag.CgroupRoot,
+		"agent.log_sink": ag.LogSink, "agent.listen": ag.Listen, "agent.advertise": ag.Advertise, "agent.cgroup_root": ag.CgroupRoot,
 		"agent.stop_timeout": ag.StopTimeout.String(),
 		"agent.kill_mode":    string(ag.KillMode), "agent.kill_signal": string(ag.KillSignal),
 		"static.connectors": list(c.Static.Connectors), "static.tasks": list(c.Static.Tasks),

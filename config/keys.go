@@ -207,6 +207,8 @@ var sections = []Section{
 				Doc: "file: job output to log_dir only; journal: also to the journal, one entry per line with BERTH_JOB_ID"},
 			{Name: "listen", Type: TypeString, Default: tomlString(DefaultListen), Bounds: "host:port; port 0 to 65535, host empty, an IP address or a host name", Example: tomlString(DefaultListen),
 				Doc: "address of /metrics, the JSON API and the status page"},
+			{Name: "advertise", Type: TypeString, DefaultNote: "listen; a listen host of 0.0.0.0, :: or empty is replaced by this host's first up, non-loopback unicast address", Bounds: "host:port; a host that is an IP address other than 0.0.0.0 and ::, or a host name; port 1 to 65535", Example: tomlString("10.0.0.7:9750"),
+				Doc: "the address other members reach this agent's API at (published in its member record; etcd's --advertise-client-urls): set it when listen binds every address, or behind NAT; read when the agent starts"},
 			{Name: "cgroup_root", Type: TypeString, Default: tomlString(DefaultCgroupRoot), Bounds: `"" or a relative cgroup path of names`, Example: tomlString(DefaultCgroupRoot),
 				Doc: `the agent's cgroup below each hierarchy root; "" is the cgroup systemd delegated to berth.service`},
 			{Name: "stop_timeout", Type: TypeDuration, Default: tomlString(spec.DefaultStopTimeout.String()), Bounds: ">= 0", Example: tomlString("10s"),

@@ -197,6 +197,12 @@ func (d *decoder) agent(t *table) Agent {
 			d.errs.add(t.key("listen"), "%q is not host:port: %v", a.Listen, err)
 		}
 	}
+	if _, ok := t.m["advertise"]; ok {
+		a.Advertise = t.str("advertise", a.Advertise)
+		if err := checkAdvertise(a.Advertise); err != nil {
+			d.errs.add(t.key("advertise"), "%q: %v", a.Advertise, err)
+		}
+	}
 	if _, ok := t.m["cgroup_root"]; ok {
 		a.CgroupRoot = t.str("cgroup_root", a.CgroupRoot)
 		if a.CgroupRoot != "" {
@@ -329,10 +335,6 @@ func (d *decoder) cluster(t *table) Cluster {
 	return c
 }
 
-// checkListen checks addr as the agent's listener will read it (net.Listen
-// "tcp"): host:port with a port of 0 to 65535 (0: any free port) and a host
-// that is empty (every address), an IP address or a host name
-// (letters, digits, '-' and '.', as RFC 1123).
 // checkAllowedHost checks an agent.allowed_hosts entry: "*", or a host
 // name (or IP address) with an optional :port, as a Host header names it.
 func checkAllowedHost(h string) error {
@@ -353,6 +355,10 @@ func checkAllowedHost(h string) error {
 	return nil
 }
 
+// checkListen checks addr as the agent's listener will read it (net.Listen
+// "tcp"): host:port with a port of 0 to 65535 (0: any free port) and a host
+// that is empty (every address), an IP address or a host name
+// (letters, digits, '-' and '.', as RFC 1123).
 func checkListen(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -371,6 +377,26 @@ func checkListen(addr string) error {
 	if len(host) > 253 || strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != "" ||
 		strings.HasPrefix(host, "-") || strings.HasPrefix(host, ".") || strings.Contains(host, "..") {
 		return fmt.Errorf("host %q is not an IP address or a host name", host)
+	}
+	return nil
+}
+
+// checkAdvertise checks agent.advertise: an address another host can
+// connect to, host:port with a port of 1 to 65535 and a host that is an
+// IP address other than an unspecified one (0.0.0.0, ::), or a host name.
+func checkAdvertise(addr string) error {
+	if err := checkListen(addr); err != nil {
+		return fmt.Errorf("not host:port: %v", err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	if host == "" {
+		return errors.New("no host: give the address or name other members reach this agent at")
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%s is no address another host can reach: give this host's address or name", host)
+	}
+	if port == "0" {
+		return errors.New("port 0: give the port the agent listens on")
 	}
 	return nil
 }

@@ -201,7 +201,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// until the agent is a member and has reconciled.
 	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
 		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name,
-		AllowedHosts: append([]string{cfg.Agent.Listen}, cfg.Agent.AllowedHosts...), Log: a.log})
+		AllowedHosts: append([]string{cfg.Agent.Listen, cfg.Agent.Advertise}, cfg.Agent.AllowedHosts...), Log: a.log})
 	a.mu.Lock()
 	a.handler = h
 	a.mu.Unlock()
@@ -214,11 +214,14 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}()
 	// Other members reach this agent at the address of its member record:
 	// with its scheme when it serves TLS.
-	addr := ln.Addr().String()
+	addr, aerr := advertiseAddr(cfg.Agent.Advertise, ln.Addr(), upAddrs)
+	if aerr != nil {
+		a.log.Warn("the member record names an address other hosts may not reach", "advertise", addr, "error", aerr)
+	}
 	if webTLS {
 		addr = "https://" + addr
 	}
-	a.log.Info("serving", "listen", ln.Addr().String(), "tls", webTLS, "web_config_file", cfg.Agent.WebConfigFile)
+	a.log.Info("serving", "listen", ln.Addr().String(), "advertise", addr, "tls", webTLS, "web_config_file", cfg.Agent.WebConfigFile)
 	defer func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -123,6 +123,7 @@ func warnRestartOnly(log *slog.Logger, old, new config.Agent) []*config.Problem 
 	}{
 		{"agent.id", old.ID, new.ID},
 		{"agent.listen", old.Listen, new.Listen},
+		{"agent.advertise", old.Advertise, new.Advertise},
 		{"agent.cgroup_root", old.CgroupRoot, new.CgroupRoot},
 		{"agent.data_dir", old.DataDir, new.DataDir},
 		{"agent.log_dir", old.LogDir, new.LogDir},
