@@ -17,16 +17,7 @@ func BenchmarkNewDelete(b *testing.B) {
 		Memory: &specs.LinuxMemory{Limit: ptr(int64(256 << 20)), Swap: ptr(int64(256 << 20))},
 		Pids:   &specs.LinuxPids{Limit: ptr(int64(64))},
 	}
-	ctx := context.Background()
-	for i := 0; b.Loop(); i++ {
-		g, err := h.New(fmt.Sprintf("jobs/bench-%d", i), res)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := g.Delete(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	newDeleteLoop(b, h, res)
 }
 
 // BenchmarkUsage reads one busy job's usage and limits as the metrics
@@ -65,6 +56,11 @@ func BenchmarkNewAmong2000(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	newDeleteLoop(b, h, res)
+}
+
+// newDeleteLoop makes and deletes one limited job cgroup per iteration.
+func newDeleteLoop(b *testing.B, h *Hierarchy, res *specs.LinuxResources) {
 	ctx := context.Background()
 	for i := 0; b.Loop(); i++ {
 		g, err := h.New(fmt.Sprintf("jobs/bench-%d", i), res)

@@ -308,19 +308,7 @@ func profile(dir string, n int, metricsURL, pprofURL string) error {
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		f, err := os.Create(filepath.Join(dir, file))
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, resp.Body); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
+		return saveBody(resp, url, filepath.Join(dir, file))
 	}
 	stop := make(chan struct{})
 	scraped := make(chan error, 1)
@@ -355,20 +343,27 @@ func startProfile(dir, addr, file string, d time.Duration) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds()))
 	var resp *http.Response
 	err := poll(time.Minute, func() bool {
 		var err error
-		resp, err = http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+		resp, err = http.Get(url)
 		return err == nil
 	})
 	if err != nil {
 		return err
 	}
+	return saveBody(resp, url, filepath.Join(dir, file))
+}
+
+// saveBody writes the body of resp, the answer to GET url, to path, and
+// closes it; an answer other than 200 is an error naming url.
+func saveBody(resp *http.Response, url, path string) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET profile from %s: %s", addr, resp.Status)
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	f, err := os.Create(filepath.Join(dir, file))
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
