@@ -33,9 +33,11 @@ while :; do sleep 0.05; done`)
 	}) {
 		t.Fatal("want the shell, its child and their sleeps in the group")
 	}
+	// The two shells live throughout; their 50 ms sleeps come and go, so
+	// how many of those are signalled depends on the moment.
 	n, err := g.Signal(unix.SIGUSR1)
-	if err != nil || n < 4 {
-		t.Fatalf("Signal = %d, %v; want at least 4 processes signalled", n, err)
+	if err != nil || n < 2 {
+		t.Fatalf("Signal = %d, %v; want at least the 2 shells signalled", n, err)
 	}
 	var got string
 	if !testutil.Poll(20*time.Second, func() bool {
