@@ -57,6 +57,7 @@ type Agent struct {
 	cfg        *config.Config
 	declWarned bool
 	adoption   *api.Adoption // what the start adopted; nil: nothing held
+	place      jobsPlace     // where the jobs live (systemd's scope)
 	reloadMu   sync.Mutex    // one reload at a time
 }
 
@@ -138,16 +139,33 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			a.log.Error("stop the worker runtime", "error", cerr)
 		}
 	}()
-	hier, err := cgroup.Open(cfg.Agent.CgroupRoot)
+	// Under systemd the jobs may live in a scope of their own (placeJobs).
+	root := cfg.Agent.CgroupRoot
+	var place jobsPlace
+	if root == "" {
+		if place, err = a.placeJobs(ctx); err != nil {
+			return err
+		}
+		root = place.root
+		a.mu.Lock()
+		a.place = place
+		a.mu.Unlock()
+	}
+	var hier *cgroup.Hierarchy
+	if place.scope != "" {
+		hier, err = cgroup.OpenDelegated(root)
+	} else {
+		hier, err = cgroup.Open(root)
+	}
 	if err != nil {
-		return fmt.Errorf("open cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
+		return fmt.Errorf("open cgroup root %q: %w", root, err)
 	}
 	a.hier = hier
 	hier.SetLogger(a.log)
-	a.log.Info("cgroup hierarchy", "mode", hier.Mode().String(), "root", cfg.Agent.CgroupRoot)
+	a.log.Info("cgroup hierarchy", "mode", hier.Mode().String(), "root", hier.Root())
 	warnJournal(a.log, cfg.Agent.LogSink)
 	if err := hier.Prepare(); err != nil {
-		return fmt.Errorf("prepare cgroup root %q: %w", cfg.Agent.CgroupRoot, err)
+		return fmt.Errorf("prepare cgroup root %q: %w", hier.Root(), err)
 	}
 	// From the session's first deadline on, the lease guard kills every
 	// job when a deadline passes without a renewal: this agent was killed
@@ -157,10 +175,15 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// connected to; else one is started.
 	var ad adoption
 	if len(a.guardCmd) > 0 {
-		g, err := guard.Start(ctx, guard.Options{DataDir: cfg.Agent.DataDir, CgroupRoot: cfg.Agent.CgroupRoot,
+		g, err := guard.Start(ctx, guard.Options{DataDir: cfg.Agent.DataDir, CgroupRoot: root,
 			Command: a.guardCmd, Log: a.log})
 		if err != nil {
 			return fmt.Errorf("start the lease guard: %w", err)
+		}
+		// The guard holds the jobs' scope now: the agent leaves it.
+		if err := a.leaveScope(place); err != nil {
+			g.Close()
+			return err
 		}
 		a.guard = g
 		defer g.Close()
@@ -173,7 +196,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// runs to adopt.
 	for _, sub := range cgroup.Subtrees() {
 		if err := hier.CleanupExcept(ctx, sub, ad.keep); err != nil {
-			return fmt.Errorf("remove leftovers under %s/%s: %w", cfg.Agent.CgroupRoot, sub, err)
+			return fmt.Errorf("remove leftovers under %s/%s: %w", hier.Root(), sub, err)
 		}
 	}
 	// From here on, leave no cgroup of ours behind: the root too, unless it

@@ -151,6 +151,9 @@ func runAgent(path, guardPprof string) error {
 				break
 			}
 			if sig != syscall.SIGHUP {
+				if sig == syscall.SIGTERM {
+					handOverForRestart(log, agent) // exits when systemd restarts the service
+				}
 				log.Info("stopping", "signal", sig.String())
 				_, _ = sd.SdNotify(false, sd.SdNotifyStopping)
 				cancel()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/daemon"
+	"github.com/berthd/berth/scope"
 	sd "github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 )
@@ -78,4 +79,44 @@ func handedOverFrom() string {
 		_ = os.Unsetenv(handOverEnv)
 	}
 	return v
+}
+
+// restartTimeout bounds the check that systemd is restarting the service
+// and the renewal before the agent exits for it.
+const restartTimeout = 5 * time.Second
+
+// handOverForRestart is what SIGTERM does when systemd restarts the
+// agent's service (systemctl restart) and the jobs live in a scope of
+// their own (package scope): instead of stopping every job it renews the
+// session's lease, has the lease guard hold that deadline, and exits at
+// once with status 0, leaving the jobs running in their scope; the agent
+// systemd starts next adopts them (docs/live-restart.md). It returns only
+// when it does not hand over: the signal was not a restart of the
+// service, the jobs share the service's cgroup (systemd's kill of it
+// would end them), systemd could not be asked, or the hand-over was
+// refused (logged); the caller then stops every job as for a stop.
+func handOverForRestart(log *slog.Logger, agent *daemon.Agent) {
+	unit, jobsScope := agent.Service()
+	if jobsScope == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
+	defer cancel()
+	restarting, err := scope.Restarting(ctx, unit)
+	if err != nil {
+		log.Warn("cannot tell a restart of the service from a stop: stopping every job", "service", unit, "error", err)
+		return
+	}
+	if !restarting {
+		return
+	}
+	if err := agent.PrepareHandOver(ctx); err != nil {
+		log.Error("systemd restarts the service, but the jobs cannot be handed over: stopping every job", "service", unit, "error", err)
+		return
+	}
+	log.Info("systemd restarts the service: the jobs keep running in their scope for the next agent", "service", unit, "scope", jobsScope, "pid", os.Getpid())
+	_, _ = sd.SdNotify(false, sd.SdNotifyStopping)
+	// No deferred clean-up may run: it would stop the jobs. The kernel
+	// closes the guard connection, the listener and the locks.
+	os.Exit(0)
 }

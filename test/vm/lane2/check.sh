@@ -7,6 +7,10 @@ set -u
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin SYSTEMD_PAGER= SYSTEMD_COLORS=0
 
 CG=/sys/fs/cgroup/system.slice/berth.service
+# The jobs and the lease guard live in a scope of their own (package scope,
+# docs/systemd.md), so that a crash or restart of the agent does not end them.
+SCOPE=berth-jobs.scope
+JCG=/sys/fs/cgroup/system.slice/$SCOPE
 JOBS="lane2-sink lane2-sink-0 lane2-sink-1"
 failed=0
 
@@ -49,11 +53,11 @@ finish() {
 	if [ $failed -eq 0 ]; then echo "LANE2 RESULT PASS"; else echo "LANE2 RESULT FAIL"; fi
 	exit $failed
 }
-# procs prints "pid:starttime" of every process in berth.service's cgroup
-# tree (starttime tells a reused PID apart).
+# procs prints "pid:starttime" of every process in berth.service's and its
+# jobs' scope's cgroup trees (starttime tells a reused PID apart).
 procs() {
 	local p
-	for p in $(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+	for p in $(find "$CG" "$JCG" -name cgroup.procs -exec cat {} + 2>/dev/null); do
 		echo "$p:$(starttime "$p")"
 	done | sort
 }
@@ -69,7 +73,7 @@ alive() {
 limits() {
 	local j
 	for j in $JOBS; do
-		echo "$j cpu.max=$(cat "$CG/jobs/$j/cpu.max" 2>&1) memory.max=$(cat "$CG/jobs/$j/memory.max" 2>&1) pids.max=$(cat "$CG/jobs/$j/pids.max" 2>&1)"
+		echo "$j cpu.max=$(cat "$JCG/jobs/$j/cpu.max" 2>&1) memory.max=$(cat "$JCG/jobs/$j/memory.max" 2>&1) pids.max=$(cat "$JCG/jobs/$j/pids.max" 2>&1)"
 	done
 }
 # has_procs FILE is true when the cgroup.procs FILE lists a process. Not
@@ -80,11 +84,11 @@ has_procs() { grep -q . "$1" 2>/dev/null; }
 # sit in a run-<n> leaf below its cgroup.
 populated() { grep -qx 'populated 1' "$1/cgroup.events" 2>/dev/null; }
 # job_pids JOB prints the processes of JOB's cgroup tree (its run leaves).
-job_pids() { find "$CG/jobs/$1" -name cgroup.procs -exec cat {} + 2>/dev/null; }
+job_pids() { find "$JCG/jobs/$1" -name cgroup.procs -exec cat {} + 2>/dev/null; }
 # want_limits JOB CPU MEMORY PIDS is true when JOB's cgroup holds them and a
 # process.
 want_limits() {
-	local d=$CG/jobs/$1
+	local d=$JCG/jobs/$1
 	[ "$(cat "$d/cpu.max")" = "$2" ] && [ "$(cat "$d/memory.max")" = "$3" ] &&
 		[ "$(cat "$d/pids.max")" = "$4" ] && populated "$d"
 }
@@ -154,18 +158,29 @@ fi
 if eventually 30 jobs_as_configured 67108864; then
 	pass "job-cgroups-limits"
 else
-	fail job-cgroups-limits "$(limits; ls -R "$CG" 2>&1 | head -n 30)"
+	fail job-cgroups-limits "$(limits; ls -R "$JCG" 2>&1 | head -n 30)"
 fi
-# The agent moved itself into <cgroup>/agent (failure case C13): nothing is
-# left in the delegated root, which has the controllers enabled.
-agent_in_leaf() {
-	grep -qx "$(systemctl show -p MainPID --value berth)" "$CG/agent/cgroup.procs" &&
-		! has_procs "$CG/cgroup.procs"
+# The agent is the only process of the service; the lease guard, in the
+# jobs' scope's guard leaf, is the jobs' parent; nothing sits in the
+# scope's root, which has the controllers enabled (failure case C13: a
+# cgroup with processes cannot enable controllers for its children).
+guard_pid() { cat "$JCG/guard/cgroup.procs" 2>/dev/null | head -n1; }
+apart() {
+	[ "$(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs)" = "$(systemctl show -p MainPID --value berth)" ] &&
+		[ -n "$(guard_pid)" ] && ! has_procs "$JCG/cgroup.procs" &&
+		grep -q memory "$JCG/cgroup.subtree_control" && [ "$(systemctl is-active $SCOPE)" = active ] &&
+		[ "$(ps -o ppid= -p "$(task_pid)" | tr -d ' ')" = "$(guard_pid)" ]
 }
-if agent_in_leaf; then
-	pass "agent-in-leaf"
+where() {
+	echo "MainPID $(systemctl show -p MainPID --value berth); in $CG: $(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs);" \
+		"$SCOPE $(systemctl is-active $SCOPE): root $(cat "$JCG/cgroup.procs" 2>&1 | xargs), guard $(guard_pid)," \
+		"subtree_control $(cat "$JCG/cgroup.subtree_control" 2>&1); task $(task_pid) parent $(ps -o ppid= -p "$(task_pid)" 2>&1)"
+}
+task_pid() { job_pids lane2-sink-0 | head -n1; }
+if eventually 10 apart; then
+	pass "jobs-in-own-scope"
 else
-	fail agent-in-leaf "MainPID $(systemctl show -p MainPID --value berth); in $CG: $(cat "$CG/cgroup.procs" 2>&1 | xargs); in $CG/agent: $(cat "$CG/agent/cgroup.procs" 2>&1 | xargs)"
+	fail jobs-in-own-scope "$(where)"
 fi
 
 # 5. Metrics.
@@ -175,7 +190,6 @@ if eventually 30 metrics; then pass metrics; else fail metrics "no berth_job_up 
 # 5a. The tasks run as user nobody (the unit's CapabilityBoundingSet keeps
 # CAP_SETUID/CAP_SETGID), and the agent still reads their /proc (open fds,
 # I/O: CAP_SYS_PTRACE) under ProtectProc=invisible.
-task_pid() { job_pids lane2-sink-0 | head -n1; }
 as_nobody() { [ "$(ps -o uid= -p "$(task_pid)" | tr -d ' ')" = 65534 ]; }
 if eventually 30 as_nobody; then pass "job-as-user"; else fail job-as-user "lane2-sink-0 pid $(task_pid) uid $(ps -o uid= -p "$(task_pid)" 2>&1)"; fi
 # ... confined: no_new_privs, no capability, only nobody's groups.
@@ -280,7 +294,7 @@ fi
 # every job process of before still running.
 jobprocs() {
 	local p
-	for p in $(find "$CG/jobs" "$CG/groups" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+	for p in $(find "$JCG/jobs" "$JCG/groups" -name cgroup.procs -exec cat {} + 2>/dev/null); do
 		echo "$p:$(starttime "$p")"
 	done | sort
 }
@@ -300,33 +314,55 @@ else
 	fail deb-upgrade-keeps-jobs "dpkg -i failed or jobs not as configured: $(printf '%s\n' "$out" | tail -n 10); $(limits)"
 fi
 
-# 9. Restart leaves no process of the old run alive. The new agent rejoins
-# the cluster only once its previous session lease has expired
-# (session_ttl, 4 s in the lane's config), then starts the jobs again.
-old=$(procs)
-systemctl restart berth
-left=$(alive $old)
-if [ -n "$old" ] && [ -z "$left" ] && eventually 30 jobs_as_configured 100663296; then
-	pass "restart-no-orphan"
-else
-	fail restart-no-orphan "before: $old; still alive from the old run: $left; $(limits)"
-fi
-# C13: moving into the leaf and enabling the controllers again is idempotent.
-if eventually 10 agent_in_leaf; then
-	pass "restart-agent-in-leaf"
-else
-	fail restart-agent-in-leaf "MainPID $(systemctl show -p MainPID --value berth); in $CG: $(cat "$CG/cgroup.procs" 2>&1 | xargs); in $CG/agent: $(cat "$CG/agent/cgroup.procs" 2>&1 | xargs)"
-fi
+# adopted prints how many runs the agent's start adopted (GET /v1/agent).
+adopted() { curl -fsS --max-time 5 http://127.0.0.1:9750/v1/agent | grep -oE '"adopted": *[0-9]+' | grep -oE '[0-9]+$'; }
+# kept OLD MAIN is true once a new agent (MainPID other than MAIN) has
+# adopted every run, and every job process of OLD still runs.
+kept() {
+	local main=$1
+	shift
+	active && [ "$(systemctl show -p MainPID --value berth)" != "$main" ] && [ "$(adopted)" = 3 ] &&
+		[ "$(alive "$@" | sort)" = "$(printf '%s\n' "$@" | sort)" ] && jobs_as_configured 100663296
+}
 
-# 10. Stop leaves no process and no cgroup.
+# 9. systemctl restart hands the jobs to the next agent (it tells a restart
+# from a stop by systemd's job): every job process of before still runs,
+# the new agent adopted them, and the agent is still apart from them.
+old=$(jobprocs)
+main=$(systemctl show -p MainPID --value berth)
+systemctl restart berth
+if [ -n "$old" ] && eventually 60 kept "$main" $old && journal_has "the jobs keep running in their scope"; then
+	pass "restart-keeps-jobs"
+else
+	fail restart-keeps-jobs "MainPID $main -> $(systemctl show -p MainPID --value berth); adopted $(adopted); before: $(echo $old); alive: $(echo $(alive $old)); $(limits)"
+fi
+if eventually 10 apart; then pass "restart-jobs-in-own-scope"; else fail restart-jobs-in-own-scope "$(where)"; fi
+
+# 9b. The agent killed (SIGKILL of the main process only, as an OOM kill or
+# a crash): systemd's Restart= starts a new agent, which adopts every job
+# before the lease guard's deadline; no job process ends.
+old=$(jobprocs)
+main=$(systemctl show -p MainPID --value berth)
+systemctl kill --kill-whom=main -s KILL berth
+if [ -n "$old" ] && eventually 60 kept "$main" $old; then
+	pass "crash-keeps-jobs (NRestarts $(systemctl show -p NRestarts --value berth))"
+else
+	fail crash-keeps-jobs "MainPID $main -> $(systemctl show -p MainPID --value berth); adopted $(adopted); before: $(echo $old); alive: $(echo $(alive $old)); $(limits)"
+fi
+if eventually 10 apart; then pass "crash-jobs-in-own-scope"; else fail crash-jobs-in-own-scope "$(where)"; fi
+
+# 10. Stop leaves no process and no cgroup: the jobs are stopped, the
+# guard exits, and systemd removes the emptied scope.
 old=$(procs)
 systemctl stop berth
 left=$(alive $old)
-rest=$(find "$CG" -mindepth 1 -type d 2>/dev/null)
-if [ -n "$old" ] && [ -z "$left" ] && [ -z "$rest" ] && [ -z "$(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null)" ]; then
+scope_gone() { [ "$(systemctl is-active $SCOPE)" != active ] && [ ! -d "$JCG" ]; }
+eventually 10 scope_gone
+rest=$(find "$CG" "$JCG" -mindepth 1 -type d 2>/dev/null)
+if [ -n "$old" ] && [ -z "$left" ] && [ -z "$rest" ] && scope_gone && [ -z "$(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null)" ]; then
 	pass "stop-leaves-nothing"
 else
-	fail stop-leaves-nothing "before: $old; alive: $left; cgroups: $rest"
+	fail stop-leaves-nothing "before: $old; alive: $left; cgroups: $rest; $SCOPE $(systemctl is-active $SCOPE)"
 fi
 
 # 11. Removing the package (with the service running) stops it and leaves no
@@ -336,8 +372,9 @@ eventually 30 jobs_as_configured 100663296
 old=$(procs)
 if out=$(apt-get remove -y berth 2>&1); then
 	left=$(alive $old)
-	rest=$(find "$CG" -mindepth 1 -type d 2>/dev/null)
-	if [ -n "$old" ] && [ -z "$left" ] && [ -z "$rest" ] && ! active && [ -f /etc/berth/berth.toml ] && [ ! -e /usr/bin/berth ]; then
+	eventually 10 scope_gone
+	rest=$(find "$CG" "$JCG" -mindepth 1 -type d 2>/dev/null)
+	if [ -n "$old" ] && [ -z "$left" ] && [ -z "$rest" ] && scope_gone && ! active && [ -f /etc/berth/berth.toml ] && [ ! -e /usr/bin/berth ]; then
 		pass "remove-leaves-nothing"
 	else
 		fail remove-leaves-nothing "before: $old; alive: $left; cgroups: $rest; active: $(systemctl is-active berth)"
