@@ -351,12 +351,53 @@ else
 fi
 if eventually 10 apart; then pass "crash-jobs-in-own-scope"; else fail crash-jobs-in-own-scope "$(where)"; fi
 
+# 9c. The agent and the lease guard killed together: the jobs' main
+# processes die with the guard (their parent-death signal); what they
+# forked (lane2-sink's `setsid sleep 1000`) is killed by the agent that
+# Restart= starts (failure case C1), which starts every job anew.
+old=$(jobprocs)
+main=$(systemctl show -p MainPID --value berth)
+kill -KILL "$(guard_pid)"
+systemctl kill --kill-whom=main -s KILL berth
+anew() {
+	active && [ "$(systemctl show -p MainPID --value berth)" != "$main" ] && [ -z "$(alive $old)" ] &&
+		jobs_as_configured 100663296 && apart
+}
+if [ -n "$old" ] && eventually 60 anew; then
+	pass "crash-with-guard-no-orphan"
+else
+	fail crash-with-guard-no-orphan "MainPID $main -> $(systemctl show -p MainPID --value berth); before: $(echo $old); still alive: $(echo $(alive $old)); $(where)"
+fi
+
+# 9d. The agent killed and not started again (Restart=no for the test):
+# nothing takes its jobs over, and the lease guard kills every job process
+# at the fencing deadline (10 s session TTL: at most 8 s after the last
+# renewal, the guard's kill 0.5 s later); the emptied scope goes away.
+mkdir -p /run/systemd/system/berth.service.d
+printf '[Service]\nRestart=no\n' >/run/systemd/system/berth.service.d/lane2-no-restart.conf
+systemctl daemon-reload
+eventually 30 jobs_as_configured 100663296
+old=$(jobprocs)
+t0=$(date +%s)
+systemctl kill --kill-whom=main -s KILL berth
+scope_gone() { [ "$(systemctl is-active $SCOPE)" != active ] && [ ! -d "$JCG" ]; }
+dead() { [ -z "$(alive $old)" ] && scope_gone; }
+if [ -n "$old" ] && eventually 30 dead; then
+	pass "crash-no-return-jobs-killed ($(($(date +%s) - t0)) s after the kill)"
+else
+	fail crash-no-return-jobs-killed "before: $(echo $old); still alive $(($(date +%s) - t0)) s after the kill: $(echo $(alive $old)); $SCOPE $(systemctl is-active $SCOPE)"
+fi
+rm /run/systemd/system/berth.service.d/lane2-no-restart.conf
+systemctl daemon-reload
+systemctl reset-failed berth
+systemctl start berth
+eventually 60 jobs_as_configured 100663296
+
 # 10. Stop leaves no process and no cgroup: the jobs are stopped, the
 # guard exits, and systemd removes the emptied scope.
 old=$(procs)
 systemctl stop berth
 left=$(alive $old)
-scope_gone() { [ "$(systemctl is-active $SCOPE)" != active ] && [ ! -d "$JCG" ]; }
 eventually 10 scope_gone
 rest=$(find "$CG" "$JCG" -mindepth 1 -type d 2>/dev/null)
 if [ -n "$old" ] && [ -z "$left" ] && [ -z "$rest" ] && scope_gone && [ -z "$(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null)" ]; then
