@@ -15,7 +15,8 @@
 # Exit status: 0 on PASS, 1 on FAIL or a missing result line, 2 on a setup
 # error.
 #
-# Environment: LANE2_TIMEOUT (seconds, default 600), LANE2_MEM (MiB,
+# Environment: LANE2_PREV (the commit of the previous release, for the
+# upgrade from it; "none" skips that check), LANE2_TIMEOUT (seconds, default 600), LANE2_MEM (MiB,
 # default 1024), LANE2_SMP (default 2), BERTH_VM_MIRROR (default: the
 # Debian mirror apt uses here), BERTH_VM_KERNEL, BERTH_VM_CACHE.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -30,6 +31,26 @@ else
 	deb=$REPO/$("$VM_DIR/deb.sh")
 fi
 [ -r "$deb" ] || die "no .deb at $deb"
+# The previous release's package, for the check of an upgrade from it
+# (check.sh, 12): built from the commit LANE2_PREV (default 09df814, the
+# last release before the jobs' scope, whose agent keeps the jobs in the
+# service's own cgroup), cached by commit; LANE2_PREV=none skips it.
+prev=${LANE2_PREV:-09df814}
+prevdeb=
+if [ "$prev" != none ]; then
+	rev=$(git -C "$REPO" rev-parse --short=12 "$prev^{commit}") || die "LANE2_PREV=$prev names no commit"
+	prevdeb=$CACHE/prev/berth-$rev.deb
+	if [ ! -r "$prevdeb" ]; then
+		log "building the previous release's package from $rev"
+		rm -rf "$CACHE/prev/src"
+		mkdir -p "$CACHE/prev/src"
+		git -C "$REPO" archive "$rev" | tar -x -C "$CACHE/prev/src"
+		(cd "$CACHE/prev/src" && make build VERSION="0.0~git$rev" >&2 && VERSION="0.0~git$rev" test/vm/deb.sh >"$CACHE/prev/deb.path") ||
+			die "could not build the package of $rev"
+		cp "$CACHE/prev/src/$(cat "$CACHE/prev/deb.path")" "$prevdeb"
+		rm -rf "$CACHE/prev/src"
+	fi
+fi
 vm_lock
 
 # mirror prints the Debian mirror apt is configured with (deb822
@@ -65,6 +86,7 @@ for u in systemd-firstboot.service serial-getty@ttyS0.service getty@tty1.service
 done
 mkdir -p "$root/root/lane2" "$root/etc/systemd/system/multi-user.target.wants"
 cp "$deb" "$root/root/berth.deb"
+[ -z "$prevdeb" ] || cp "$prevdeb" "$root/root/berth-prev.deb"
 install -m 0755 "$VM_DIR/lane2/check.sh" "$root/root/lane2/check.sh"
 install -m 0644 "$VM_DIR/lane2/berth.toml" "$root/root/lane2/berth.toml"
 install -m 0644 "$VM_DIR/lane2/berth-lane2.service" "$root/etc/systemd/system/berth-lane2.service"

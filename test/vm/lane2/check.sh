@@ -348,6 +348,7 @@ if [ -n "$old" ] && eventually 60 kept "$main" $old; then
 	pass "crash-keeps-jobs (NRestarts $(systemctl show -p NRestarts --value berth))"
 else
 	fail crash-keeps-jobs "MainPID $main -> $(systemctl show -p MainPID --value berth); adopted $(adopted); before: $(echo $old); alive: $(echo $(alive $old)); $(limits)"
+	journalctl -u berth -o short-monotonic --no-pager | grep -E 'starting|guard|deadline|adopt|joined|resum|exited' | tail -n 25 | sed 's/^/LANE2 LOG /'
 fi
 if eventually 10 apart; then pass "crash-jobs-in-own-scope"; else fail crash-jobs-in-own-scope "$(where)"; fi
 
@@ -371,8 +372,9 @@ fi
 
 # 9d. The agent killed and not started again (Restart=no for the test):
 # nothing takes its jobs over, and the lease guard kills every job process
-# at the fencing deadline (10 s session TTL: at most 8 s after the last
-# renewal, the guard's kill 0.5 s later); the emptied scope goes away.
+# at the fencing deadline (the lane's 20 s session TTL: at most 16 s after
+# the last renewal, the guard's kill 2 s later); the emptied scope goes
+# away.
 mkdir -p /run/systemd/system/berth.service.d
 printf '[Service]\nRestart=no\n' >/run/systemd/system/berth.service.d/lane2-no-restart.conf
 systemctl daemon-reload
@@ -382,7 +384,7 @@ t0=$(date +%s)
 systemctl kill --kill-whom=main -s KILL berth
 scope_gone() { [ "$(systemctl is-active $SCOPE)" != active ] && [ ! -d "$JCG" ]; }
 dead() { [ -z "$(alive $old)" ] && scope_gone; }
-if [ -n "$old" ] && eventually 30 dead; then
+if [ -n "$old" ] && eventually 40 dead; then
 	pass "crash-no-return-jobs-killed ($(($(date +%s) - t0)) s after the kill)"
 else
 	fail crash-no-return-jobs-killed "before: $(echo $old); still alive $(($(date +%s) - t0)) s after the kill: $(echo $(alive $old)); $SCOPE $(systemctl is-active $SCOPE)"
@@ -423,6 +425,37 @@ if out=$(apt-get remove -y berth 2>&1); then
 else
 	printf '%s\n' "$out" | tail -n 10
 	fail remove-leaves-nothing "apt-get remove failed"
+fi
+
+# 12. An upgrade from the previous release (its package is
+# /root/berth-prev.deb; its agent keeps the jobs in the service's own
+# cgroup) hands every job to the new binary where they are, the same
+# MainPID; the next `systemctl restart` is then a stop and a start (the
+# jobs share the unit's cgroup) and puts them into the scope.
+if [ -r /root/berth-prev.deb ]; then
+	JCG=$CG
+	if out=$(apt-get install -y -o Dpkg::Options::=--force-confold /root/berth-prev.deb 2>&1) &&
+		systemctl start berth && eventually 60 jobs_as_configured 100663296; then
+		old=$(jobprocs)
+		main=$(systemctl show -p MainPID --value berth)
+		out=$(dpkg -i --force-confold /root/berth.deb 2>&1)
+		if [ -n "$old" ] && eventually 30 jobs_as_configured 100663296 && [ "$(alive $old | sort)" = "$old" ] &&
+			[ "$(systemctl show -p MainPID --value berth)" = "$main" ] && printf '%s\n' "$out" | grep -q "runs adopted" &&
+			journal_has "the lease guard of an earlier agent runs in the service's cgroup"; then
+			pass "prev-deb-upgrade-keeps-jobs ($(printf '%s\n' "$out" | grep "runs adopted"))"
+		else
+			fail prev-deb-upgrade-keeps-jobs "MainPID $main -> $(systemctl show -p MainPID --value berth); before: $(echo $old); alive: $(echo $(alive $old)); dpkg: $(printf '%s\n' "$out" | tail -n 5)"
+		fi
+		systemctl restart berth
+		JCG=/sys/fs/cgroup/system.slice/$SCOPE
+		if eventually 60 jobs_as_configured 100663296 && eventually 10 apart && [ -z "$(find "$CG" -mindepth 1 -type d 2>/dev/null | grep -E '/(jobs|groups)/')" ]; then
+			pass "prev-restart-moves-jobs-to-scope"
+		else
+			fail prev-restart-moves-jobs-to-scope "$(where); $(limits)"
+		fi
+	else
+		fail prev-deb-install "$(printf '%s\n' "$out" | tail -n 10); $(systemctl status berth --no-pager -n 20 2>&1)"
+	fi
 fi
 
 finish
