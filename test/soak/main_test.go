@@ -81,3 +81,8 @@ func newRand(t testing.TB) *rand.Rand {
 	t.Logf("seed %d (repeat with -soak.seed=%d)", seed, seed)
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
+
+// uniform is a random duration from 0 to d, both included.
+func uniform(rng *rand.Rand, d time.Duration) time.Duration {
+	return time.Duration(rng.Int64N(int64(d) + 1))
+}
