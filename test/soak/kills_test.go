@@ -283,15 +283,27 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 	// seen when an earlier run was killed, unless it is in the cgroup of
 	// an adopted job.
 	js, _ := jobsOf(a.addr)
+	_, agentStart, _, _ := stat(a.pid)
 	adopted := map[string]bool{}
 	for id, j := range js {
-		if start, ok := s.earlierProcs[j.PID]; ok && j.PID != 0 && liveSince(j.PID, start) {
+		if j.PID == 0 {
+			continue
+		}
+		if start, ok := s.earlierProcs[j.PID]; ok && liveSince(j.PID, start) {
+			adopted[id] = true
+			continue
+		}
+		// A run whose spawn was in flight at the kill is adopted too, but
+		// the list taken after the kill may lack it: the guard forked it
+		// after the list, or it had not exec'd yet and had the guard's
+		// environment, without the marker. Its main process started
+		// before this agent.
+		if _, start, zombie, ok := stat(j.PID); ok && !zombie && start < agentStart {
 			adopted[id] = true
 		}
 	}
 	s.fig.adopted += len(adopted)
 	s.fig.jobsChecked += len(s.jobs)
-	_, agentStart, _, _ := stat(a.pid)
 	bad := map[int]string{}
 	// A process that exits between the listing and the look at its
 	// cgroup (a 1 s sleep of an adopted job) is gone, not a survivor.
