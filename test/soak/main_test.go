@@ -17,12 +17,13 @@ import (
 )
 
 var (
-	flagKills      = flag.Int("soak.kills", 10, "SIGKILLs of the agent in TestSoakAgentKills")
-	flagPartitions = flag.Int("soak.partitions", 10, "partitions in TestSoakPartitions")
-	flagBurners    = flag.Int("soak.burners", runtime.NumCPU(), "CPU-burning processes during TestSoakPartitions")
-	flagBin        = flag.String("soak.bin", "", "berth binary to run (default: built from ./cmd/berth into a temporary directory)")
-	flagSeed       = flag.Uint64("soak.seed", 0, "seed of the random moments and durations (0: from the clock; the seed used is logged)")
-	flagReport     = flag.String("soak.report", "", "append each test's figures, as a Markdown table, to this file")
+	flagKills       = flag.Int("soak.kills", 10, "SIGKILLs of the agent in TestSoakAgentKills")
+	flagPartitions  = flag.Int("soak.partitions", 10, "partitions in TestSoakPartitions")
+	flagMemberKills = flag.Int("soak.memberkills", 5, "SIGKILLs of an agent among the partitions of TestSoakPartitions")
+	flagBurners     = flag.Int("soak.burners", runtime.NumCPU(), "CPU-burning processes during TestSoakPartitions")
+	flagBin         = flag.String("soak.bin", "", "berth binary to run (default: built from ./cmd/berth into a temporary directory)")
+	flagSeed        = flag.Uint64("soak.seed", 0, "seed of the random moments and durations (0: from the clock; the seed used is logged)")
+	flagReport      = flag.String("soak.report", "", "append each test's figures, as a Markdown table, to this file")
 )
 
 // berthBin is the agent binary every soak runs.
