@@ -336,8 +336,7 @@ func (w *world) stayAway(r *killRound, v *member, g guardLog, seen int, lastRene
 // TTL ttl.
 func killRows(ks []killRound, ttl time.Duration) [][2]string {
 	var back, away, cutOthers, cutVictims, jobs, adopted, resumed, gens, gensSame, elsewhere, awayJobs, survivors int
-	var toAdopted, takeover []time.Duration
-	var lates []string
+	var toAdopted, takeover, lates []time.Duration
 	for _, r := range ks {
 		switch r.kind.cut {
 		case cutOther:
@@ -366,7 +365,7 @@ func killRows(ks []killRound, ttl time.Duration) [][2]string {
 		awayJobs += r.jobs
 		survivors += r.survivors
 		takeover = append(takeover, r.takeover)
-		lates = append(lates, r.late.String())
+		lates = append(lates, r.late)
 	}
 	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
 	return [][2]string{
@@ -374,7 +373,8 @@ func killRows(ks []killRound, ttl time.Duration) [][2]string {
 		{"started again: jobs adopted (same pid and start); sessions resumed; generation unchanged (rounds without a cut)", fmt.Sprintf("%d of %d; %d of %d; %d of %d", adopted, jobs, resumed, back, gensSame, gens)},
 		{"started again: workers of its jobs started meanwhile, here or on another agent", fmt.Sprint(elsewhere)},
 		{"started again: new agent's exec to every job adopted (median, max)", fmt.Sprintf("%s, %s", ms(percentile(toAdopted, 50)), ms(percentile(toAdopted, 100)))},
-		{fmt.Sprintf("not started again: the guard's kill after its deadline (the agent's deadline + %s; the lease's earliest expiry %s after it)", ms(guardLag(ttl)), ms(guardLag(ttl))), strings.Join(lates, ", ")},
+		{fmt.Sprintf("not started again: the guard's kill after its deadline (the agent's deadline + %s; the lease's earliest expiry %s after it) (median, max)", ms(guardLag(ttl)), ms(guardLag(ttl))),
+			fmt.Sprintf("%s, %s", percentile(lates, 50).Round(10*time.Microsecond), percentile(lates, 100).Round(10*time.Microsecond))},
 		{"not started again: processes of its jobs alive once another agent ran them", fmt.Sprintf("%d (of %d jobs taken over)", survivors, awayJobs)},
 		{"not started again: SIGKILL to every job of it running on another agent (median, max)", fmt.Sprintf("%s, %s", ms(percentile(takeover, 50)), ms(percentile(takeover, 100)))},
 	}
