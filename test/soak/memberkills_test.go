@@ -295,8 +295,13 @@ func (w *world) stayAway(r *killRound, v *member, g guardLog, seen int, lastRene
 	}
 	w.crashes = append(w.crashes, crash{agent: v.id, at: r.killAt, lastRenewal: lastRenewal})
 	late, ok := g.waitKill(seen, 30*time.Second)
-	if !ok {
+	switch {
+	case !ok:
 		t.Errorf("round %d: %s's lease guard logged no kill within 30 s of the agent's SIGKILL", r.round, v.id)
+	case late >= guardLag(w.ttl):
+		// Its deadline is the agent's plus guardLag; the lease's
+		// earliest expiry guardLag after that.
+		t.Errorf("round %d: %s's lease guard killed %s after its deadline: not before the lease could expire", r.round, v.id, late)
 	}
 	r.late = late
 	var where map[string]string
