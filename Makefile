@@ -76,17 +76,17 @@ bench-scale: build ## the real agent with N jobs beside process-exporter and bot
 	$(GO) run ./test/scale/plot -csv scale.csv -o docs/scale.png
 
 SOAKFLAGS ?=
-soak: build ## the soaks, long form (100 agent kills, 100 partitions, etcd faults, full file systems), as root; figures in soak.md, method in RELIABILITY.md
+soak: build ## the soaks, long form (100 agent kills, 100 partitions and 50 kills of a cluster member among them, etcd faults, full file systems), as root; figures in soak.md, method in RELIABILITY.md
 	test/deps.sh
 	rm -f soak.md
 	$(GO) test -tags soak -count=1 -v -timeout 3h ./test/soak -soak.bin=$(CURDIR)/bin/berth \
-		-soak.kills=100 -soak.partitions=100 -soak.report=$(CURDIR)/soak.md $(SOAKFLAGS)
+		-soak.kills=100 -soak.partitions=100 -soak.memberkills=50 -soak.report=$(CURDIR)/soak.md $(SOAKFLAGS)
 	cat soak.md
 
-soak-short: build ## the soaks' short form, as CI runs it (10 kills, 10 partitions), as root
+soak-short: build ## the soaks' short form, as CI runs it (10 kills, 10 partitions, 5 member kills), as root
 	test/deps.sh
 	$(GO) test -tags soak -count=1 -v -timeout 15m ./test/soak -soak.bin=$(CURDIR)/bin/berth \
-		-soak.kills=10 -soak.partitions=10 $(SOAKFLAGS)
+		-soak.kills=10 -soak.partitions=10 -soak.memberkills=5 $(SOAKFLAGS)
 
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./config:FuzzParse ./config:FuzzDefinitions ./config:FuzzParseConnector ./config:FuzzParseGroup \

@@ -10,15 +10,18 @@
 //     the agent's open file count is back to its baseline.
 //   - TestSoakPartitions: agents in their own network namespaces cut from a
 //     three-member etcd cluster (link down, or every packet dropped) while
-//     other processes burn CPU; the workers' own timestamps show no job ever
-//     ran twice and every cut agent's workers died before its lease could
-//     expire on the server.
+//     other processes burn CPU, and among the cuts an agent SIGKILLed, then
+//     started again at once (it adopts its jobs) or not until another agent
+//     runs them (its lease guard kills them first), some while another
+//     agent or the killed one is cut; the workers' own timestamps show no
+//     job ever ran twice and every cut or killed agent's workers died
+//     before its lease could expire on the server.
 //   - TestSoakEtcd*: the etcd leader killed, one member lost, every member
 //     restarted.
 //   - TestSoakFull*: log_dir and data_dir on a full file system.
 //
 // The test files carry the build tag "soak": `make soak` runs the long form
-// (100 kills, 100 partitions), `make soak-short` (and .ci/run) the short
-// one. They need root; a test skips, saying why, where the host lacks what
+// (100 kills, 100 partitions, 50 member kills), `make soak-short` (and
+// .ci/run) the short one. They need root; a test skips, saying why, where the host lacks what
 // it needs.
 package soak

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -160,14 +159,14 @@ func TestSoakAgentKills(t *testing.T) {
 		a := s.start()
 		switch m {
 		case atStartup:
-			time.Sleep(s.uniform(600 * time.Millisecond))
+			time.Sleep(uniform(s.rng, 600*time.Millisecond))
 		case atClaims:
 			select {
 			case <-a.out.next("joined the cluster"):
 			case <-time.After(testutil.Deadline(60 * time.Second)):
 				t.Fatalf("round %d: no \"joined the cluster\" within 60s\n%s", i, a.out.tail(30))
 			}
-			time.Sleep(s.uniform(150 * time.Millisecond))
+			time.Sleep(uniform(s.rng, 150*time.Millisecond))
 		default:
 			s.steadyAndCheck(a, i)
 			s.drive(a, m, i)
@@ -205,10 +204,6 @@ func (s *killSoak) writeFile() {
 	s.config = s.file.write(s.t)
 }
 
-func (s *killSoak) uniform(d time.Duration) time.Duration {
-	return time.Duration(s.rng.Int64N(int64(d) + 1))
-}
-
 // start runs the agent once more.
 func (s *killSoak) start() *agentProc {
 	s.runs++
@@ -224,19 +219,19 @@ func (s *killSoak) drive(a *agentProc, m killMoment, round int) {
 		s.variant = 1 - s.variant
 		s.writeFile()
 		a.signal(syscall.SIGHUP)
-		time.Sleep(s.uniform(600 * time.Millisecond))
+		time.Sleep(uniform(s.rng, 600*time.Millisecond))
 	case atStop:
 		a.signal(syscall.SIGTERM)
-		time.Sleep(s.uniform(1800 * time.Millisecond))
+		time.Sleep(uniform(s.rng, 1800*time.Millisecond))
 	case atBackoff:
 		select {
 		case <-a.out.next("job exited; restarting"):
 		case <-time.After(testutil.Deadline(30 * time.Second)):
 			t.Fatalf("round %d: no job restart within 30s\n%s", round, a.out.tail(30))
 		}
-		time.Sleep(s.uniform(300 * time.Millisecond))
+		time.Sleep(uniform(s.rng, 300*time.Millisecond))
 	case atSteady, atAway:
-		time.Sleep(s.uniform(500 * time.Millisecond))
+		time.Sleep(uniform(s.rng, 500*time.Millisecond))
 	}
 }
 
@@ -288,15 +283,27 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 	// seen when an earlier run was killed, unless it is in the cgroup of
 	// an adopted job.
 	js, _ := jobsOf(a.addr)
+	_, agentStart, _, _ := stat(a.pid)
 	adopted := map[string]bool{}
 	for id, j := range js {
-		if start, ok := s.earlierProcs[j.PID]; ok && j.PID != 0 && liveSince(j.PID, start) {
+		if j.PID == 0 {
+			continue
+		}
+		if start, ok := s.earlierProcs[j.PID]; ok && liveSince(j.PID, start) {
+			adopted[id] = true
+			continue
+		}
+		// A run whose spawn was in flight at the kill is adopted too, but
+		// the list taken after the kill may lack it: the guard forked it
+		// after the list, or it had not exec'd yet and had the guard's
+		// environment, without the marker. Its main process started
+		// before this agent.
+		if _, start, zombie, ok := stat(j.PID); ok && !zombie && start < agentStart {
 			adopted[id] = true
 		}
 	}
 	s.fig.adopted += len(adopted)
 	s.fig.jobsChecked += len(s.jobs)
-	_, agentStart, _, _ := stat(a.pid)
 	bad := map[int]string{}
 	// A process that exits between the listing and the look at its
 	// cgroup (a 1 s sleep of an adopted job) is gone, not a survivor.
@@ -383,25 +390,8 @@ func (s *killSoak) steadyAndCheck(a *agentProc, round int) {
 // freezer), and the soak checks that none is left.
 func (s *killSoak) awayRound(round int) {
 	t := s.t
-	const lag = 500 * time.Millisecond // half the fencing margin
-	guardLog := filepath.Join(s.file.dir, "data", "guard.log")
-	seen := 0
-	if b, err := os.ReadFile(guardLog); err == nil {
-		seen = len(lateRe.FindAllSubmatch(b, -1))
-	}
-	var late time.Duration
-	ok := testutil.Poll(30*time.Second, func() bool {
-		b, err := os.ReadFile(guardLog)
-		if err != nil {
-			return false
-		}
-		m := lateRe.FindAllSubmatch(b, -1)
-		if len(m) <= seen {
-			return false
-		}
-		late, err = time.ParseDuration(string(m[len(m)-1][1]))
-		return err == nil
-	})
+	g := guardLogOf(filepath.Join(s.file.dir, "data"))
+	late, ok := g.waitKill(g.kills(), 30*time.Second)
 	if !ok {
 		t.Errorf("round %d (away): the lease guard logged no kill within 30 s of the agent's SIGKILL", round)
 		return
@@ -410,15 +400,12 @@ func (s *killSoak) awayRound(round int) {
 		t.Errorf("round %d (away): job processes alive after the guard's kill: %v", round, tagged("SOAK_TAG", s.tag))
 		return
 	}
-	after := lag + late
+	after := guardLag(2*time.Second) + late
 	s.fig.awayAfterDeadline = append(s.fig.awayAfterDeadline, after)
 	if after >= time.Second {
 		t.Errorf("round %d (away): the guard killed %s after the agent's deadline, not before the lease's expiry (deadline + 1 s)", round, after)
 	}
 }
-
-// lateRe finds how late after its deadline the lease guard killed.
-var lateRe = regexp.MustCompile(`the fencing deadline passed.* late=(\S+)`)
 
 // lockHolders names the processes holding the agent's data_dir lock when
 // the agent refused to start for it; "" otherwise.

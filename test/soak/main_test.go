@@ -17,12 +17,13 @@ import (
 )
 
 var (
-	flagKills      = flag.Int("soak.kills", 10, "SIGKILLs of the agent in TestSoakAgentKills")
-	flagPartitions = flag.Int("soak.partitions", 10, "partitions in TestSoakPartitions")
-	flagBurners    = flag.Int("soak.burners", runtime.NumCPU(), "CPU-burning processes during TestSoakPartitions")
-	flagBin        = flag.String("soak.bin", "", "berth binary to run (default: built from ./cmd/berth into a temporary directory)")
-	flagSeed       = flag.Uint64("soak.seed", 0, "seed of the random moments and durations (0: from the clock; the seed used is logged)")
-	flagReport     = flag.String("soak.report", "", "append each test's figures, as a Markdown table, to this file")
+	flagKills       = flag.Int("soak.kills", 10, "SIGKILLs of the agent in TestSoakAgentKills")
+	flagPartitions  = flag.Int("soak.partitions", 10, "partitions in TestSoakPartitions")
+	flagMemberKills = flag.Int("soak.memberkills", 5, "SIGKILLs of an agent among the partitions of TestSoakPartitions")
+	flagBurners     = flag.Int("soak.burners", runtime.NumCPU(), "CPU-burning processes during TestSoakPartitions")
+	flagBin         = flag.String("soak.bin", "", "berth binary to run (default: built from ./cmd/berth into a temporary directory)")
+	flagSeed        = flag.Uint64("soak.seed", 0, "seed of the random moments and durations (0: from the clock; the seed used is logged)")
+	flagReport      = flag.String("soak.report", "", "append each test's figures, as a Markdown table, to this file")
 )
 
 // berthBin is the agent binary every soak runs.
@@ -80,4 +81,9 @@ func newRand(t testing.TB) *rand.Rand {
 	}
 	t.Logf("seed %d (repeat with -soak.seed=%d)", seed, seed)
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// uniform is a random duration from 0 to d, both included.
+func uniform(rng *rand.Rand, d time.Duration) time.Duration {
+	return time.Duration(rng.Int64N(int64(d) + 1))
 }

@@ -33,6 +33,39 @@ type verdict struct {
 	// (last renewal + TTL − max(1 s, TTL/5)) and the workers' last stamp:
 	// how late, under load, the kill landed.
 	lateness time.Duration
+	// crashes counts the agents SIGKILLed and not started again before
+	// their lease could expire (world.crashes), crashOutlived those with
+	// a worker that stamped at or after last renewal + TTL, and
+	// crashHeadroom is the least time between their workers' last stamp
+	// and last renewal + TTL.
+	crashes, crashOutlived int
+	crashHeadroom          time.Duration
+}
+
+// crash is an agent SIGKILLed and not started again before its lease
+// could expire (a crash without return): only its lease guard can kill
+// its workers in time.
+type crash struct {
+	agent string
+	at    time.Time // the SIGKILL: the session's workers started before
+	// lastRenewal is the agent's last renewal as its last answer to the
+	// test reported it: at or before the real last renewal, so last
+	// renewal + TTL is at or before the lease's earliest expiry.
+	lastRenewal time.Time
+}
+
+// lastOfSession is, of an agent's workers, the one that stamped last among
+// those of a session that ended at end and was last renewed at
+// lastRenewal: started before end, alive after lastRenewal. nil: none.
+func lastOfSession(ivs []testutil.Interval, end, lastRenewal time.Time) *testutil.Interval {
+	var last *testutil.Interval
+	for i := range ivs {
+		iv := &ivs[i]
+		if iv.First < end.UnixNano() && iv.Last >= lastRenewal.UnixNano() && (last == nil || iv.Last > last.Last) {
+			last = iv
+		}
+	}
+	return last
 }
 
 // judge reads every stamp file and every agent's log and checks the two
@@ -42,7 +75,7 @@ type verdict struct {
 // and returns the figures.
 func (w *world) judge() verdict {
 	t := w.t
-	v := verdict{headroom: time.Duration(1<<63 - 1), lateness: -time.Duration(1<<63 - 1)}
+	v := verdict{headroom: time.Duration(1<<63 - 1), lateness: -time.Duration(1<<63 - 1), crashHeadroom: time.Duration(1<<63 - 1)}
 	byAgent := map[string][]testutil.Interval{} // agent -> its workers, every job
 	for _, job := range w.jobs {
 		ss, err := testutil.ReadStamps(filepath.Join(w.stamps, job+".log"))
@@ -67,15 +100,9 @@ func (w *world) judge() verdict {
 		for _, l := range m.fencings() {
 			v.losses++
 			expiry := l.lastRenewal.Add(w.ttl)
-			var last *testutil.Interval
-			for i := range byAgent[m.id] {
-				iv := &byAgent[m.id][i]
-				// Its workers of that session: started before the fencing,
-				// alive after the last renewal.
-				if iv.First < l.at.UnixNano() && iv.Last >= l.lastRenewal.UnixNano() && (last == nil || iv.Last > last.Last) {
-					last = iv
-				}
-			}
+			// Its workers of that session: started before the fencing,
+			// alive after the last renewal.
+			last := lastOfSession(byAgent[m.id], l.at, l.lastRenewal)
 			if last == nil {
 				continue // it ran nothing then
 			}
@@ -88,6 +115,21 @@ func (w *world) judge() verdict {
 			v.headroom = min(v.headroom, expiry.Sub(lastStamp))
 			v.lateness = max(v.lateness, lastStamp.Sub(l.lastRenewal.Add(w.ttl-margin)))
 		}
+	}
+	for _, c := range w.crashes {
+		v.crashes++
+		last := lastOfSession(byAgent[c.agent], c.at, c.lastRenewal)
+		if last == nil {
+			continue
+		}
+		expiry := c.lastRenewal.Add(w.ttl)
+		lastStamp := time.Unix(0, last.Last)
+		if !lastStamp.Before(expiry) {
+			v.crashOutlived++
+			t.Errorf("agent %s, SIGKILLed at %s and not started again: worker %s stamped at %s, after its last renewal %s + TTL %s = %s",
+				c.agent, c.at.Format("15:04:05.000000"), last, lastStamp.Format("15:04:05.000000"), c.lastRenewal.Format("15:04:05.000000"), w.ttl, expiry.Format("15:04:05.000000"))
+		}
+		v.crashHeadroom = min(v.crashHeadroom, expiry.Sub(lastStamp))
 	}
 	return v
 }
@@ -110,7 +152,7 @@ func (v verdict) rows() [][2]string {
 		}
 		return d.Round(time.Millisecond).String()
 	}
-	return [][2]string{
+	rows := [][2]string{
 		{"worker processes that stamped", fmt.Sprint(v.workers)},
 		{"overlaps (two workers of one job alive at once)", fmt.Sprint(v.overlaps)},
 		{"sessions lost (\"session lost\" log lines; seen in /v1/agent)", fmt.Sprintf("%d (%d)", v.losses, v.lossesSeen)},
@@ -118,6 +160,13 @@ func (v verdict) rows() [][2]string {
 		{"least headroom: last renewal + TTL − last stamp", dur(v.headroom, "—")},
 		{"latest kill after the local deadline (last renewal + TTL − max(1 s, TTL/5))", dur(v.lateness, "—")},
 	}
+	if v.crashes == 0 {
+		return rows
+	}
+	return append(rows,
+		[2]string{"agents SIGKILLed and not started again (crash without return)", fmt.Sprint(v.crashes)},
+		[2]string{"of those, with a worker that outlived last renewal + TTL", fmt.Sprint(v.crashOutlived)},
+		[2]string{"least headroom after a crash: last renewal (as last reported) + TTL − last stamp", dur(v.crashHeadroom, "—")})
 }
 
 // percentile is the p-th percentile (0..100) of ds, or 0 when empty.
@@ -142,11 +191,15 @@ var (
 	logLastRenewal = regexp.MustCompile(`last_renewal=(\S+)`)
 )
 
-// fencings parses the member's "session lost" log lines; a line without
-// its times fails the test.
+// fencings parses the "session lost" log lines of every run of the
+// member's agent; a line without its times fails the test.
 func (m *member) fencings() []fencing {
+	var lines []string
+	for _, p := range m.procs {
+		lines = append(lines, p.out.matching("session lost: fencing")...)
+	}
 	var out []fencing
-	for _, line := range m.proc.out.matching("session lost: fencing") {
+	for _, line := range lines {
 		a, b := logTime.FindStringSubmatch(line), logLastRenewal.FindStringSubmatch(line)
 		if a == nil || b == nil {
 			m.w.t.Errorf("agent %s: fencing line without its time or last renewal: %s", m.id, line)

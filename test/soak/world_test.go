@@ -5,6 +5,7 @@ package soak
 import (
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -32,6 +33,9 @@ type world struct {
 	ttl    time.Duration
 	jobs   []string // every job
 	agents []*member
+	// crashes are the agents SIGKILLed and not started again before
+	// their lease could expire (TestSoakPartitions' kill rounds).
+	crashes []crash
 }
 
 // member is one agent of the world.
@@ -42,9 +46,10 @@ type member struct {
 	file    agentFile
 	config  string
 	logFile string
-	proc    *agentProc
-	addr    string   // API, on the management bridge
-	home    []string // the jobs it declares
+	proc    *agentProc   // the agent running now (or the last one)
+	procs   []*agentProc // every run of its agent, oldest first
+	addr    string       // API, on the management bridge
+	home    []string     // the jobs it declares
 	poller  *poller
 }
 
@@ -97,6 +102,7 @@ func newWorld(t *testing.T, ttl time.Duration) *world {
 // start runs the member's agent in its namespace and polls its API.
 func (m *member) start() {
 	m.proc = startAgent(m.w.t, m.config, m.addr, m.logFile, m.host.ns)
+	m.procs = append(m.procs, m.proc)
 	if m.poller == nil {
 		m.poller = startPoller(m.w.t, m.addr)
 	}
@@ -141,13 +147,24 @@ func (w *world) settle(timeout time.Duration) time.Duration {
 		ok, why = w.settled()
 		return ok
 	}) {
-		var tails []string
-		for _, m := range w.agents {
-			tails = append(tails, fmt.Sprintf("--- agent %s:\n%s", m.id, m.proc.out.tail(25)))
-		}
-		w.t.Fatalf("not settled after %s: %s\n%s", timeout, why, strings.Join(tails, "\n"))
+		w.t.Fatalf("not settled after %s: %s\n%s", timeout, why, w.tails(nil))
 	}
 	return time.Since(start)
+}
+
+// tails is the last lines of every agent's output, and of the lease
+// guard's log of agent also (nil: none), for a failure message.
+func (w *world) tails(also *member) string {
+	var tails []string
+	for _, m := range w.agents {
+		tails = append(tails, fmt.Sprintf("--- agent %s:\n%s", m.id, m.proc.out.tail(25)))
+	}
+	if also != nil {
+		b, _ := os.ReadFile(string(guardLogOf(filepath.Join(also.file.dir, "data"))))
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		tails = append(tails, fmt.Sprintf("--- lease guard of %s:\n%s", also.id, strings.Join(lines[max(0, len(lines)-15):], "\n")))
+	}
+	return strings.Join(tails, "\n")
 }
 
 // stop stops every agent with SIGTERM and the pollers, and fails the test
@@ -195,6 +212,7 @@ func stampedBy(file string, pid int) bool {
 // sample is one answer of GET /v1/agent.
 type sample struct {
 	at          time.Time // when the answer arrived
+	pid         int       // the agent's process
 	state       string
 	lastRenewal time.Time // zero: no session
 }
@@ -222,7 +240,7 @@ func startPoller(t testing.TB, addr string) *poller {
 			if err := get(addr, "/v1/agent", &a); err != nil {
 				continue
 			}
-			s := sample{at: time.Now(), state: a.State}
+			s := sample{at: time.Now(), pid: a.PID, state: a.State}
 			if a.LastRenewal != nil {
 				s.lastRenewal = *a.LastRenewal
 			}
@@ -261,13 +279,15 @@ type sessionLoss struct {
 }
 
 // losses finds every session the agent lost: a sample as member followed
-// by one that is not a member (fenced, or joining again).
+// by one of the same agent process that is not a member (fenced, or
+// joining again). A new process (a killed agent started again) is not a
+// loss seen: it may resume the session.
 func (p *poller) losses(agent string) []sessionLoss {
 	ss := p.all()
 	var out []sessionLoss
 	for i := 1; i < len(ss); i++ {
 		prev, cur := ss[i-1], ss[i]
-		if prev.state == "member" && cur.state != "member" {
+		if prev.state == "member" && cur.state != "member" && prev.pid == cur.pid {
 			out = append(out, sessionLoss{agent: agent, lastRenewal: prev.lastRenewal, lastSeen: prev.at, lostSeen: cur.at})
 		}
 	}
@@ -284,4 +304,29 @@ func (p *poller) renewalAt(t, until time.Time) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// next waits up to timeout for an answer that arrives after t and returns
+// it; ok is false when none came.
+func (p *poller) next(t time.Time, timeout time.Duration) (s sample, ok bool) {
+	ok = testutil.Poll(timeout, func() bool {
+		ss := p.all()
+		if len(ss) == 0 || !ss[len(ss)-1].at.After(t) {
+			return false
+		}
+		s = ss[len(ss)-1]
+		return true
+	})
+	return s, ok
+}
+
+// of returns the samples of the agent process pid, oldest first.
+func (p *poller) of(pid int) []sample {
+	var out []sample
+	for _, s := range p.all() {
+		if s.pid == pid {
+			out = append(out, s)
+		}
+	}
+	return out
 }
