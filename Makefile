@@ -96,8 +96,12 @@ fuzz: ## every fuzz target for FUZZTIME each; seed corpora in <pkg>/testdata/fuz
 		echo "== $$name ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; done
 
-test-v2: ## cgroup, worker, supervisor and guard tests on a pure cgroup v2 kernel under qemu (lane 1)
-	test/vm/lane1.sh cgroup worker supervisor guard -- $(TESTFLAGS)
+# The end-to-end tests of the three ways an agent ends (stop, crash,
+# upgrade) run there too, with the real binary.
+LANE1_E2E := '^(TestStopRemovesEverything|TestCrashedAgentHandsJobsOver|TestUpgradeHandsJobsOver|TestOrphansKilledAfterAgentSIGKILL)$$'
+
+test-v2: ## cgroup, worker, supervisor and guard tests, and the end-to-end stop, crash and upgrade tests, on a pure cgroup v2 kernel under qemu (lane 1)
+	test/vm/lane1.sh cgroup worker supervisor guard test:$(LANE1_E2E) -- $(TESTFLAGS)
 
 test-systemd: build ## install the .deb in Debian with systemd under qemu and check the service (lane 2)
 	VERSION=$(VERSION) test/vm/lane2.sh

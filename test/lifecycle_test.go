@@ -114,13 +114,17 @@ group = "pair"
 `)
 	e.start()
 	js := e.waitRunning("sleeper", "grouped")
+	// The grouped job's shell forks its two sleeps after it is running.
 	var pids []int
-	for _, d := range e.cgroupDirs() {
-		pids = append(pids, testutil.ProcsUnder(d)...)
-	}
-	if len(uniq(pids)) < 4 {
-		t.Fatalf("expected at least 4 job processes, found %v", pids)
-	}
+	testutil.Eventually(t, 10*time.Second, "the sleeper, the shell and its two sleeps under the root", func() bool {
+		pids = nil
+		for _, d := range e.cgroupDirs() {
+			pids = append(pids, testutil.ProcsUnder(filepath.Join(d, "jobs"))...)
+			pids = append(pids, testutil.ProcsUnder(filepath.Join(d, "groups"))...)
+		}
+		pids = uniq(pids)
+		return len(pids) >= 4
+	})
 	if err := e.stop(syscall.SIGTERM); err != nil {
 		t.Fatalf("agent exit after SIGTERM: %v\n%s", err, e.out)
 	}

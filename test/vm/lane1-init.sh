@@ -3,6 +3,10 @@
 # runs the static Go test binaries in /tests and prints one LANE1 line per
 # package and a final "LANE1 RESULT PASS|FAIL". Packed by lane1.sh.
 /bin/busybox --install -s /bin
+# A job's default PATH is systemd's, of a merged-/usr host
+# (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin): the applets are
+# found there too.
+for f in /bin/*; do [ -e "/usr/bin/${f##*/}" ] || ln -s "$f" /usr/bin/; done
 [ -x /bin/dash ] && ln -sf dash /bin/sh
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/tmp TMPDIR=/tmp BERTH_VM=1
 
@@ -37,6 +41,7 @@ mkdir -p /var/tmp
 echo "LANE1 KERNEL $(uname -r) CONTROLLERS $(cat /sys/fs/cgroup/cgroup.subtree_control) CPUS $(nproc)"
 
 flags=$(cat /tests/flags 2>/dev/null)
+[ -x /tests/berth ] && export BERTH_TEST_BIN=/tests/berth
 guard=$(cat /tests/guard 2>/dev/null || echo 360)
 for t in /tests/*.test; do
 	[ -e "$t" ] || continue
@@ -46,8 +51,10 @@ for t in /tests/*.test; do
 	dir=/tests/$pkg.dir
 	[ -d "$dir" ] || dir=/tmp
 	start=$(date +%s)
+	run=
+	[ -f /tests/$pkg.run ] && run="-test.run=$(cat /tests/$pkg.run)"
 	# shellcheck disable=SC2086
-	(cd "$dir" && exec "$t" $flags 2>&1) &
+	(cd "$dir" && exec "$t" $flags $run 2>&1) &
 	pid=$!
 	# A binary that outlives -test.timeout (it cannot panic: frozen, or
 	# stuck in the kernel) is reported with where its threads wait, and

@@ -82,6 +82,11 @@ echo $((tt + 60)) >"$root/tests/guard"
 
 built=0
 for p in "${pkgs[@]}"; do
+	# PKG:REGEX runs only the tests of PKG that match REGEX (-test.run).
+	run=
+	case $p in
+	*:*) run=${p#*:} p=${p%%:*} ;;
+	esac
 	case $p in
 	/*) dir=$p name=$(basename "$p") ;;
 	*) p=${p#./} p=${p%/} dir=$REPO/$p name=${p//\//_} ;;
@@ -103,6 +108,17 @@ for p in "${pkgs[@]}"; do
 	if [ ! -e "$root/tests/$name.test" ]; then
 		log "LANE1 SKIP $p: no test binary produced"
 		continue
+	fi
+	[ -z "$run" ] || printf '%s' "$run" >"$root/tests/$name.run"
+	# The end-to-end tests run the real binary: built here, static, as the
+	# guest has no Go (BERTH_TEST_BIN, test/env_test.go).
+	if [ "$name" = test ] && [ ! -e "$root/tests/berth" ]; then
+		log "building the berth binary for the end-to-end tests"
+		(cd "$REPO" && CGO_ENABLED=0 go build -o "$root/tests/berth" ./cmd/berth) || {
+			log "LANE1 FAIL: bin/berth does not build"
+			echo "LANE1 RESULT FAIL"
+			exit 1
+		}
 	fi
 	if [ -d "$dir/testdata" ]; then
 		mkdir -p "$root/tests/$name.dir"
