@@ -2,6 +2,7 @@ package test
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // counterJob is a connector "counter" whose job writes a numbered line
@@ -396,5 +398,147 @@ name = "dropped"
 		if ag.Adoption == nil || ag.Adoption.Held != 2 || ag.Adoption.Adopted != 2 {
 			t.Errorf("round %d: adoption %+v, want 2 held, 2 adopted", round, ag.Adoption)
 		}
+	}
+}
+
+// runsConnFD finds the descriptor of agent pid's connection to the runs
+// socket of its guard (dataDir/guard-runs.sock): the guard's end of it is
+// the one established socket bound to that path (ss(8)), and its peer's
+// inode names the agent's end in /proc/PID/fd.
+func runsConnFD(t *testing.T, pid int, dataDir string) int {
+	t.Helper()
+	sock := filepath.Join(dataDir, "guard-runs.sock")
+	out, err := exec.Command("ss", "-xH", "state", "established").Output()
+	if err != nil {
+		t.Fatalf("ss: %v", err)
+	}
+	var peers []string
+	for _, line := range strings.Split(string(out), "\n") {
+		// Netid Recv-Q Send-Q Local-Address Port Peer-Address Port
+		f := strings.Fields(line)
+		if len(f) >= 7 && f[3] == sock {
+			peers = append(peers, f[6])
+		}
+	}
+	if len(peers) != 1 {
+		t.Fatalf("established connections on %s: peers %v, want one (the agent's)\n%s", sock, peers, out)
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, ent.Name())); err == nil && l == "socket:["+peers[0]+"]" {
+			fd, _ := strconv.Atoi(ent.Name())
+			return fd
+		}
+	}
+	t.Fatalf("agent %d has no descriptor of socket inode %s", pid, peers[0])
+	return -1
+}
+
+// shutdownFD shuts down the socket behind descriptor fd of process pid
+// (a copy taken with pidfd_getfd(2): the socket is the same, so both ends
+// of its connection see it end), as a transport error would.
+func shutdownFD(t *testing.T, pid, fd int) {
+	t.Helper()
+	pfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	defer unix.Close(pfd)
+	cp, err := unix.PidfdGetfd(pfd, fd, 0)
+	if err != nil {
+		t.Fatalf("pidfd_getfd %d/%d: %v", pid, fd, err)
+	}
+	defer unix.Close(cp)
+	if err := unix.Shutdown(cp, unix.SHUT_RDWR); err != nil {
+		t.Fatalf("shutdown the agent's runs connection: %v", err)
+	}
+}
+
+// Live restart, the runs connection: the agent's connection to the runs
+// socket of a guard that lives on breaks (here shut down from outside
+// while the agent is stopped, so that a job's exit surely falls in the
+// gap). The agent connects again and lists the runs: no job restarts
+// (the same pids, restart counts 0, the counter's log without a gap),
+// and the job that exited meanwhile is reported with its real status (7)
+// and restarted by its policy, not as a SIGKILL of a lost run.
+func TestGuardConnectionBreakKeepsJobs(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["sleeper", "counter", "quitter"]
+
+[[connector]]
+name = "sleeper"
+  [connector.run]
+  command = ["sleep", "1000"]
+
+` + counterJob + `
+[[connector]]
+name = "quitter"
+  [connector.run]
+  command = ["/bin/sh", "-c", "sleep 1000 & wait; exit 7"]
+  restart = "on-failure"
+`)
+	e.start()
+	before := e.waitRunning("sleeper", "counter", "quitter")
+	logFile := filepath.Join(e.dir, "log", "counter.log")
+	testutil.Eventually(t, 30*time.Second, "the counter writes", func() bool { return len(countLines(t, logFile)) > 10 })
+	apid := e.cmd.Process.Pid
+	fd := runsConnFD(t, apid, filepath.Join(e.dir, "data"))
+
+	if err := syscall.Kill(apid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = syscall.Kill(apid, syscall.SIGCONT)
+		}
+	}()
+	shutdownFD(t, apid, fd)
+	qpid := before["quitter"].PID
+	killChildren(t, qpid) // its sleep ends; the shell exits 7, reaped by the guard
+	testutil.Eventually(t, 30*time.Second, "the guard reaps the quitter", func() bool { return !testutil.Alive(qpid) })
+	if err := syscall.Kill(apid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+
+	testutil.Eventually(t, 60*time.Second, "the agent lists the runs again", func() bool {
+		return strings.Contains(e.out.String(), `msg="runs re-attached after the runs connection ended" running=2 exited=1 lost=0`)
+	})
+	var q api.Job
+	testutil.Eventually(t, 60*time.Second, "the quitter restarted after its exit 7", func() bool {
+		q = e.jobs()["quitter"]
+		return q.State == "running" && q.PID != qpid && q.Restarts == 1
+	})
+	if q.LastExit == nil || q.LastExit.Code != 7 {
+		t.Errorf("quitter: last exit %+v, want the status 7 it exited with while the connection was down", q.LastExit)
+	}
+	after := e.jobs()
+	for _, id := range []string{"sleeper", "counter"} {
+		b, a := before[id], after[id]
+		if a.State != "running" || a.PID != b.PID || a.Restarts != b.Restarts {
+			t.Errorf("%s: %s pid %d restarts %d, was pid %d restarts %d: restarted by the broken connection", id, a.State, a.PID, a.Restarts, b.PID, b.Restarts)
+		}
+	}
+	// The connection works again: the restarted quitter went through it,
+	// and the counter's output goes on with no number lost.
+	n0 := len(countLines(t, logFile))
+	testutil.Eventually(t, 30*time.Second, "the counter writes on", func() bool { return len(countLines(t, logFile)) > n0+10 })
+	for i, n := range countLines(t, logFile) {
+		if n != i+1 {
+			t.Fatalf("counter log: line %d says %d: lines lost or repeated", i+1, n)
+		}
+	}
+	if err := e.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("clean stop: %v", err)
 	}
 }
