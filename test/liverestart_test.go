@@ -542,3 +542,76 @@ name = "quitter"
 		t.Fatalf("clean stop: %v", err)
 	}
 }
+
+// Live restart, a job waiting to restart: a crash-looping job in backoff
+// (no run) when the agent is SIGKILLed keeps its restart count and its
+// backoff under the next agent: it waits out the rest of the delay (the
+// same next_restart) instead of starting anew at once with a count of 0,
+// then goes on crash-looping from that count. A clean stop leaves no wait
+// behind.
+func TestCrashedAgentKeepsBackoff(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["sleeper", "crasher"]
+
+[[connector]]
+name = "sleeper"
+  [connector.run]
+  command = ["sleep", "1000"]
+
+[[connector]]
+name = "crasher"
+  [connector.run]
+  command = ["/bin/sh", "-c", "exit 3"]
+  restart = "always"
+`)
+	e.start()
+	// Backoff 1 s, 2 s, 4 s: after its third restart the crasher waits 8 s.
+	var before api.Job
+	testutil.Eventually(t, 120*time.Second, "the crasher backs off after its third restart", func() bool {
+		before = e.jobs()["crasher"]
+		return before.State == "backoff" && before.Restarts == 3 && before.NextRestart != nil
+	})
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "data", "backoff")); err != nil {
+		t.Fatalf("the agent left no record of the job's backoff: %v", err)
+	}
+	e.start()
+	first := e.jobs()["crasher"]
+	if first.Restarts < before.Restarts {
+		t.Errorf("crasher: restarts %d under the new agent, %d before: the count started anew", first.Restarts, before.Restarts)
+	}
+	if first.State == "backoff" && first.Restarts == before.Restarts {
+		// Still waiting: for the same restart, due at the same time
+		// (saved as CLOCK_BOOTTIME, converted back on load).
+		if first.NextRestart == nil || first.NextRestart.Sub(*before.NextRestart).Abs() > time.Second {
+			t.Errorf("crasher: next restart %v under the new agent, %v before", first.NextRestart, before.NextRestart)
+		}
+	}
+	logFile := filepath.Join(e.dir, "log", "crasher.log")
+	testutil.Eventually(t, 60*time.Second, "the crasher's log says it carried the backoff on", func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), "the backoff of an earlier agent (3 restarts so far)")
+	})
+	// It goes on from its count: the fourth restart, then the fifth.
+	var after api.Job
+	testutil.Eventually(t, 120*time.Second, "the crasher restarts on from its count", func() bool {
+		after = e.jobs()["crasher"]
+		return after.Restarts >= before.Restarts+1
+	})
+	if after.LastExit == nil || after.LastExit.Code != 3 {
+		t.Errorf("crasher: last exit %+v, want code 3", after.LastExit)
+	}
+	if err := e.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("clean stop: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "data", "backoff")); !os.IsNotExist(err) {
+		t.Errorf("a clean stop left the backoff record: %v", err)
+	}
+}
