@@ -615,3 +615,69 @@ name = "crasher"
 		t.Errorf("a clean stop left the backoff record: %v", err)
 	}
 }
+
+// jobLimit reads the first of files that exists in job's cgroup in any
+// hierarchy of e's root (pids.max, memory.max, memory.limit_in_bytes),
+// trimmed; "" when none does.
+func (e *env) jobLimit(job string, files ...string) string {
+	for _, d := range e.cgroupDirs() {
+		for _, f := range files {
+			if b, err := os.ReadFile(filepath.Join(d, "jobs", job, f)); err == nil {
+				return strings.TrimSpace(string(b))
+			}
+		}
+	}
+	return ""
+}
+
+// Live restart, limits edited while no agent ran: the limits are not part
+// of a run's command fingerprint, so the next agent adopts the run (the
+// same pid, no restart) and writes the new limits into its cgroup in
+// place, as a reload does.
+func TestLimitsChangedWhileNoAgentRanApplyToAdoptedRun(t *testing.T) {
+	e := newEnv(t)
+	conf := func(pids int, memory string) string {
+		return e.header("2s") + fmt.Sprintf(`
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["limited"]
+
+[[connector]]
+name = "limited"
+  [connector.run]
+  command = ["sleep", "1000"]
+  [connector.run.limits]
+  pids = %d
+  memory = %q
+`, pids, memory)
+	}
+	e.write(conf(100, "64MiB"))
+	e.start()
+	before := e.waitRunning("limited")["limited"]
+	if got := e.jobLimit("limited", "pids.max"); got != "100" {
+		t.Fatalf("pids.max %q, want 100", got)
+	}
+	if got := e.jobLimit("limited", "memory.max", "memory.limit_in_bytes"); got != strconv.Itoa(64<<20) {
+		t.Fatalf("memory limit %q, want %d", got, 64<<20)
+	}
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	e.write(conf(50, "32MiB"))
+	e.start()
+	after := e.waitRunning("limited")["limited"]
+	if after.PID != before.PID || after.Restarts != before.Restarts {
+		t.Errorf("limited: pid %d restarts %d, was pid %d restarts %d: restarted, not adopted", after.PID, after.Restarts, before.PID, before.Restarts)
+	}
+	if got := e.jobLimit("limited", "pids.max"); got != "50" {
+		t.Errorf("pids.max of the adopted run %q, want the new 50", got)
+	}
+	if got := e.jobLimit("limited", "memory.max", "memory.limit_in_bytes"); got != strconv.Itoa(32<<20) {
+		t.Errorf("memory limit of the adopted run %q, want the new %d", got, 32<<20)
+	}
+	if !strings.Contains(e.out.String(), "adopted the runs of an earlier agent") {
+		t.Errorf("the second agent did not adopt:\n%s", e.out)
+	}
+}
