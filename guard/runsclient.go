@@ -153,10 +153,11 @@ func (rc *runsClient) dial(ctx context.Context) (*net.UnixConn, error) {
 	return c, nil
 }
 
-// read routes the guard's messages until the connection ends; then every
-// run the connection told of is reported lost (SIGKILL): to its waiter at
-// once, or to the one that waits later. It never blocks on a send to the
-// guard, so that exits keep coming however busy the agent is.
+// read routes the guard's messages until the connection ends; then, if
+// it was the live connection (conn), it has the runs listed again over a
+// new one (relist), which reports the runs the guard no longer holds lost
+// (SIGKILL). It never blocks on a send to the guard, so that exits keep
+// coming however busy the agent is.
 func (rc *runsClient) read(mc *msgConn) {
 	defer rc.wg.Done()
 	buf, oob := newRecvBuffers()
@@ -292,24 +293,26 @@ func (rc *runsClient) relist(cause error) {
 		h.Logr.Close() // the worker reads the pipe through its own read end
 		byID[h.ID] = h
 	}
-	// Checks that read /proc run before the lock.
-	reaped := map[string]bool{} // the guard reaped it after the list: its exit comes on mc
+	// Checks that read /proc run before the lock. A run whose process is
+	// gone was reaped by the guard after the list: its exit comes on mc.
 	bad := map[string]error{}
 	for id, h := range byID {
-		if h.Exited {
+		if h.Exited || !known[id] {
 			continue
 		}
-		if verr := h.Verify(); verr != nil {
-			if unix.Kill(h.PID, 0) == unix.ESRCH {
-				reaped[id] = true
-			} else {
-				bad[id] = verr
-			}
+		if verr := h.Verify(); verr != nil && unix.Kill(h.PID, 0) != unix.ESRCH {
+			bad[id] = verr
 		}
 	}
 	var calls []func()
 	lost, reattached, delivered := 0, 0, 0
 	rc.mu.Lock()
+	rc.relisting = nil // relistOnce left it set on success: closeRuns ends it until now
+	if err == nil && rc.closed {
+		rc.mu.Unlock()
+		mc.c.Close()
+		return
+	}
 	if rc.lost == nil {
 		rc.lost = map[string]bool{}
 	}
@@ -357,8 +360,10 @@ func (rc *runsClient) relist(cause error) {
 	var stray []HeldRun
 	if err == nil {
 		for id, h := range byID {
-			if !known[id] && !reaped[id] {
+			if !known[id] {
 				stray = append(stray, h)
+				delete(rc.owned, id) // marked by the list; nobody waits for it
+				delete(rc.pending, id)
 			}
 		}
 		rc.conn = mc
@@ -387,8 +392,9 @@ var errClientClosed = errors.New("lease guard client closed")
 // relistOnce connects to the runs socket and lists the runs held over the
 // new connection, which is not live (conn) yet: no spawn goes through it
 // before the list is done, so every running run the client does not know
-// of is a stray. Errors: no guard answers, the list fails, or
-// errClientClosed.
+// of is a stray. On success the connection stays in relisting (closeRuns
+// ends it) until relist makes it live. Errors: no guard answers, the list
+// fails, or errClientClosed.
 func (rc *runsClient) relistOnce() ([]HeldRun, *msgConn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
@@ -409,7 +415,6 @@ func (rc *runsClient) relistOnce() ([]HeldRun, *msgConn, error) {
 	go rc.read(mc)
 	held, err := rc.list(ctx, mc)
 	rc.mu.Lock()
-	rc.relisting = nil
 	closed, gone := rc.closed, rc.gone[mc]
 	rc.mu.Unlock()
 	switch {
@@ -420,6 +425,7 @@ func (rc *runsClient) relistOnce() ([]HeldRun, *msgConn, error) {
 	}
 	if err != nil {
 		rc.mu.Lock()
+		rc.relisting = nil
 		delete(rc.gone, mc)
 		rc.mu.Unlock()
 	}
