@@ -311,7 +311,7 @@ func TestBrokenRunsConnectionRelists(t *testing.T) {
 	if err := unix.Kill(b.PID, unix.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 20*time.Second, "the guard reaps b", func() bool { return !testutil.Alive(b.PID) })
+	testutil.Eventually(t, 20*time.Second, "the guard reaps b", func() bool { return unix.Kill(b.PID, 0) == unix.ESRCH })
 	close(proceed)
 	select {
 	case ws := <-chb:

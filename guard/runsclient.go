@@ -295,13 +295,17 @@ func (rc *runsClient) relist(cause error) {
 	}
 	// Checks that read /proc run before the lock. A run whose process is
 	// gone was reaped by the guard after the list: its exit comes on mc.
-	bad := map[string]error{}
+	bad, reaped := map[string]error{}, map[string]bool{}
 	for id, h := range byID {
 		if h.Exited || !known[id] {
 			continue
 		}
-		if verr := h.Verify(); verr != nil && unix.Kill(h.PID, 0) != unix.ESRCH {
-			bad[id] = verr
+		if verr := h.Verify(); verr != nil {
+			if unix.Kill(h.PID, 0) == unix.ESRCH {
+				reaped[id] = true
+			} else {
+				bad[id] = verr
+			}
 		}
 	}
 	var calls []func()
@@ -339,6 +343,9 @@ func (rc *runsClient) relist(cause error) {
 		case bad[id] != nil:
 			rc.logger().Warn("a run the lease guard holds fails its identity check after the reconnection: lost", "run", id, "error", bad[id])
 			lose(id)
+		case reaped[id]:
+			rc.owned[id] = true // its exit is on its way on mc
+			delivered++
 		case h.Exited:
 			rc.owned[id] = true
 			delivered++
