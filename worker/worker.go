@@ -195,7 +195,16 @@ func (w *Worker) Start() {
 				w.noteDone() // the command changed: the job starts anew
 			}
 		}
-		w.setState(func(s *Status) { s.State = Starting })
+		// The count carried over shows from the first answer on.
+		w.setState(func(s *Status) {
+			s.State = Starting
+			if a := w.offered; a != nil && a.Run.Fingerprint == Fingerprint(&w.spec) {
+				s.Restarts = a.Run.Restarts
+			}
+			if p := w.pending; p != nil {
+				s.Restarts, s.LastExit = p.Restarts, p.LastExit
+			}
+		})
 		go w.begin()
 	})
 }
