@@ -2,6 +2,7 @@ package test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -505,15 +506,18 @@ name = "quitter"
 	shutdownFD(t, apid, fd)
 	qpid := before["quitter"].PID
 	killChildren(t, qpid) // its sleep ends; the shell exits 7, reaped by the guard
-	testutil.Eventually(t, 30*time.Second, "the guard reaps the quitter", func() bool { return !testutil.Alive(qpid) })
+	testutil.Eventually(t, 30*time.Second, "the guard reaps the quitter", func() bool { return syscall.Kill(qpid, 0) == syscall.ESRCH })
 	if err := syscall.Kill(apid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	stopped = false
 
 	testutil.Eventually(t, 60*time.Second, "the agent lists the runs again", func() bool {
-		return strings.Contains(e.out.String(), `msg="runs re-attached after the runs connection ended" running=2 exited=1 lost=0`)
+		return strings.Contains(e.out.String(), `msg="runs re-attached after the runs connection ended"`)
 	})
+	if !strings.Contains(e.out.String(), `msg="runs re-attached after the runs connection ended" running=2 exited=1 lost=0`) {
+		t.Errorf("the relist did not find 2 runs running, 1 exited, none lost:\n%s", e.out)
+	}
 	var q api.Job
 	testutil.Eventually(t, 60*time.Second, "the quitter restarted after its exit 7", func() bool {
 		q = e.jobs()["quitter"]
@@ -576,14 +580,30 @@ name = "crasher"
 		before = e.jobs()["crasher"]
 		return before.State == "backoff" && before.Restarts == 3 && before.NextRestart != nil
 	})
+	// The agent saves the wait from a goroutine of its own, just after
+	// the worker entered it: the kill comes once it is on disk.
+	testutil.Eventually(t, 30*time.Second, "the agent has saved the crasher's wait", func() bool {
+		var saved struct {
+			Jobs []struct {
+				JobID    string `json:"job_id"`
+				Restarts int    `json:"restarts"`
+			} `json:"jobs"`
+		}
+		b, err := os.ReadFile(filepath.Join(e.dir, "data", "backoff"))
+		if err != nil || json.Unmarshal(b, &saved) != nil {
+			return false
+		}
+		return len(saved.Jobs) == 1 && saved.Jobs[0].JobID == "crasher" && saved.Jobs[0].Restarts == before.Restarts
+	})
 	if err := e.stop(syscall.SIGKILL); err == nil {
 		t.Fatal("agent killed by SIGKILL reported success")
 	}
-	if _, err := os.Stat(filepath.Join(e.dir, "data", "backoff")); err != nil {
-		t.Fatalf("the agent left no record of the job's backoff: %v", err)
-	}
 	e.start()
-	first := e.jobs()["crasher"]
+	var first api.Job
+	testutil.Eventually(t, 60*time.Second, "the crasher's worker has begun", func() bool {
+		first = e.jobs()["crasher"]
+		return first.State != "starting"
+	})
 	if first.Restarts < before.Restarts {
 		t.Errorf("crasher: restarts %d under the new agent, %d before: the count started anew", first.Restarts, before.Restarts)
 	}
