@@ -133,6 +133,11 @@ func (a *Agent) PrepareHandOver(ctx context.Context) error {
 	if err := a.guard.DeadlineSync(ctx, d.Add(guardLag(a.Config().Cluster.SessionTTL))); err != nil {
 		return fmt.Errorf("before the hand-over: %w", err)
 	}
+	// The jobs waiting to restart are saved as they are now: the exec
+	// ends the writer's goroutine with the old image.
+	if err := a.notes.flush(); err != nil {
+		return fmt.Errorf("before the hand-over: %w", err)
+	}
 	return nil
 }
 

@@ -39,6 +39,9 @@ type Agent struct {
 	// its client, nil without one.
 	guardCmd []string
 	guard    *guard.Client
+	// notes records the jobs waiting to restart for the next agent
+	// (BackoffFile); nil without a guard.
+	notes *backoffNotes
 
 	// Set by Run before the supervisor starts, then read only.
 	hier     *cgroup.Hierarchy
@@ -190,6 +193,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		ad = a.adoptable(ctx, g)
 		rt.UseSpawner(g)
 		rt.Offer(ad.offered)
+		// Jobs that waited to restart under the earlier agent wait out
+		// the rest of their backoff, restart counts kept.
+		notes, waits := loadBackoff(cfg.Agent.DataDir, g.PID, a.log)
+		a.notes = notes
+		rt.UseBackoffNotes(notes)
+		rt.OfferPending(waits)
 	}
 	// A job that nobody claims must not run: kill what an earlier run of the
 	// agent left behind before anything else (failure case C1), but the
@@ -209,6 +218,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			err = a.guard.Release(rctx)
 			cancel()
 		}
+		a.notes.close(err == nil) // a clean stop leaves no wait for a next agent
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if rerr := hier.Remove(rctx); rerr != nil {
@@ -278,6 +288,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			if a.guard != nil {
 				a.killUnadopted(runCtx, rt, hier)
 				a.noteAdopted(ad, rt)
+				for _, id := range rt.UntakenPending() {
+					a.notes.Done(id) // the job is gone, changed, or has a run
+				}
 			}
 			close(a.ready)
 			a.warnFile(runCtx, cfg, false)

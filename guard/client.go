@@ -82,6 +82,7 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	c.runs.log = c.log
 	conn, pid, err := c.connect(ctx)
 	if err != nil {
 		return nil, err

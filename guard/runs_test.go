@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/worker"
 	"golang.org/x/sys/unix"
@@ -232,4 +233,128 @@ func TestLateWaitAfterGuardLossAndLargeSpawn(t *testing.T) {
 		t.Fatal("a wait after the guard's loss was never answered")
 	}
 	testutil.Eventually(t, 20*time.Second, "the run dies with its guard", func() bool { return !testutil.Alive(run.PID) })
+}
+
+// breakConn shuts the client's runs connection down under it, as a
+// transport error would (shutdown(2) on its socket: both ends see the
+// connection end; the guard lives on).
+func breakConn(t *testing.T, c *Client) {
+	t.Helper()
+	c.runs.mu.Lock()
+	mc := c.runs.conn
+	c.runs.mu.Unlock()
+	if mc == nil {
+		t.Fatal("no runs connection to break")
+	}
+	sc, err := mc.c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) { serr = unix.Shutdown(int(fd), unix.SHUT_RDWR) }); err != nil || serr != nil {
+		t.Fatalf("shutdown the runs connection: %v %v", err, serr)
+	}
+}
+
+// A runs connection that breaks while its guard lives costs no run: the
+// client connects again and lists the runs; a run that runs on is waited
+// for on the new connection (its later exit comes with its status), and a
+// run that exited while no connection was up has its real status
+// delivered, not the SIGKILL of a lost run.
+func TestBrokenRunsConnectionRelists(t *testing.T) {
+	w := newWorld(t)
+	c, _ := w.connect()
+	c.Deadline(time.Now().Add(time.Minute))
+	w.acked(c)
+	groups := map[string]*cgroup.Group{}
+	spawn := func(job, script string) (worker.Run, chan unix.WaitStatus) {
+		t.Helper()
+		g, err := w.h.New("jobs/"+job, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups[job] = g
+		r, wp, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wp.Close()
+		t.Cleanup(func() { r.Close() })
+		ch, onExit := exitCh()
+		run, err := c.Spawn(&worker.Exec{Path: "/bin/sh", Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}},
+			worker.Run{JobID: job, Cgroup: "jobs/" + job, Fingerprint: "f-" + job}, wp, int(r.Fd()), onExit)
+		if err != nil {
+			t.Fatalf("spawn %s: %v", job, err)
+		}
+		return run, ch
+	}
+	a, cha := spawn("a", "exec sleep 1000")
+	b, chb := spawn("b", `trap "exit 7" TERM; sleep 1000 & wait`)
+	testutil.Eventually(t, 20*time.Second, "b's shell has its sleep", func() bool {
+		return len(w.pids(&job{rel: "jobs/b", g: groups["b"]})) == 2
+	})
+
+	// b exits in the gap: after the connection ended, before the client
+	// connects again; the guard reaps it with no agent to tell.
+	inGap, proceed := make(chan struct{}), make(chan struct{})
+	c.runs.beforeRelist = func() {
+		close(inGap)
+		<-proceed
+	}
+	gpid := c.PID()
+	breakConn(t, c)
+	select {
+	case <-inGap:
+	case <-time.After(testutil.Deadline(20 * time.Second)):
+		t.Fatal("the broken connection was not noticed")
+	}
+	if err := unix.Kill(b.PID, unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the guard reaps b", func() bool { return unix.Kill(b.PID, 0) == unix.ESRCH })
+	close(proceed)
+	select {
+	case ws := <-chb:
+		if !ws.Exited() || ws.ExitStatus() != 7 {
+			t.Errorf("b's status %v, want exit 7 (the real status, not a lost run's SIGKILL)", ws)
+		}
+	case <-time.After(testutil.Deadline(20 * time.Second)):
+		t.Fatal("b's exit during the gap was never delivered")
+	}
+	select {
+	case ws := <-cha:
+		t.Fatalf("a reported ended (%v) by the broken connection", ws)
+	default:
+	}
+	if !testutil.Alive(a.PID) || c.PID() != gpid {
+		t.Fatalf("a (pid %d) alive %v, guard pid %d then %d: want the same run under the same guard", a.PID, testutil.Alive(a.PID), gpid, c.PID())
+	}
+	c.Forget(b)
+	// a is waited for on the new connection.
+	if err := unix.Kill(a.PID, unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ws := <-cha:
+		if !ws.Signaled() || ws.Signal() != unix.SIGTERM {
+			t.Errorf("a's status %v, want SIGTERM", ws)
+		}
+	case <-time.After(testutil.Deadline(20 * time.Second)):
+		t.Fatal("a's exit after the reconnection was never delivered")
+	}
+	c.Forget(a)
+	testutil.Eventually(t, 10*time.Second, "the guard holds no run", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h, err := c.Held(ctx)
+		for _, r := range h {
+			r.Logr.Close()
+		}
+		return err == nil && len(h) == 0
+	})
+	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer rcancel()
+	if err := c.Release(rctx); err != nil {
+		t.Fatal(err)
+	}
 }

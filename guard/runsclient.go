@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -25,6 +26,10 @@ const lostStatus = unix.WaitStatus(unix.SIGKILL)
 type runsClient struct {
 	dataDir string
 	kick    func() // has the deadline sender reconnect, starting a guard if none runs
+	log     *slog.Logger
+	// beforeRelist, when set (tests), runs when a connection has ended,
+	// before the client connects again to list the runs.
+	beforeRelist func()
 
 	dialMu sync.Mutex // one dial at a time; never held with mu
 
@@ -35,13 +40,19 @@ type runsClient struct {
 	waiting map[uint64]chan runMsg           // spawn answers, by Seq
 	onExit  map[string]func(unix.WaitStatus) // by run ID
 	pending map[string]unix.WaitStatus       // exits nobody waits for yet
-	// owned holds the run IDs the current connection told of (spawned,
-	// held, exited); lost those of a connection that ended before anyone
-	// waited for them: their wait gets lostStatus at once.
+	// owned holds the run IDs the guard told of (spawned, held, exited),
+	// kept across a relist while the guard still holds them; lost those
+	// the guard no longer holds (relist) that no one waited for yet:
+	// their wait gets lostStatus at once.
 	owned   map[string]bool
 	lost    map[string]bool
 	listing *listing // during Held
-	wg      sync.WaitGroup
+	// relisting is the connection a relist is listing the runs on, not
+	// yet the client's (conn): closeRuns ends it too.
+	relisting *msgConn
+	// gone holds the connections whose read loop has ended.
+	gone map[*msgConn]bool
+	wg   sync.WaitGroup
 }
 
 // listing routes opHeld messages to one Held call; done is closed when
@@ -142,10 +153,11 @@ func (rc *runsClient) dial(ctx context.Context) (*net.UnixConn, error) {
 	return c, nil
 }
 
-// read routes the guard's messages until the connection ends; then every
-// run the connection told of is reported lost (SIGKILL): to its waiter at
-// once, or to the one that waits later. It never blocks on a send to the
-// guard, so that exits keep coming however busy the agent is.
+// read routes the guard's messages until the connection ends; then, if
+// it was the live connection (conn), it has the runs listed again over a
+// new one (relist), which reports the runs the guard no longer holds lost
+// (SIGKILL). It never blocks on a send to the guard, so that exits keep
+// coming however busy the agent is.
 func (rc *runsClient) read(mc *msgConn) {
 	defer rc.wg.Done()
 	buf, oob := newRecvBuffers()
@@ -200,22 +212,20 @@ func (rc *runsClient) read(mc *msgConn) {
 		}
 	}
 	rc.mu.Lock()
-	if rc.conn == mc {
+	live := rc.conn == mc // a relist's connection is not live until its list is done
+	if live {
 		rc.conn = nil
+	}
+	if rc.gone == nil {
+		rc.gone = map[*msgConn]bool{}
+	}
+	if !live {
+		rc.gone[mc] = true // a relist's connection: relist looks
 	}
 	mc.c.Close()
 	closing := rc.closed
-	waiting, onExit := rc.waiting, rc.onExit
-	rc.waiting, rc.onExit = map[uint64]chan runMsg{}, map[string]func(unix.WaitStatus){}
-	if rc.lost == nil {
-		rc.lost = map[string]bool{}
-	}
-	for id := range rc.owned {
-		if _, done := rc.pending[id]; !done && onExit[id] == nil {
-			rc.lost[id] = true
-		}
-	}
-	rc.owned = map[string]bool{}
+	waiting := rc.waiting
+	rc.waiting = map[uint64]chan runMsg{}
 	l := rc.listing
 	rc.mu.Unlock()
 	for seq, ch := range waiting {
@@ -227,12 +237,220 @@ func (rc *runsClient) read(mc *msgConn) {
 		case <-l.done:
 		}
 	}
-	if closing {
+	if closing || !live {
 		return
 	}
-	for _, f := range onExit {
-		f(lostStatus)
+	rc.relist(err)
+}
+
+// relistTries is how many connections a relist tries before it counts
+// the runs lost.
+const relistTries = 3
+
+// relist follows the end of the live connection (cause): the guard may
+// live on (it closed a connection whose writes stalled for
+// guardSendTimeout, or the connection broke), so the client connects
+// again, without starting a guard, and lists the runs the guard holds.
+// A run this client knew of that the guard still holds is re-attached:
+// its exit, if it came meanwhile, is delivered with its real status,
+// else it is waited for on the new connection (a running run's process
+// is checked as adoption does, HeldRun.Verify). A run the guard no longer
+// holds, or every run when no guard answers (it is gone, and the runs'
+// main processes with it), is lost: its wait gets lostStatus, as before
+// relisting. A running run the client never heard of (a spawn whose
+// answer the broken connection lost; the worker has failed that start)
+// is killed and forgotten; an ended one is forgotten (its forget was
+// lost with the connection).
+func (rc *runsClient) relist(cause error) {
+	if rc.beforeRelist != nil {
+		rc.beforeRelist()
 	}
+	rc.dialMu.Lock()
+	defer rc.dialMu.Unlock()
+	rc.mu.Lock()
+	known := make(map[string]bool, len(rc.owned))
+	for id := range rc.owned {
+		known[id] = true
+	}
+	rc.mu.Unlock()
+	rc.logger().Warn("the lease guard's runs connection ended; listing its runs again", "cause", cause, "runs", len(known))
+	var (
+		held []HeldRun
+		mc   *msgConn
+		err  error
+	)
+	for try := 1; try <= relistTries; try++ {
+		held, mc, err = rc.relistOnce()
+		if err == nil || errors.Is(err, errClientClosed) {
+			break
+		}
+	}
+	if errors.Is(err, errClientClosed) {
+		return
+	}
+	byID := make(map[string]HeldRun, len(held))
+	for _, h := range held {
+		h.Logr.Close() // the worker reads the pipe through its own read end
+		byID[h.ID] = h
+	}
+	// Checks that read /proc run before the lock. A run whose process is
+	// gone was reaped by the guard after the list: its exit comes on mc.
+	bad, reaped := map[string]error{}, map[string]bool{}
+	for id, h := range byID {
+		if h.Exited || !known[id] {
+			continue
+		}
+		if verr := h.Verify(); verr != nil {
+			if unix.Kill(h.PID, 0) == unix.ESRCH {
+				reaped[id] = true
+			} else {
+				bad[id] = verr
+			}
+		}
+	}
+	var calls []func()
+	lost, reattached, delivered := 0, 0, 0
+	rc.mu.Lock()
+	rc.relisting = nil // relistOnce left it set on success: closeRuns ends it until now
+	if err == nil && rc.closed {
+		rc.mu.Unlock()
+		mc.c.Close()
+		return
+	}
+	if rc.lost == nil {
+		rc.lost = map[string]bool{}
+	}
+	if err == nil && rc.gone[mc] {
+		err = errors.New("the lease guard's connection ended after the list")
+		mc.c.Close()
+	}
+	delete(rc.gone, mc)
+	lose := func(id string) {
+		lost++
+		delete(rc.owned, id)
+		if f := rc.onExit[id]; f != nil {
+			delete(rc.onExit, id)
+			calls = append(calls, func() { f(lostStatus) })
+		} else if _, done := rc.pending[id]; !done {
+			rc.lost[id] = true
+		}
+	}
+	for id := range known {
+		h, ok := byID[id]
+		switch {
+		case err != nil || !ok:
+			lose(id)
+		case bad[id] != nil:
+			rc.logger().Warn("a run the lease guard holds fails its identity check after the reconnection: lost", "run", id, "error", bad[id])
+			lose(id)
+		case reaped[id]:
+			rc.owned[id] = true // its exit is on its way on mc
+			delivered++
+		case h.Exited:
+			rc.owned[id] = true
+			delivered++
+			if f := rc.onExit[id]; f != nil {
+				delete(rc.onExit, id)
+				st := h.Status
+				calls = append(calls, func() { f(st) })
+			} else if _, done := rc.pending[id]; !done {
+				if rc.pending == nil {
+					rc.pending = map[string]unix.WaitStatus{}
+				}
+				rc.pending[id] = h.Status
+			}
+		default:
+			rc.owned[id] = true
+			reattached++
+		}
+	}
+	var stray []HeldRun
+	if err == nil {
+		for id, h := range byID {
+			if !known[id] {
+				stray = append(stray, h)
+				delete(rc.owned, id) // marked by the list; nobody waits for it
+				delete(rc.pending, id)
+			}
+		}
+		rc.conn = mc
+	}
+	rc.mu.Unlock()
+	for _, f := range calls {
+		f()
+	}
+	if err != nil {
+		rc.logger().Error("the lease guard is gone: its runs are lost and their jobs handled by their restart policy", "error", err, "lost", lost)
+		return
+	}
+	for _, h := range stray {
+		if !h.Exited && h.Verify() == nil {
+			_ = unix.Kill(h.PID, unix.SIGKILL) // the guard's unreaped child: its pid names it
+			rc.logger().Warn("killed a run whose start was lost with the runs connection", "job_id", h.JobID, "run", h.ID, "pid", h.PID)
+		}
+		_ = mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: h.ID}})
+	}
+	rc.logger().Info("runs re-attached after the runs connection ended", "running", reattached, "exited", delivered, "lost", lost)
+}
+
+// errClientClosed is a relist cut short by closeRuns.
+var errClientClosed = errors.New("lease guard client closed")
+
+// relistOnce connects to the runs socket and lists the runs held over the
+// new connection, which is not live (conn) yet: no spawn goes through it
+// before the list is done, so every running run the client does not know
+// of is a stray. On success the connection stays in relisting (closeRuns
+// ends it) until relist makes it live. Errors: no guard answers, the list
+// fails, or errClientClosed.
+func (rc *runsClient) relistOnce() ([]HeldRun, *msgConn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	c, err := rc.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	mc := &msgConn{c: c}
+	rc.mu.Lock()
+	if rc.closed {
+		rc.mu.Unlock()
+		c.Close()
+		return nil, nil, errClientClosed
+	}
+	rc.relisting = mc
+	rc.wg.Add(1)
+	rc.mu.Unlock()
+	go rc.read(mc)
+	held, err := rc.list(ctx, mc)
+	rc.mu.Lock()
+	closed, gone := rc.closed, rc.gone[mc]
+	rc.mu.Unlock()
+	switch {
+	case closed:
+		err = errClientClosed
+	case err == nil && gone:
+		err = errors.New("the lease guard's connection ended during the list")
+	}
+	if err != nil {
+		rc.mu.Lock()
+		rc.relisting = nil
+		delete(rc.gone, mc)
+		rc.mu.Unlock()
+	}
+	if err != nil {
+		for _, h := range held {
+			h.Logr.Close()
+		}
+		c.Close()
+		return nil, nil, fmt.Errorf("list the lease guard's runs again: %w", err)
+	}
+	return held, mc, nil
+}
+
+func (rc *runsClient) logger() *slog.Logger {
+	if rc.log == nil {
+		return slog.Default()
+	}
+	return rc.log
 }
 
 // exit hands run id's status to whoever waits for it, or keeps it.
@@ -360,6 +578,27 @@ func (c *Client) Held(ctx context.Context) ([]HeldRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	held, err := rc.list(ctx, mc)
+	if err != nil {
+		return nil, err
+	}
+	rc.mu.Lock()
+	for _, run := range held {
+		if run.Exited {
+			if rc.pending == nil {
+				rc.pending = map[string]unix.WaitStatus{}
+			}
+			rc.pending[run.ID] = run.Status
+		}
+	}
+	rc.mu.Unlock()
+	return held, nil
+}
+
+// list asks the guard over mc for the runs it holds and collects them
+// (the read loop of mc routes them here). Errors: ctx ends, or the
+// connection does.
+func (rc *runsClient) list(ctx context.Context, mc *msgConn) ([]HeldRun, error) {
 	l := &listing{ch: make(chan heldMsg, 16), done: make(chan struct{})}
 	rc.mu.Lock()
 	rc.listing = l
@@ -396,26 +635,17 @@ func (c *Client) Held(ctx context.Context) ([]HeldRun, error) {
 			}
 			return nil, fmt.Errorf("list the lease guard's runs: %w", ctx.Err())
 		}
-		if h.err != nil || h.done {
-			if h.err != nil {
-				for _, r := range out {
-					r.Logr.Close()
-				}
-				return nil, h.err
+		if h.err != nil {
+			for _, r := range out {
+				r.Logr.Close()
 			}
+			return nil, h.err
+		}
+		if h.done {
 			return out, nil
 		}
-		run := HeldRun{Run: *h.m.Run, Exited: h.m.Exited, Status: unix.WaitStatus(h.m.Status),
-			Logr: os.NewFile(uintptr(h.logr), "log pipe of run "+h.m.Run.ID)}
-		if run.Exited {
-			rc.mu.Lock()
-			if rc.pending == nil {
-				rc.pending = map[string]unix.WaitStatus{}
-			}
-			rc.pending[run.ID] = run.Status
-			rc.mu.Unlock()
-		}
-		out = append(out, run)
+		out = append(out, HeldRun{Run: *h.m.Run, Exited: h.m.Exited, Status: unix.WaitStatus(h.m.Status),
+			Logr: os.NewFile(uintptr(h.logr), "log pipe of run "+h.m.Run.ID)})
 	}
 }
 
@@ -424,10 +654,13 @@ func (c *Client) Held(ctx context.Context) ([]HeldRun, error) {
 func (rc *runsClient) closeRuns() {
 	rc.mu.Lock()
 	rc.closed = true
-	mc := rc.conn
+	mc, rl := rc.conn, rc.relisting
 	rc.mu.Unlock()
 	if mc != nil {
 		mc.c.Close()
+	}
+	if rl != nil {
+		rl.c.Close()
 	}
 	rc.wg.Wait()
 }

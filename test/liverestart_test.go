@@ -2,6 +2,8 @@ package test
 
 import (
 	"bufio"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // counterJob is a connector "counter" whose job writes a numbered line
@@ -396,5 +399,305 @@ name = "dropped"
 		if ag.Adoption == nil || ag.Adoption.Held != 2 || ag.Adoption.Adopted != 2 {
 			t.Errorf("round %d: adoption %+v, want 2 held, 2 adopted", round, ag.Adoption)
 		}
+	}
+}
+
+// runsConnFD finds the descriptor of agent pid's connection to the runs
+// socket of its guard (dataDir/guard-runs.sock): the guard's end of it is
+// the one established socket bound to that path (ss(8)), and its peer's
+// inode names the agent's end in /proc/PID/fd.
+func runsConnFD(t *testing.T, pid int, dataDir string) int {
+	t.Helper()
+	sock := filepath.Join(dataDir, "guard-runs.sock")
+	out, err := exec.Command("ss", "-xH", "state", "established").Output()
+	if err != nil {
+		t.Fatalf("ss: %v", err)
+	}
+	var peers []string
+	for _, line := range strings.Split(string(out), "\n") {
+		// Netid Recv-Q Send-Q Local-Address Port Peer-Address Port
+		f := strings.Fields(line)
+		if len(f) >= 7 && f[3] == sock {
+			peers = append(peers, f[6])
+		}
+	}
+	if len(peers) != 1 {
+		t.Fatalf("established connections on %s: peers %v, want one (the agent's)\n%s", sock, peers, out)
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, ent.Name())); err == nil && l == "socket:["+peers[0]+"]" {
+			fd, _ := strconv.Atoi(ent.Name())
+			return fd
+		}
+	}
+	t.Fatalf("agent %d has no descriptor of socket inode %s", pid, peers[0])
+	return -1
+}
+
+// shutdownFD shuts down the socket behind descriptor fd of process pid
+// (a copy taken with pidfd_getfd(2): the socket is the same, so both ends
+// of its connection see it end), as a transport error would.
+func shutdownFD(t *testing.T, pid, fd int) {
+	t.Helper()
+	pfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	defer unix.Close(pfd)
+	cp, err := unix.PidfdGetfd(pfd, fd, 0)
+	if err != nil {
+		t.Fatalf("pidfd_getfd %d/%d: %v", pid, fd, err)
+	}
+	defer unix.Close(cp)
+	if err := unix.Shutdown(cp, unix.SHUT_RDWR); err != nil {
+		t.Fatalf("shutdown the agent's runs connection: %v", err)
+	}
+}
+
+// Live restart, the runs connection: the agent's connection to the runs
+// socket of a guard that lives on breaks (here shut down from outside
+// while the agent is stopped, so that a job's exit surely falls in the
+// gap). The agent connects again and lists the runs: no job restarts
+// (the same pids, restart counts 0, the counter's log without a gap),
+// and the job that exited meanwhile is reported with its real status (7)
+// and restarted by its policy, not as a SIGKILL of a lost run.
+func TestGuardConnectionBreakKeepsJobs(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["sleeper", "counter", "quitter"]
+
+[[connector]]
+name = "sleeper"
+  [connector.run]
+  command = ["sleep", "1000"]
+
+` + counterJob + `
+[[connector]]
+name = "quitter"
+  [connector.run]
+  command = ["/bin/sh", "-c", "sleep 1000 & wait; exit 7"]
+  restart = "on-failure"
+`)
+	e.start()
+	before := e.waitRunning("sleeper", "counter", "quitter")
+	logFile := filepath.Join(e.dir, "log", "counter.log")
+	testutil.Eventually(t, 30*time.Second, "the counter writes", func() bool { return len(countLines(t, logFile)) > 10 })
+	apid := e.cmd.Process.Pid
+	fd := runsConnFD(t, apid, filepath.Join(e.dir, "data"))
+
+	if err := syscall.Kill(apid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = syscall.Kill(apid, syscall.SIGCONT)
+		}
+	}()
+	shutdownFD(t, apid, fd)
+	qpid := before["quitter"].PID
+	killChildren(t, qpid) // its sleep ends; the shell exits 7, reaped by the guard
+	testutil.Eventually(t, 30*time.Second, "the guard reaps the quitter", func() bool { return syscall.Kill(qpid, 0) == syscall.ESRCH })
+	if err := syscall.Kill(apid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+
+	testutil.Eventually(t, 60*time.Second, "the agent lists the runs again", func() bool {
+		return strings.Contains(e.out.String(), `msg="runs re-attached after the runs connection ended"`)
+	})
+	if !strings.Contains(e.out.String(), `msg="runs re-attached after the runs connection ended" running=2 exited=1 lost=0`) {
+		t.Errorf("the relist did not find 2 runs running, 1 exited, none lost:\n%s", e.out)
+	}
+	var q api.Job
+	testutil.Eventually(t, 60*time.Second, "the quitter restarted after its exit 7", func() bool {
+		q = e.jobs()["quitter"]
+		return q.State == "running" && q.PID != qpid && q.Restarts == 1
+	})
+	if q.LastExit == nil || q.LastExit.Code != 7 {
+		t.Errorf("quitter: last exit %+v, want the status 7 it exited with while the connection was down", q.LastExit)
+	}
+	after := e.jobs()
+	for _, id := range []string{"sleeper", "counter"} {
+		b, a := before[id], after[id]
+		if a.State != "running" || a.PID != b.PID || a.Restarts != b.Restarts {
+			t.Errorf("%s: %s pid %d restarts %d, was pid %d restarts %d: restarted by the broken connection", id, a.State, a.PID, a.Restarts, b.PID, b.Restarts)
+		}
+	}
+	// The connection works again: the restarted quitter went through it,
+	// and the counter's output goes on with no number lost.
+	n0 := len(countLines(t, logFile))
+	testutil.Eventually(t, 30*time.Second, "the counter writes on", func() bool { return len(countLines(t, logFile)) > n0+10 })
+	for i, n := range countLines(t, logFile) {
+		if n != i+1 {
+			t.Fatalf("counter log: line %d says %d: lines lost or repeated", i+1, n)
+		}
+	}
+	if err := e.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("clean stop: %v", err)
+	}
+}
+
+// Live restart, a job waiting to restart: a crash-looping job in backoff
+// (no run) when the agent is SIGKILLed keeps its restart count and its
+// backoff under the next agent: it waits out the rest of the delay (the
+// same next_restart) instead of starting anew at once with a count of 0,
+// then goes on crash-looping from that count. A clean stop leaves no wait
+// behind.
+func TestCrashedAgentKeepsBackoff(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["sleeper", "crasher"]
+
+[[connector]]
+name = "sleeper"
+  [connector.run]
+  command = ["sleep", "1000"]
+
+[[connector]]
+name = "crasher"
+  [connector.run]
+  command = ["/bin/sh", "-c", "exit 3"]
+  restart = "always"
+`)
+	e.start()
+	// Backoff 1 s, 2 s, 4 s: after its third restart the crasher waits 8 s.
+	var before api.Job
+	testutil.Eventually(t, 120*time.Second, "the crasher backs off after its third restart", func() bool {
+		before = e.jobs()["crasher"]
+		return before.State == "backoff" && before.Restarts == 3 && before.NextRestart != nil
+	})
+	// The agent saves the wait from a goroutine of its own, just after
+	// the worker entered it: the kill comes once it is on disk.
+	testutil.Eventually(t, 30*time.Second, "the agent has saved the crasher's wait", func() bool {
+		var saved struct {
+			Jobs []struct {
+				JobID    string `json:"job_id"`
+				Restarts int    `json:"restarts"`
+			} `json:"jobs"`
+		}
+		b, err := os.ReadFile(filepath.Join(e.dir, "data", "backoff"))
+		if err != nil || json.Unmarshal(b, &saved) != nil {
+			return false
+		}
+		return len(saved.Jobs) == 1 && saved.Jobs[0].JobID == "crasher" && saved.Jobs[0].Restarts == before.Restarts
+	})
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	e.start()
+	var first api.Job
+	testutil.Eventually(t, 60*time.Second, "the crasher's worker has begun", func() bool {
+		first = e.jobs()["crasher"]
+		return first.State != "starting"
+	})
+	if first.Restarts < before.Restarts {
+		t.Errorf("crasher: restarts %d under the new agent, %d before: the count started anew", first.Restarts, before.Restarts)
+	}
+	if first.State == "backoff" && first.Restarts == before.Restarts {
+		// Still waiting: for the same restart, due at the same time
+		// (saved as CLOCK_BOOTTIME, converted back on load).
+		if first.NextRestart == nil || first.NextRestart.Sub(*before.NextRestart).Abs() > time.Second {
+			t.Errorf("crasher: next restart %v under the new agent, %v before", first.NextRestart, before.NextRestart)
+		}
+	}
+	logFile := filepath.Join(e.dir, "log", "crasher.log")
+	testutil.Eventually(t, 60*time.Second, "the crasher's log says it carried the backoff on", func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), "the backoff of an earlier agent (3 restarts so far)")
+	})
+	// It goes on from its count: the fourth restart, then the fifth.
+	var after api.Job
+	testutil.Eventually(t, 120*time.Second, "the crasher restarts on from its count", func() bool {
+		after = e.jobs()["crasher"]
+		return after.Restarts >= before.Restarts+1
+	})
+	if after.LastExit == nil || after.LastExit.Code != 3 {
+		t.Errorf("crasher: last exit %+v, want code 3", after.LastExit)
+	}
+	if err := e.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("clean stop: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "data", "backoff")); !os.IsNotExist(err) {
+		t.Errorf("a clean stop left the backoff record: %v", err)
+	}
+}
+
+// jobLimit reads the first of files that exists in job's cgroup in any
+// hierarchy of e's root (pids.max, memory.max, memory.limit_in_bytes),
+// trimmed; "" when none does.
+func (e *env) jobLimit(job string, files ...string) string {
+	for _, d := range e.cgroupDirs() {
+		for _, f := range files {
+			if b, err := os.ReadFile(filepath.Join(d, "jobs", job, f)); err == nil {
+				return strings.TrimSpace(string(b))
+			}
+		}
+	}
+	return ""
+}
+
+// Live restart, limits edited while no agent ran: the limits are not part
+// of a run's command fingerprint, so the next agent adopts the run (the
+// same pid, no restart) and writes the new limits into its cgroup in
+// place, as a reload does.
+func TestLimitsChangedWhileNoAgentRanApplyToAdoptedRun(t *testing.T) {
+	e := newEnv(t)
+	conf := func(pids int, memory string) string {
+		return e.header("2s") + fmt.Sprintf(`
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["limited"]
+
+[[connector]]
+name = "limited"
+  [connector.run]
+  command = ["sleep", "1000"]
+  [connector.run.limits]
+  pids = %d
+  memory = %q
+`, pids, memory)
+	}
+	e.write(conf(100, "64MiB"))
+	e.start()
+	before := e.waitRunning("limited")["limited"]
+	if got := e.jobLimit("limited", "pids.max"); got != "100" {
+		t.Fatalf("pids.max %q, want 100", got)
+	}
+	if got := e.jobLimit("limited", "memory.max", "memory.limit_in_bytes"); got != strconv.Itoa(64<<20) {
+		t.Fatalf("memory limit %q, want %d", got, 64<<20)
+	}
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	e.write(conf(50, "32MiB"))
+	e.start()
+	after := e.waitRunning("limited")["limited"]
+	if after.PID != before.PID || after.Restarts != before.Restarts {
+		t.Errorf("limited: pid %d restarts %d, was pid %d restarts %d: restarted, not adopted", after.PID, after.Restarts, before.PID, before.Restarts)
+	}
+	if got := e.jobLimit("limited", "pids.max"); got != "50" {
+		t.Errorf("pids.max of the adopted run %q, want the new 50", got)
+	}
+	if got := e.jobLimit("limited", "memory.max", "memory.limit_in_bytes"); got != strconv.Itoa(32<<20) {
+		t.Errorf("memory limit of the adopted run %q, want the new %d", got, 32<<20)
+	}
+	if !strings.Contains(e.out.String(), "adopted the runs of an earlier agent") {
+		t.Errorf("the second agent did not adopt:\n%s", e.out)
 	}
 }

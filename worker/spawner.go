@@ -152,3 +152,91 @@ func (rt *Runtime) noteAdopted() {
 	rt.adopted++
 	rt.mu.Unlock()
 }
+
+// Pending is a job that waits to restart (BackingOff: its run has exited,
+// its restart policy starts it again after a backoff) as one agent hands
+// it to the next, so that a crash-looping job keeps its restart count and
+// backoff across an agent's restart instead of starting anew at once
+// (docs/live-restart.md).
+type Pending struct {
+	// JobID is the job's ID.
+	JobID string `json:"job_id"`
+	// Fingerprint is the job's command (Fingerprint): a job whose command
+	// changed starts anew.
+	Fingerprint string `json:"fingerprint"`
+	// Restarts is the worker's restart count (Status.Restarts) before the
+	// restart it waits for.
+	Restarts int `json:"restarts"`
+	// Delay is the backoff delay in force: the next one grows from it.
+	Delay time.Duration `json:"delay_ns"`
+	// NextRestart is when the restart is due (Status.NextRestart).
+	NextRestart time.Time `json:"-"`
+	// LastExit is how the last run ended.
+	LastExit *Exit `json:"last_exit,omitempty"`
+}
+
+// BackoffNotes records the jobs of this agent that wait to restart, for
+// the next agent (Runtime.OfferPending). Its methods are called from the
+// workers' steps: they must not block.
+type BackoffNotes interface {
+	// Waiting records that p.JobID waits to restart.
+	Waiting(p Pending)
+	// Done records that jobID no longer waits (its run started, or the
+	// worker ended).
+	Done(jobID string)
+}
+
+// UseBackoffNotes has every worker that enters or leaves a backoff tell n
+// (nil: none).
+func (rt *Runtime) UseBackoffNotes(n BackoffNotes) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.notes = n
+}
+
+// notesOf returns the BackoffNotes in use (nil: none).
+func (rt *Runtime) notesOf() BackoffNotes {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.notes
+}
+
+// OfferPending hands rt the jobs an earlier agent had waiting to restart:
+// the worker of such a job that has no run to adopt waits out the rest of
+// the backoff with the restart count carried over, if its command is the
+// same.
+func (rt *Runtime) OfferPending(ps []Pending) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.waits == nil {
+		rt.waits = map[string]Pending{}
+	}
+	for _, p := range ps {
+		rt.waits[p.JobID] = p
+	}
+}
+
+// UntakenPending removes and returns the IDs of the offered restart waits
+// no worker took (the job is gone, or has a run): the caller drops their
+// notes.
+func (rt *Runtime) UntakenPending() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var out []string
+	for id := range rt.waits {
+		out = append(out, id)
+	}
+	rt.waits = nil
+	return out
+}
+
+// takePending removes and returns the restart wait offered for jobID.
+func (rt *Runtime) takePending(jobID string) (Pending, bool) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	p, ok := rt.waits[jobID]
+	if ok {
+		delete(rt.waits, jobID)
+	}
+	return p, ok
+}

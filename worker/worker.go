@@ -110,6 +110,7 @@ type Worker struct {
 	stopOnce  sync.Once
 	entered   bool          // counted by Spec.Runtime (enter) until done is closed
 	offered   *Adoptable    // the run to adopt, taken by Start for begin
+	pending   *Pending      // the restart wait to carry on, taken by Start for begin
 	stopCh    chan struct{} // closed by Stop
 	done      chan struct{} // closed when the worker has ended and its log copy too
 
@@ -187,8 +188,23 @@ func (w *Worker) Start() {
 			if a.Run.Fingerprint == Fingerprint(&w.spec) {
 				w.spec.Runtime.noteAdopted()
 			}
+		} else if p, ok := w.spec.Runtime.takePending(w.spec.JobID); ok {
+			if p.Fingerprint == Fingerprint(&w.spec) {
+				w.pending = &p
+			} else {
+				w.noteDone() // the command changed: the job starts anew
+			}
 		}
-		w.setState(func(s *Status) { s.State = Starting })
+		// The count carried over shows from the first answer on.
+		w.setState(func(s *Status) {
+			s.State = Starting
+			if a := w.offered; a != nil && a.Run.Fingerprint == Fingerprint(&w.spec) {
+				s.Restarts = a.Run.Restarts
+			}
+			if p := w.pending; p != nil {
+				s.Restarts, s.LastExit = p.Restarts, p.LastExit
+			}
+		})
 		go w.begin()
 	})
 }
@@ -312,7 +328,51 @@ func (w *Worker) begin() {
 		return
 	}
 	w.logs = logs
+	if p := w.pending; p != nil {
+		w.pending = nil
+		w.resumeBackoff(*p)
+		return
+	}
 	w.startRun()
+}
+
+// resumeBackoff carries on the backoff of an earlier agent's worker of the
+// job (Runtime.OfferPending): the restart count and last exit it had, and
+// the restart at the time it was due (at once if that has passed). step
+// is held.
+func (w *Worker) resumeBackoff(p Pending) {
+	if w.stopping {
+		w.setState(func(s *Status) { s.State = Stopped })
+		w.end()
+		return
+	}
+	w.delay = p.Delay
+	w.setState(func(s *Status) {
+		s.State, s.Restarts, s.LastExit, s.NextRestart = BackingOff, p.Restarts, p.LastExit, p.NextRestart
+	})
+	w.logs.mark("restarting in %s: the backoff of an earlier agent (%d restarts so far)", max(0, time.Until(p.NextRestart)).Round(time.Millisecond), p.Restarts)
+	w.noteWaiting()
+	w.timers++
+	tn := w.timers
+	w.timer = time.AfterFunc(time.Until(p.NextRestart), func() { w.restart(tn) })
+}
+
+// noteWaiting tells the Runtime's BackoffNotes that the job waits to
+// restart; noteDone that it no longer does. step is held.
+func (w *Worker) noteWaiting() {
+	n := w.spec.Runtime.notesOf()
+	if n == nil {
+		return
+	}
+	st := w.Status()
+	n.Waiting(Pending{JobID: w.spec.JobID, Fingerprint: Fingerprint(&w.spec), Restarts: st.Restarts, Delay: w.delay,
+		NextRestart: st.NextRestart, LastExit: st.LastExit})
+}
+
+func (w *Worker) noteDone() {
+	if n := w.spec.Runtime.notesOf(); n != nil {
+		n.Done(w.spec.JobID)
+	}
 }
 
 // startRun starts one run; step is held. A stop that came meanwhile ends
@@ -409,6 +469,7 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 	next := exitAt.Add(w.delay)
 	w.setState(func(s *Status) { s.State, s.PID, s.LastExit, s.NextRestart = BackingOff, 0, &exit, next })
 	w.logs.mark("restarting in %s", w.delay)
+	w.noteWaiting()
 	w.timers++
 	tn := w.timers
 	w.timer = time.AfterFunc(time.Until(next), func() { w.restart(tn) })
@@ -424,6 +485,9 @@ func (w *Worker) restart(n uint64) {
 	w.timer = nil
 	w.setState(func(s *Status) { s.Restarts++ })
 	w.startRun()
+	// After the start: an agent that dies before it leaves the wait
+	// noted, and the next one finds the run the guard holds (it wins).
+	w.noteDone()
 }
 
 // stop is the step of Stop: terminate the run, or cancel the restart.
@@ -439,6 +503,7 @@ func (w *Worker) stop() {
 		w.timer.Stop()
 		w.timer = nil
 		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
+		w.noteDone()
 		w.end()
 	}
 	// Otherwise the first run has not begun: startRun sees stopping.

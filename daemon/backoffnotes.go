@@ -1,0 +1,244 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/worker"
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// BackoffFile is <data_dir>/backoff: the jobs of the running agent that
+// wait to restart (backoff after an exit, no run), with their restart
+// counts and when each restart is due, so that the agent's next run
+// carries the backoff on instead of starting a crash-looping job anew at
+// once (docs/live-restart.md). It names the lease guard it was written
+// beside: only an agent that finds the same guard process (the runs were
+// handed over) uses it. It is removed on a clean stop.
+func BackoffFile(dataDir string) string { return filepath.Join(dataDir, "backoff") }
+
+// savedBackoff is the file's content.
+type savedBackoff struct {
+	// GuardPID and GuardStart (clock ticks after boot, /proc/PID/stat
+	// field 22) name the guard that held the runs when it was written.
+	GuardPID   int         `json:"guard_pid"`
+	GuardStart uint64      `json:"guard_start"`
+	Jobs       []savedWait `json:"jobs"`
+}
+
+// savedWait is one job's wait; Due is the restart's time on
+// CLOCK_BOOTTIME (ns), which every process shares and the wall clock's
+// jumps do not move.
+type savedWait struct {
+	worker.Pending
+	Due int64 `json:"due_boottime_ns"`
+}
+
+// backoffNotes is the agent's worker.BackoffNotes: it keeps each waiting
+// job's note and writes them all to BackoffFile from a goroutine of its
+// own (a temporary file, synced, renamed over the old one, so that a
+// crash leaves the old file or the new), never in a worker's step.
+type backoffNotes struct {
+	path  string
+	guard func() int // the guard's pid now (0: none)
+	log   *slog.Logger
+
+	saveMu sync.Mutex // one save at a time
+	mu     sync.Mutex
+	jobs   map[string]worker.Pending
+	dirty  bool
+	kick   chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+var _ worker.BackoffNotes = (*backoffNotes)(nil)
+
+// loadBackoff reads the waits an earlier agent left in dataDir's
+// BackoffFile, if the guard it names is the one of pid now (a different
+// guard, or none, means the jobs were not handed over: they start anew),
+// and starts the notes of this agent. The earlier waits stay in the file
+// until workers take them or UntakenPending drops them.
+func loadBackoff(dataDir string, guardPID func() int, log *slog.Logger) (*backoffNotes, []worker.Pending) {
+	n := &backoffNotes{path: BackoffFile(dataDir), guard: guardPID, log: log, jobs: map[string]worker.Pending{},
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	var out []worker.Pending
+	b, err := os.ReadFile(n.path)
+	switch {
+	case os.IsNotExist(err):
+	case err != nil:
+		log.Warn("read the restart waits of an earlier agent: none carried on", "file", n.path, "error", err)
+	default:
+		var s savedBackoff
+		pid := guardPID()
+		if err := json.Unmarshal(b, &s); err != nil {
+			log.Warn("read the restart waits of an earlier agent: none carried on", "file", n.path, "error", err)
+			break
+		}
+		if pid == 0 || s.GuardPID != pid || startTicks(pid) != s.GuardStart {
+			log.Info("the restart waits of an earlier agent name another lease guard: none carried on", "file", n.path,
+				"guard_pid", s.GuardPID, "jobs", len(s.Jobs))
+			break
+		}
+		now := boottimeNow()
+		for _, w := range s.Jobs {
+			p := w.Pending
+			p.NextRestart = time.Now().Add(time.Duration(w.Due - now))
+			out = append(out, p)
+			n.jobs[p.JobID] = p
+		}
+		if len(out) > 0 {
+			log.Info("restart waits of an earlier agent carried on", "jobs", len(out))
+		}
+	}
+	n.dirty = true // rewritten with this guard's identity
+	go n.write()
+	n.kickWrite()
+	return n, out
+}
+
+// Waiting records p (worker.BackoffNotes).
+func (n *backoffNotes) Waiting(p worker.Pending) {
+	n.mu.Lock()
+	n.jobs[p.JobID] = p
+	n.dirty = true
+	n.mu.Unlock()
+	n.kickWrite()
+}
+
+// Done drops jobID's note (worker.BackoffNotes). Nil notes ignore it.
+func (n *backoffNotes) Done(jobID string) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	_, ok := n.jobs[jobID]
+	delete(n.jobs, jobID)
+	n.dirty = n.dirty || ok
+	n.mu.Unlock()
+	if ok {
+		n.kickWrite()
+	}
+}
+
+func (n *backoffNotes) kickWrite() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// write saves the notes at every kick until close.
+func (n *backoffNotes) write() {
+	defer close(n.done)
+	for {
+		select {
+		case <-n.quit:
+			return
+		case <-n.kick:
+		}
+		if err := n.flush(); err != nil {
+			n.log.Warn("save the restart waits for the next agent", "error", err)
+		}
+	}
+}
+
+// save writes the notes if they changed since the last save. Errors: the
+// file cannot be written, synced or renamed.
+func (n *backoffNotes) save() error {
+	n.mu.Lock()
+	if !n.dirty {
+		n.mu.Unlock()
+		return nil
+	}
+	n.dirty = false
+	now := boottimeNow()
+	s := savedBackoff{Jobs: make([]savedWait, 0, len(n.jobs))}
+	for _, p := range n.jobs {
+		s.Jobs = append(s.Jobs, savedWait{Pending: p, Due: now + int64(time.Until(p.NextRestart))})
+	}
+	n.mu.Unlock()
+	if s.GuardPID = n.guard(); s.GuardPID != 0 {
+		s.GuardStart = startTicks(s.GuardPID)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", n.path, err)
+	}
+	tmp := n.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", n.path, err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, n.path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("save %s: %w", n.path, err)
+	}
+	return nil
+}
+
+// flush saves the notes now (nil notes: nothing). Errors: save's.
+func (n *backoffNotes) flush() error {
+	if n == nil {
+		return nil
+	}
+	n.saveMu.Lock()
+	defer n.saveMu.Unlock()
+	return n.save()
+}
+
+// close stops the writer after a last save; with remove, the file goes
+// (a clean stop: no job waits for a next agent).
+func (n *backoffNotes) close(remove bool) {
+	if n == nil {
+		return
+	}
+	close(n.quit)
+	<-n.done
+	if remove {
+		_ = os.Remove(n.path)
+		return
+	}
+	if err := n.flush(); err != nil {
+		n.log.Warn("save the restart waits for the next agent", "error", err)
+	}
+}
+
+// startTicks is pid's start time, clock ticks after boot (/proc/PID/stat
+// field 22); 0 when it cannot be read.
+func startTicks(pid int) uint64 {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.Starttime
+}
+
+// boottimeNow is CLOCK_BOOTTIME now, nanoseconds (clock_gettime(2)).
+func boottimeNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		panic("clock_gettime(CLOCK_BOOTTIME): " + err.Error()) // Linux ≥ 2.6.39 has it
+	}
+	return ts.Nano()
+}

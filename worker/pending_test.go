@@ -1,0 +1,125 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/internal/testutil"
+	jobspec "github.com/berthd/berth/spec"
+)
+
+// notesRec is a BackoffNotes that keeps the latest note of each job.
+type notesRec struct {
+	mu   sync.Mutex
+	jobs map[string]Pending
+}
+
+func (n *notesRec) Waiting(p Pending) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.jobs[p.JobID] = p
+}
+
+func (n *notesRec) Done(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.jobs, id)
+}
+
+func (n *notesRec) get(id string) (Pending, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p, ok := n.jobs[id]
+	return p, ok
+}
+
+// ownRuntime is a Runtime of the test's own (its notes and offers are
+// the test's), closed after its workers have stopped.
+func ownRuntime(t *testing.T) *Runtime {
+	t.Helper()
+	rt, err := StartRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			t.Errorf("close runtime: %v", err)
+		}
+	})
+	return rt
+}
+
+// A worker that backs off tells the Runtime's notes (restart count, delay,
+// due time), and forgets the note once the run starts or the worker
+// stops; a worker offered such a note (Runtime.OfferPending) for the same
+// command waits out its backoff with its count and grows its delay on
+// from it; for another command it starts anew.
+func TestBackoffCarriedOver(t *testing.T) {
+	rt := ownRuntime(t)
+	notes := &notesRec{jobs: map[string]Pending{}}
+	rt.UseBackoffNotes(notes)
+
+	g := newTestGroup(t, 0)
+	spec := sh(g, "exit 1")
+	spec.Runtime = rt
+	spec.Restart = jobspec.RestartAlways
+	spec.Backoff = Backoff{Initial: time.Hour, Reset: time.Hour}
+	w := startWorker(t, spec)
+	st := waitState(t, w, BackingOff)
+	p, ok := notes.get("job")
+	if !ok || p.Restarts != 0 || p.Delay != time.Hour || !p.NextRestart.Equal(st.NextRestart) ||
+		p.Fingerprint != Fingerprint(&spec) || p.LastExit == nil || p.LastExit.Code != 1 {
+		t.Fatalf("note %+v (%v), want restart 0, delay 1h, due %v, exit 1", p, ok, st.NextRestart)
+	}
+	stop := func(w *Worker) {
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(10*time.Second))
+		defer cancel()
+		if err := w.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop(w)
+	if _, ok := notes.get("job"); ok {
+		t.Fatal("the note outlived the worker's stop")
+	}
+
+	// The next agent's worker: due soon, 4 restarts so far, delay 30 min
+	// in force (the next one is an hour).
+	spec.Backoff = Backoff{Initial: 10 * time.Millisecond, Max: 2 * time.Hour, Reset: time.Hour}
+	rt.OfferPending([]Pending{{JobID: "job", Fingerprint: Fingerprint(&spec), Restarts: 4, Delay: 30 * time.Minute,
+		NextRestart: time.Now().Add(50 * time.Millisecond), LastExit: p.LastExit}})
+	w2 := startWorker(t, spec)
+	testutil.Eventually(t, 20*time.Second, "the fifth restart, then its backoff", func() bool {
+		s := w2.Status()
+		return s.State == BackingOff && s.Restarts == 5
+	})
+	s := w2.Status()
+	if d := s.NextRestart.Sub(s.LastExit.Time); d != time.Hour {
+		t.Errorf("delay after the carried 30 min: %s, want 1h (doubled from it)", d)
+	}
+	if p, ok := notes.get("job"); !ok || p.Restarts != 5 || p.Delay != time.Hour {
+		t.Errorf("note %+v (%v), want 5 restarts, delay 1h", p, ok)
+	}
+	stop(w2)
+	if left := rt.UntakenPending(); len(left) != 0 {
+		t.Errorf("untaken waits %v, want none (the worker took it)", left)
+	}
+
+	// Another command: the note is dropped and the job starts anew.
+	rt.OfferPending([]Pending{{JobID: "job", Fingerprint: "another command", Restarts: 9, Delay: time.Hour,
+		NextRestart: time.Now().Add(time.Hour)}})
+	notes.Waiting(Pending{JobID: "job", Restarts: 9})
+	spec3 := spec
+	spec3.Args = []string{"sh", "-c", "exec sleep 1000"}
+	w3 := startWorker(t, spec3)
+	waitRunning(t, w3)
+	if st := w3.Status(); st.Restarts != 0 {
+		t.Errorf("restarts %d for a changed command, want 0", st.Restarts)
+	}
+	if _, ok := notes.get("job"); ok {
+		t.Error("the note of a changed command was kept")
+	}
+	stop(w3)
+}
