@@ -403,40 +403,43 @@ name = "dropped"
 }
 
 // runsConnFD finds the descriptor of agent pid's connection to the runs
-// socket of its guard (dataDir/guard-runs.sock): the guard's end of it is
-// the one established socket bound to that path (ss(8)), and its peer's
-// inode names the agent's end in /proc/PID/fd.
+// socket of its guard (dataDir/guard-runs.sock): of the agent's socket
+// descriptors (/proc/PID/fd), the one whose peer is bound to that path
+// (getpeername(2) on a copy taken with pidfd_getfd(2)).
 func runsConnFD(t *testing.T, pid int, dataDir string) int {
 	t.Helper()
 	sock := filepath.Join(dataDir, "guard-runs.sock")
-	out, err := exec.Command("ss", "-xH", "state", "established").Output()
+	pfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		t.Fatalf("ss: %v", err)
+		t.Fatalf("pidfd_open %d: %v", pid, err)
 	}
-	var peers []string
-	for _, line := range strings.Split(string(out), "\n") {
-		// Netid Recv-Q Send-Q Local-Address Port Peer-Address Port
-		f := strings.Fields(line)
-		if len(f) >= 7 && f[3] == sock {
-			peers = append(peers, f[6])
-		}
-	}
-	if len(peers) != 1 {
-		t.Fatalf("established connections on %s: peers %v, want one (the agent's)\n%s", sock, peers, out)
-	}
+	defer unix.Close(pfd)
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var found []int
 	for _, ent := range ents {
-		if l, err := os.Readlink(filepath.Join(dir, ent.Name())); err == nil && l == "socket:["+peers[0]+"]" {
-			fd, _ := strconv.Atoi(ent.Name())
-			return fd
+		l, err := os.Readlink(filepath.Join(dir, ent.Name()))
+		if err != nil || !strings.HasPrefix(l, "socket:[") {
+			continue
+		}
+		fd, _ := strconv.Atoi(ent.Name())
+		cp, err := unix.PidfdGetfd(pfd, fd, 0)
+		if err != nil {
+			continue // closed meanwhile
+		}
+		peer, err := unix.Getpeername(cp)
+		unix.Close(cp)
+		if u, ok := peer.(*unix.SockaddrUnix); err == nil && ok && u.Name == sock {
+			found = append(found, fd)
 		}
 	}
-	t.Fatalf("agent %d has no descriptor of socket inode %s", pid, peers[0])
-	return -1
+	if len(found) != 1 {
+		t.Fatalf("agent %d's descriptors connected to %s: %v, want one", pid, sock, found)
+	}
+	return found[0]
 }
 
 // shutdownFD shuts down the socket behind descriptor fd of process pid
