@@ -280,9 +280,24 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	close(a.started)
 	supDone := make(chan error, 1)
 	go func() { supDone <- a.sup.Run(runCtx) }()
+	// systemd removes the jobs' scope once it is empty: when the lease
+	// guard is gone (it killed every job at a passed deadline, was killed,
+	// or the scope was stopped) and so is every job process. No guard can
+	// start in it again and no job can run: the agent exits, and the one
+	// systemd starts (Restart=) makes the scope anew.
+	scopeLost, waitScope := a.watchScope(runCtx, place)
+	defer func() {
+		stop()
+		waitScope()
+	}()
 	ready := a.sup.Ready()
 	for {
 		select {
+		case serr := <-scopeLost:
+			a.log.Error("the jobs' scope is gone: no job can run; the agent exits for systemd to start it again", "scope", place.scope, "error", serr)
+			stop()
+			a.src.Stopping()
+			return errors.Join(serr, <-supDone)
 		case <-ready:
 			ready = nil
 			if a.guard != nil {

@@ -104,3 +104,47 @@ func (a *Agent) Service() (unit, jobsScope string) {
 	defer a.mu.Unlock()
 	return a.place.service.Unit, a.place.scope
 }
+
+// scopeCheck is how often watchScope looks at the jobs' scope.
+const scopeCheck = 2 * time.Second
+
+// watchScope reports, once, when the jobs' scope p of this agent has gone
+// (its cgroup removed, or the unit no longer active) while ctx lives; a
+// nil channel when the jobs live in no scope.
+// The watch ends with ctx; wait returns once it has.
+func (a *Agent) watchScope(ctx context.Context, p jobsPlace) (lost <-chan error, wait func()) {
+	if p.scope == "" {
+		return nil, func() {}
+	}
+	out := make(chan error, 1)
+	done := make(chan struct{})
+	dir := filepath.Join("/sys/fs/cgroup", p.root)
+	go func() {
+		defer close(done)
+		t := time.NewTicker(scopeCheck)
+		defer t.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			var err error
+			if _, serr := os.Stat(filepath.Join(dir, "cgroup.procs")); serr != nil {
+				err = fmt.Errorf("cgroup %s: %w", p.root, serr)
+			} else if n%5 == 4 {
+				qctx, cancel := context.WithTimeout(ctx, scopeTimeout)
+				active, aerr := scope.Active(qctx, p.scope)
+				cancel()
+				if aerr == nil && !active {
+					err = fmt.Errorf("the unit %s is no longer active", p.scope)
+				}
+			}
+			if err != nil && ctx.Err() == nil {
+				out <- err
+				return
+			}
+		}
+	}()
+	return out, func() { <-done }
+}

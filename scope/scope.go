@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"strconv"
@@ -41,9 +42,9 @@ type Jobs struct {
 // process is then back in its own cgroup, or the error says why not); the
 // scope has no cgroup.
 func Ensure(ctx context.Context, s Service) (Jobs, error) {
-	conn, err := sddbus.NewSystemConnectionContext(ctx)
+	conn, err := connect(ctx)
 	if err != nil {
-		return Jobs{}, fmt.Errorf("connect to systemd over the system bus: %w", err)
+		return Jobs{}, fmt.Errorf("connect to systemd (system bus, then its private socket): %w", err)
 	}
 	defer conn.Close()
 	j := Jobs{Unit: s.JobsScope()}
@@ -57,6 +58,11 @@ func Ensure(ctx context.Context, s Service) (Jobs, error) {
 		if err == nil && j.Cgroup == "" {
 			err = fmt.Errorf("scope %s has no cgroup", j.Unit)
 		}
+		if err == nil {
+			// A scope made by an agent that did not set it yet; best
+			// effort: the jobs in it are adopted whatever it says.
+			_ = conn.SetUnitPropertiesContext(ctx, j.Unit, true, tasksMaxInfinity)
+		}
 		return j, err
 	case "failed":
 		// A scope that ended failed stays loaded until its failure is
@@ -69,6 +75,10 @@ func Ensure(ctx context.Context, s Service) (Jobs, error) {
 		sddbus.PropDescription("jobs of " + s.Unit + " (berth)"),
 		sddbus.PropSlice(s.Slice()),
 		{Name: "Delegate", Value: dbus.MakeVariant(true)},
+		// The jobs' processes are capped by berth, per job (pids.max):
+		// systemd's DefaultTasksMax (15 % of the kernel's limit) would cap
+		// all of them together, as the service's TasksMax=infinity says.
+		tasksMaxInfinity,
 		sddbus.PropBefore(s.Unit),
 		sddbus.PropPids(uint32(os.Getpid())),
 	}
@@ -95,6 +105,9 @@ func Ensure(ctx context.Context, s Service) (Jobs, error) {
 	}
 	return j, nil
 }
+
+// tasksMaxInfinity is TasksMax=infinity (systemd.resource-control(5)).
+var tasksMaxInfinity = sddbus.Property{Name: "TasksMax", Value: dbus.MakeVariant(uint64(math.MaxUint64))}
 
 // Return moves this process back into its service's cgroup,
 // s.Cgroup+s.Leaf (cgroup.procs: every thread moves), after Ensure made
@@ -137,9 +150,9 @@ func unitString(ctx context.Context, conn *sddbus.Conn, unit, typ, name string) 
 //
 // Errors: the system bus cannot be reached or the job list read.
 func Restarting(ctx context.Context, unit string) (bool, error) {
-	conn, err := sddbus.NewSystemConnectionContext(ctx)
+	conn, err := connect(ctx)
 	if err != nil {
-		return false, fmt.Errorf("connect to systemd over the system bus: %w", err)
+		return false, fmt.Errorf("connect to systemd (system bus, then its private socket): %w", err)
 	}
 	defer conn.Close()
 	jobs, err := conn.ListJobsContext(ctx)
@@ -152,4 +165,27 @@ func Restarting(ctx context.Context, unit string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// Active reports whether unit is active (or reloading).
+//
+// Errors: the system bus cannot be reached or the state read.
+func Active(ctx context.Context, unit string) (bool, error) {
+	conn, err := connect(ctx)
+	if err != nil {
+		return false, fmt.Errorf("connect to systemd (system bus, then its private socket): %w", err)
+	}
+	defer conn.Close()
+	state, err := unitString(ctx, conn, unit, "", "ActiveState")
+	if err != nil {
+		return false, err
+	}
+	return state == "active" || state == "reloading", nil
+}
+
+// connect reaches systemd's manager: over the system bus (dbus-daemon),
+// else, as root, over systemd's private socket /run/systemd/private, so
+// that a host without a D-Bus daemon still gets the jobs' scope.
+func connect(ctx context.Context) (*sddbus.Conn, error) {
+	return sddbus.NewWithContext(ctx)
 }

@@ -183,6 +183,15 @@ else
 	fail jobs-in-own-scope "$(where)"
 fi
 
+# The scope does not cap the jobs' processes together (systemd's
+# DefaultTasksMax, 15 % of the kernel's limit, would): TasksMax=infinity,
+# as the service has.
+if [ "$(cat "$JCG/pids.max" 2>&1)" = max ] && [ "$(systemctl show -p TasksMax --value $SCOPE)" = infinity ]; then
+	pass "scope-tasks-unlimited"
+else
+	fail scope-tasks-unlimited "pids.max $(cat "$JCG/pids.max" 2>&1), TasksMax $(systemctl show -p TasksMax --value $SCOPE)"
+fi
+
 # 5. Metrics.
 metrics() { curl -fsS --max-time 5 http://127.0.0.1:9750/metrics | grep -q '^berth_job_up'; }
 if eventually 30 metrics; then pass metrics; else fail metrics "no berth_job_up at 127.0.0.1:9750/metrics"; fi
@@ -368,6 +377,24 @@ if [ -n "$old" ] && eventually 60 anew; then
 	pass "crash-with-guard-no-orphan"
 else
 	fail crash-with-guard-no-orphan "MainPID $main -> $(systemctl show -p MainPID --value berth); before: $(echo $old); still alive: $(echo $(alive $old)); $(where)"
+fi
+
+# 9c2. The lease guard killed while the agent runs: the jobs' main
+# processes die with it, the agent kills what they forked, and systemd
+# removes the emptied scope. No guard can start in it again: the agent
+# exits, and the one Restart= starts makes the scope anew and starts every
+# job in it.
+old=$(jobprocs)
+restarts=$(systemctl show -p NRestarts --value berth)
+kill -KILL "$(guard_pid)"
+scope_back() {
+	active && [ -z "$(alive $old)" ] && jobs_as_configured 100663296 && apart && [ ! -d "$JCG/agent" ] &&
+		[ "$(systemctl show -p NRestarts --value berth)" -gt "$restarts" ]
+}
+if [ -n "$old" ] && eventually 90 scope_back; then
+	pass "guard-killed-scope-made-anew"
+else
+	fail guard-killed-scope-made-anew "NRestarts $restarts -> $(systemctl show -p NRestarts --value berth); still alive: $(echo $(alive $old)); $(where); $(limits)"
 fi
 
 # 9d. The agent killed and not started again (Restart=no for the test):
