@@ -14,8 +14,8 @@
 // starts of the same sleep) and cgroup+fork (N cgroups made with the jobs'
 // limits through the repository's cgroup package, Hierarchy.New, and the
 // sleep started into each from birth, Group.ForkInside; no agent), with the
-// CPU the agent and its lease guard spent from the join to all running; the
-// agent's RSS and idle CPU; and, for the agent and for
+// CPU the agent and its lease guard spent from the join to all running, and
+// the descriptors each holds then; the agent's RSS and idle CPU; and, for the agent and for
 // process-exporter (Debian's 0.7.10, default flags, one group per job),
 // the p50 wall time of one /metrics scrape and the CPU each process spends
 // per scrape, with their ratio. Both exporters are measured in the same
