@@ -4,7 +4,7 @@
 // `make bench-scale` runs it (as root), with process-exporter reading the
 // same processes:
 //
-//	go run ./test/scale -n 100,1000,5000 -bin bin/berth -csv scale.csv
+//	go run ./test/scale -n 100,1000,5000,10000 -bin bin/berth -csv scale.csv
 //
 // For each N it starts `berth agent` on a fresh cgroup root and data_dir
 // with N connectors, each one job `sleep` with cpu, memory and pids limits,

@@ -35,7 +35,7 @@ const clockTicks = 100
 const sleepBase = 100000000
 
 func main() {
-	ns := flag.String("n", "100,1000,5000", "comma-separated job counts")
+	ns := flag.String("n", "100,1000,5000,10000", "comma-separated job counts")
 	bin := flag.String("bin", "bin/berth", "the berth binary")
 	scrapes := flag.Int("scrapes", 20, "scrapes per exporter and N")
 	idle := flag.Duration("idle", 10*time.Second, "how long idle CPU is measured")
