@@ -64,11 +64,11 @@ bench-cluster-ci: $(SIM) ## the CI size of the cluster simulation: 100 × 10,000
 	test -x /usr/bin/etcd || test/deps.sh
 	$(SIM) -members 100 -jobs 10000 -timeout 2m -total 3m
 
-# SCALE_N=100,1000,5000,10000 adds 10,000 jobs; an N that kernel.pid_max
-# leaves no room for is skipped with the reason. SCALE_FLAGS go to every N
-# (e.g. -profile DIR -start-profile 60s: the agent's and the lease guard's
-# CPU profiles over the start).
-SCALE_N ?= 100,1000,5000
+# An N that kernel.pid_max or the hard RLIMIT_NOFILE (one descriptor per
+# job in the agent and in its guard) leaves no room for is skipped with the
+# reason. SCALE_FLAGS go to every N (e.g. -profile DIR -start-profile 60s:
+# the agent's and the lease guard's CPU profiles over the start).
+SCALE_N ?= 100,1000,5000,10000
 SCALE_FLAGS ?=
 bench-scale: build ## the real agent with N jobs beside process-exporter and both start floors (as root); tables to stdout, docs/scale.png
 	test -x /usr/bin/prometheus-process-exporter || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-process-exporter)

@@ -66,6 +66,12 @@ type Config struct {
 	// lease-bound writes in etcd at once that lease renewals miss their
 	// deadline. Zero means DefaultClaimWindow (8,192); negative: no limit.
 	ClaimWindow int
+	// SoleMember says the store is this agent's alone (the embedded etcd
+	// on loopback): no other member can join, so a new cluster's first
+	// assignment is published after the ordinary calm of 100 ms, not the
+	// wait of 1 s (at most 10 s) that lets the members of a new cluster
+	// gather before the first generation.
+	SoleMember bool
 	// OnPublish, when set, is called by the leader after every
 	// publication it completed, with what it cost. It is called from the
 	// leader's goroutine and must not block.

@@ -31,12 +31,27 @@ import (
 // gather, as Kafka's group coordinator delays a new group's first
 // rebalance (group.initial.rebalance.delay.ms, 3 s, extended by each join):
 // jobs handed to the first few members of a thousand would only move again.
+// A store no other member can reach (Config.SoleMember) has nobody to wait
+// for.
 const (
 	settleQuiet      = 100 * time.Millisecond
 	settleMax        = time.Second
 	settleQuietFirst = time.Second
 	settleMaxFirst   = 10 * time.Second
 )
+
+// gathering says l leads a new cluster (nothing published yet) that other
+// members can join: its first generation waits for them.
+func (l *leader) gathering() bool { return l.pub.generation == 0 && !l.c.cfg.SoleMember }
+
+// settle is the publication pacing of l's next generation: how long the
+// store must be calm, and the longest wait after its first change.
+func (l *leader) settle() (quiet, most time.Duration) {
+	if l.gathering() {
+		return settleQuietFirst, settleMaxFirst
+	}
+	return settleQuiet, settleMax
+}
 
 // RunLeader campaigns for leadership (the election on <prefix>/leader/, on
 // s's lease) and, while leader, keeps the published assignment equal to
@@ -338,7 +353,7 @@ func (l *leader) follow(ctx context.Context, rev int64) error {
 	defer timer.Stop()
 	var dirtySince time.Time // first change not yet published; zero: none
 	var rule5 time.Time      // when a rule 5 hold runs out; zero: none
-	if l.pub.generation == 0 {
+	if l.gathering() {
 		dirtySince = time.Now() // … unless the cluster is new: let members gather
 		timer.Reset(settleQuietFirst)
 	}
@@ -377,10 +392,7 @@ func (l *leader) followWatches(ctx context.Context, ws []*watch, timer *time.Tim
 		if dirtySince.IsZero() {
 			*dirtySince = now
 		}
-		quiet, most := settleQuiet, settleMax
-		if l.pub.generation == 0 {
-			quiet, most = settleQuietFirst, settleMaxFirst
-		}
+		quiet, most := l.settle()
 		due := now.Add(quiet)
 		if limit := dirtySince.Add(most); limit.Before(due) {
 			due = limit

@@ -225,3 +225,25 @@ func TestLeaderHoldsDepartedJobsForRebalanceDelay(t *testing.T) {
 		return err == nil && len(v.Kvs) == 0
 	})
 }
+
+// A new cluster's first generation waits for its members to gather,
+// unless the store is the agent's alone (the embedded etcd): then it is
+// paced as every later generation.
+func TestFirstGenerationSettle(t *testing.T) {
+	for _, tc := range []struct {
+		sole       bool
+		generation int64
+		quiet      time.Duration
+		most       time.Duration
+	}{
+		{false, 0, settleQuietFirst, settleMaxFirst},
+		{false, 3, settleQuiet, settleMax},
+		{true, 0, settleQuiet, settleMax},
+		{true, 3, settleQuiet, settleMax},
+	} {
+		l := &leader{c: &Client{cfg: Config{SoleMember: tc.sole}}, pub: pubState{generation: tc.generation}}
+		if q, m := l.settle(); q != tc.quiet || m != tc.most {
+			t.Errorf("sole member %v, generation %d: settle %v, %v; want %v, %v", tc.sole, tc.generation, q, m, tc.quiet, tc.most)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 )
 
@@ -24,6 +26,42 @@ func (c *counter) observe(v float64) float64 {
 type procKey struct {
 	pid   int
 	start uint64 // clock ticks after boot, /proc/PID/stat field 22
+}
+
+func (k procKey) compare(o procKey) int {
+	if c := cmp.Compare(k.pid, o.pid); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.start, o.start)
+}
+
+// procEntry is one process's reading in a procSet.
+type procEntry struct {
+	key procKey
+	r   procReading
+}
+
+// procSet is the readings of one job's processes in one scrape, sorted by
+// key once complete (sort). A slice, not a map: most jobs have one process
+// or a few, and a map costs a group of 8 slots, about 0.6 KiB, per job and
+// per set kept (two per job).
+type procSet []procEntry
+
+func (s procSet) sort() { slices.SortFunc(s, func(a, b procEntry) int { return a.key.compare(b.key) }) }
+
+// find is the index of k in the sorted s, -1 when it is not there.
+func (s procSet) find(k procKey) int {
+	i, ok := slices.BinarySearchFunc(s, k, func(e procEntry, k procKey) int { return e.key.compare(k) })
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// hasPID says whether the sorted s holds a process with this pid.
+func (s procSet) hasPID(pid int) bool {
+	i, _ := slices.BinarySearchFunc(s, pid, func(e procEntry, pid int) int { return cmp.Compare(e.key.pid, pid) })
+	return i < len(s) && s[i].key.pid == pid
 }
 
 // procTotals are one process's cumulative counters as last read.
@@ -59,9 +97,9 @@ type procReading struct {
 //   - voluntary/involuntary context switches (/proc/PID/status) are not
 //     passed to the parent, so every exited process's last reading is kept.
 type jobAccount struct {
-	live map[procKey]procReading
-	// spare is the map of the scrape before, kept for reuse (scratch).
-	spare map[procKey]procReading
+	live procSet // sorted
+	// spare is the set of the scrape before, kept for reuse (scratch).
+	spare procSet
 	gone  procTotals
 	// cgroup counters survive a cgroup being made anew for the job.
 	cpuUser, cpuSystem, throttledPeriods, throttledSeconds, oomKills counter
@@ -69,51 +107,41 @@ type jobAccount struct {
 	pressure [6]counter
 }
 
-func newJobAccount() *jobAccount { return &jobAccount{live: map[procKey]procReading{}} }
+func newJobAccount() *jobAccount { return &jobAccount{} }
 
-// scratch returns an empty map for the next scrape's readings of this job:
-// the map of the scrape before the last, reused (update keeps the last).
-func (a *jobAccount) scratch() map[procKey]procReading {
-	m := a.spare
+// scratch returns an empty set for the next scrape's readings of this job:
+// the set of the scrape before the last, reused (update keeps the last).
+func (a *jobAccount) scratch() procSet {
+	s := a.spare[:0]
 	a.spare = nil
-	if m == nil {
-		return map[procKey]procReading{}
-	}
-	clear(m)
-	return m
+	return s
 }
 
-// update replaces the live set with seen and returns the job's totals.
-func (a *jobAccount) update(seen map[procKey]procReading) procTotals {
-	alive := func(pid int) bool {
-		for k := range seen {
-			if k.pid == pid {
-				return true
-			}
-		}
-		return false
-	}
-	for k, last := range a.live {
-		if _, ok := seen[k]; ok {
+// update replaces the live set with seen (sorting it) and returns the
+// job's totals.
+func (a *jobAccount) update(seen procSet) procTotals {
+	seen.sort()
+	for _, e := range a.live {
+		if seen.find(e.key) >= 0 {
 			continue
 		}
+		last := e.r
 		a.gone.volCtx += last.totals.volCtx
 		a.gone.involCtx += last.totals.involCtx
-		if !alive(last.ppid) {
+		if !seen.hasPID(last.ppid) {
 			a.gone.readBytes += last.totals.readBytes
 			a.gone.writeBytes += last.totals.writeBytes
 		}
 	}
 	total := a.gone
-	for k, r := range seen {
+	for i := range seen {
 		// A zombie reads as empty: keep its last reading until it is
 		// reaped. A process's own counters only grow; guard anyway against
 		// a reading below the last one (a racing exit read as zeros).
-		if last, ok := a.live[k]; ok {
-			r.totals = maxTotals(r.totals, last.totals)
-			seen[k] = r
+		if j := a.live.find(seen[i].key); j >= 0 {
+			seen[i].r.totals = maxTotals(seen[i].r.totals, a.live[j].r.totals)
 		}
-		total.add(r.totals)
+		total.add(seen[i].r.totals)
 	}
 	a.live, a.spare = seen, a.live
 	return total

@@ -84,7 +84,7 @@ func (c *procfsCollector) job(out Output, i int, j *Job, acc *jobAccount) error 
 		if st.state == 'Z' {
 			// Exited, not yet reaped: it holds no resources and reads
 			// as empty; its counters are carried over until it is.
-			seen[key] = procReading{ppid: st.ppid, zombie: true}
+			seen = append(seen, procEntry{key, procReading{ppid: st.ppid, zombie: true}})
 			continue
 		}
 		var t procTotals
@@ -106,7 +106,7 @@ func (c *procfsCollector) job(out Output, i int, j *Job, acc *jobAccount) error 
 		rss += float64(st.rssBytes)
 		threads += float64(st.threads)
 		fds += float64(n)
-		seen[key] = procReading{totals: t, ppid: st.ppid}
+		seen = append(seen, procEntry{key, procReading{totals: t, ppid: st.ppid}})
 	}
 	total := acc.update(seen)
 	out.job(famProcs, i, procs)

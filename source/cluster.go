@@ -118,6 +118,8 @@ func (c *Cluster) Connect(ctx context.Context, endpoints []string) error {
 			return err
 		}
 		ccfg.Validate, ccfg.OnRenew = workload.Validator(c.host), c.onRenew
+		// The embedded etcd listens on loopback: no other member joins.
+		ccfg.SoleMember = len(c.cfg.Cluster.Endpoints) == 0
 		// Every generation this agent publishes as leader is one log line:
 		// why jobs move is then in the leader's log.
 		ccfg.OnPublish = func(p cluster.PublishStats) {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,8 +19,9 @@ func (discardMarks) mark(string, ...any) {}
 
 // spawnVia starts the run through the Runtime's Spawner (the lease guard,
 // which stays the run's parent); step is held. The Spawner keeps a copy
-// of the log pipe's read end for a later agent.
-func (w *Worker) spawnVia(sp Spawner, onExit func(unix.WaitStatus)) (*proc, error) {
+// of the log pipe's read end for a later agent; logw is a write end of it,
+// the run's stdout and stderr.
+func (w *Worker) spawnVia(sp Spawner, logw *os.File, onExit func(unix.WaitStatus)) (*proc, error) {
 	x, err := Resolve(&w.spec)
 	if err != nil {
 		return nil, err
@@ -30,7 +32,7 @@ func (w *Worker) spawnVia(sp Spawner, onExit func(unix.WaitStatus)) (*proc, erro
 	}
 	restarts := w.Status().Restarts
 	r, err := sp.Spawn(x, Run{JobID: w.spec.JobID, Cgroup: rel, Fingerprint: Fingerprint(&w.spec), StartedAt: w.started, Restarts: restarts},
-		w.logs.w, w.logs.rfd, onExit)
+		logw, w.logs.rfd, onExit)
 	if err != nil {
 		return nil, err
 	}

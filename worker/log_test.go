@@ -2,6 +2,9 @@ package worker
 
 import (
 	"bytes"
+	"container/list"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,5 +90,55 @@ func TestLogFilePrunesOnlyItsOwnBackups(t *testing.T) {
 	// job.log, two rotated files, job-2.log.
 	if len(names) != 4 || !slices.Contains(names, "job-2.log") || !slices.Contains(names, "job.log") {
 		t.Fatalf("files %v", names)
+	}
+}
+
+// Past the bound of open log files, the one written least recently is
+// closed, and opened again, appending, at its next write: no line is lost
+// and no more than the bound are open.
+func TestLogFilesOpenAreBounded(t *testing.T) {
+	saved := openLogs
+	openLogs = &logCache{max: 2, lru: list.New()}
+	defer func() { openLogs = saved }()
+	dir := t.TempDir()
+	open := func() int {
+		n := 0
+		ents, _ := os.ReadDir("/proc/self/fd")
+		for _, e := range ents {
+			if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && filepath.Dir(l) == dir {
+				n++
+			}
+		}
+		return n
+	}
+	var files []io.WriteCloser
+	for i := range 5 {
+		f := LogConfig{Path: filepath.Join(dir, fmt.Sprintf("job%d.log", i))}.Open()
+		defer f.Close()
+		files = append(files, f)
+	}
+	for round := range 2 {
+		for i, f := range files {
+			if _, err := fmt.Fprintf(f, "line %d of job %d\n", round, i); err != nil {
+				t.Fatal(err)
+			}
+			if n := open(); n > 2 {
+				t.Fatalf("%d log files open, bound 2", n)
+			}
+		}
+	}
+	for i := range files {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("job%d.log", i)))
+		if want := fmt.Sprintf("line 0 of job %d\nline 1 of job %d\n", i, i); err != nil || string(b) != want {
+			t.Errorf("job%d.log = %q (%v), want %q", i, b, err, want)
+		}
+	}
+	for _, f := range files {
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	if n := open(); n != 0 || openLogs.lru.Len() != 0 {
+		t.Errorf("after Close: %d files open, %d in the cache", n, openLogs.lru.Len())
 	}
 }

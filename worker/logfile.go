@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"io"
@@ -41,9 +42,12 @@ const (
 // mode 0600, or appended to) on first write, and rotated before a write
 // that would take it past MaxBytes: renamed with a time stamp, a new file
 // opened, and the oldest rotated files beyond MaxFiles removed. It keeps
-// no goroutine and reads the directory only when it rotates. Writes and
-// Close are safe for concurrent use; a Write after Close opens the file
-// again.
+// no goroutine and reads the directory only when it rotates. At most
+// maxOpenLogs (256) such files are open in the process at once: the one
+// written least recently is closed to open another, and opened again
+// (appending) at its next write, so that a host of jobs that seldom write
+// holds no descriptor per job. Writes and Close are safe for concurrent
+// use; a Write after Close opens the file again.
 func (c LogConfig) Open() io.WriteCloser {
 	const mib = 1 << 20
 	if c.MaxBytes <= 0 {
@@ -60,8 +64,63 @@ func (c LogConfig) Open() io.WriteCloser {
 type rotatingFile struct {
 	cfg  LogConfig
 	mu   sync.Mutex
-	f    *os.File // nil until the first write, and after Close
+	f    *os.File // nil until the first write, after Close and once evicted
 	size int64
+	// elem is the file's place in openLogs while f is open (openLogs.mu).
+	elem *list.Element
+}
+
+// maxOpenLogs bounds the rotating log files open at once in the process
+// (openLogs).
+const maxOpenLogs = 256
+
+// openLogs is the process's open rotating log files, the most recently
+// written first: past its bound, the least recently written is closed.
+var openLogs = &logCache{max: maxOpenLogs, lru: list.New()}
+
+// logCache keeps at most max rotating files open.
+type logCache struct {
+	mu  sync.Mutex
+	max int
+	lru *list.List // of *rotatingFile, front: written last
+}
+
+// touch records a write of r, whose file is open; r.mu is held.
+func (c *logCache) touch(r *rotatingFile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.elem != nil {
+		c.lru.MoveToFront(r.elem)
+		return
+	}
+	r.elem = c.lru.PushFront(r)
+	// Close the least recently written beyond the bound. One whose lock
+	// is taken (written or closed right now) is passed over: r.mu is held
+	// here, so waiting for another file's lock could deadlock.
+	for e := c.lru.Back(); c.lru.Len() > c.max && e != nil; {
+		prev := e.Prev()
+		o := e.Value.(*rotatingFile)
+		if o != r && o.mu.TryLock() {
+			c.lru.Remove(e)
+			o.elem = nil
+			if o.f != nil {
+				_ = o.f.Close()
+				o.f = nil
+			}
+			o.mu.Unlock()
+		}
+		e = prev
+	}
+}
+
+// drop forgets r, whose file is being closed; r.mu is held.
+func (c *logCache) drop(r *rotatingFile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.elem != nil {
+		c.lru.Remove(r.elem)
+		r.elem = nil
+	}
 }
 
 // Write implements io.Writer. A p longer than MaxBytes is written whole
@@ -79,6 +138,7 @@ func (r *rotatingFile) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	openLogs.touch(r)
 	n, err := r.f.Write(p)
 	r.size += int64(n)
 	if err != nil {
@@ -94,6 +154,7 @@ func (r *rotatingFile) Close() error {
 	if r.f == nil {
 		return nil
 	}
+	openLogs.drop(r)
 	err := r.f.Close()
 	r.f = nil
 	return err
@@ -124,6 +185,7 @@ func (r *rotatingFile) rotate() error {
 	if fi, err := r.f.Stat(); err == nil {
 		mode = fi.Mode().Perm()
 	}
+	openLogs.drop(r)
 	if err := r.f.Close(); err != nil {
 		r.f = nil
 		return fmt.Errorf("rotate log %s: %w", r.cfg.Path, err)

@@ -299,11 +299,16 @@ func BenchmarkStart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { logs.closeWriter(); <-logs.done }()
+	defer func() { logs.release(); <-logs.done }()
+	logw, err := logs.writer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logw.Close()
 	spec := Spec{JobID: "bench", Path: "/bin/true", Group: g, Runtime: testRT}
 	benchP50(b, func() time.Duration {
 		t0 := time.Now()
-		p, err := spawn(&spec, g, logs.w, nil)
+		p, err := spawn(&spec, g, logw, nil)
 		d := time.Since(t0)
 		if err != nil {
 			b.Fatal(err)
@@ -353,7 +358,12 @@ func BenchmarkStart100(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { logs.closeWriter(); <-logs.done }()
+	defer func() { logs.release(); <-logs.done }()
+	logw, err := logs.writer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logw.Close()
 	var total time.Duration
 	for b.Loop() {
 		procs := make([]*proc, n)
@@ -362,7 +372,7 @@ func BenchmarkStart100(b *testing.B) {
 		t0 := time.Now()
 		for i, g := range groups {
 			spec := Spec{JobID: "bench", Path: "/bin/true", Group: g, Runtime: testRT}
-			wg.Go(func() { procs[i], errs[i] = spawn(&spec, g, logs.w, nil) })
+			wg.Go(func() { procs[i], errs[i] = spawn(&spec, g, logw, nil) })
 		}
 		wg.Wait()
 		total += time.Since(t0)

@@ -395,20 +395,31 @@ func (w *Worker) startRun() {
 		p   *proc
 		err error
 	)
-	if sp := w.spec.Runtime.spawnerOf(); sp != nil {
-		p, err = w.spawnVia(sp, onExit)
-	} else {
-		p, err = spawn(&w.spec, w.spec.Group, w.logs.w, onExit)
+	// The run's stdout and stderr, and the agent's line that it started:
+	// the only write end the agent holds, for as long as the start takes.
+	logw, err := w.logs.writer()
+	if err == nil {
+		if sp := w.spec.Runtime.spawnerOf(); sp != nil {
+			p, err = w.spawnVia(sp, logw, onExit)
+		} else {
+			p, err = spawn(&w.spec, w.spec.Group, logw, onExit)
+		}
+		if err != nil {
+			markTo(logw, "start failed: %v", err)
+		}
 	}
 	if err != nil {
-		w.logs.mark("start failed: %v", err)
+		if logw != nil {
+			_ = logw.Close()
+		}
 		w.killGroup(w.logs)
 		w.fail(err)
 		w.end()
 		return
 	}
 	// The job is already running: its first lines may come before this.
-	w.logs.mark("started pid %d", p.pid)
+	markTo(logw, "started pid %d", p.pid)
+	_ = logw.Close()
 	w.setState(func(s *Status) { s.State, s.PID = Running, p.pid })
 	w.run = p
 	if w.stopping {
@@ -592,7 +603,7 @@ func (w *Worker) end() {
 		return
 	}
 	w.logs.onDone(w.closeDone)
-	w.logs.closeWriter()
+	w.logs.release()
 }
 
 // closeDone closes done and tells the Runtime the worker has ended.

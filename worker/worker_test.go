@@ -669,3 +669,50 @@ func TestLogRotation(t *testing.T) {
 		}
 	}
 }
+
+// While a job runs, the agent holds one descriptor of its log pipe, the
+// read end: no write end waits for the next run or marker line. A second
+// run after the first one's exit (the pipe without any write end in
+// between) is still copied, marker lines included.
+func TestRunningJobHoldsOnlyTheReadEnd(t *testing.T) {
+	g := newTestGroup(t, 0)
+	path := filepath.Join(t.TempDir(), "job.log")
+	marker := filepath.Join(t.TempDir(), "ran")
+	// The first run exits 1; the second writes a line and stays.
+	spec := sh(g, `if [ -e `+marker+` ]; then echo second run; exec sleep 100; fi; touch `+marker+`; echo first run; exit 1`)
+	spec.LogFile = LogConfig{Path: path, MaxBytes: 1 << 20, MaxFiles: 2}
+	spec.Restart = jobspec.RestartOnFailure
+	spec.Backoff = fastBackoff
+	w := startWorker(t, spec)
+	testutil.Eventually(t, 10*time.Second, "the second run's line in the log", func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), "second run\n")
+	})
+	st := w.Status()
+	if st.State != Running || st.Restarts != 1 {
+		t.Fatalf("status %+v, want running after one restart", st)
+	}
+	pipe, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", st.PID))
+	if err != nil || !strings.HasPrefix(pipe, "pipe:") {
+		t.Fatalf("the job's stdout is %q (%v), want its log pipe", pipe, err)
+	}
+	held := 0
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == pipe {
+			held++
+		}
+	}
+	if held != 1 {
+		t.Errorf("the agent holds %d descriptors of the job's log pipe, want 1 (the read end)", held)
+	}
+	b, _ := os.ReadFile(path)
+	for _, want := range []string{"first run\n", "berth: exited pid ", "berth: restarting in ", "second run\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("log lacks %q:\n%s", want, b)
+		}
+	}
+}

@@ -209,9 +209,12 @@ func userSys(pid int) (user, sys float64) {
 	return ut / clockTicks, st / clockTicks
 }
 
-// fdsPerJob is how many descriptors the agent holds per job, measured: at
-// 10,000 jobs under a limit of 20,000 it ran out near job 8,100.
-const fdsPerJob = 2.5
+// fdsPerJob is how many descriptors the agent (and its lease guard, each
+// under its own limit) holds per job, measured: the read end of the job's
+// log pipe. The headroom in checkNofile covers the rest, which does not
+// grow with N (at most 256 open log files, the launcher threads' cgroup
+// files, the store's).
+const fdsPerJob = 1.0
 
 // checkNofile says why the agent cannot hold n jobs under this process's
 // hard RLIMIT_NOFILE (which the agent inherits, and raises its soft limit

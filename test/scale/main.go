@@ -35,7 +35,7 @@ const clockTicks = 100
 const sleepBase = 100000000
 
 func main() {
-	ns := flag.String("n", "100,1000,5000", "comma-separated job counts")
+	ns := flag.String("n", "100,1000,5000,10000", "comma-separated job counts")
 	bin := flag.String("bin", "bin/berth", "the berth binary")
 	scrapes := flag.Int("scrapes", 20, "scrapes per exporter and N")
 	idle := flag.Duration("idle", 10*time.Second, "how long idle CPU is measured")
@@ -92,6 +92,7 @@ type result struct {
 	// agent and its lease guard spent from the join to all running.
 	AgentUser, AgentSys, GuardUser, GuardSys float64
 	AgentRSS, AgentIdleCPU                   float64 // bytes; fraction of one core
+	AgentFDs, GuardFDs                       int     // open descriptors once all run
 	BerthScrape, BerthCPU                    float64 // p50 wall seconds; CPU seconds per scrape
 	ExporterScrape, ExportCPU                float64
 	ExporterRSS                              float64
@@ -221,6 +222,7 @@ func measure(bin string, n, scrapes int, idle time.Duration, profDir string, sta
 	}
 	r.AllRunning = time.Since(start).Seconds()
 	end := startCPU()
+	r.AgentFDs, r.GuardFDs = openFDs(agent.Process.Pid), openFDs(guard)
 	r.AgentUser, r.AgentSys, r.GuardUser, r.GuardSys = end[0]-joinCPU[0], end[1]-joinCPU[1], end[2]-joinCPU[2], end[3]-joinCPU[3]
 	if t, ok := out.mark(`msg="joined the cluster"`); ok {
 		r.Joined = t.Sub(start).Seconds()
@@ -372,6 +374,18 @@ func saveBody(resp *http.Response, url, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// openFDs is how many descriptors pid has open, 0 when it is gone.
+func openFDs(pid int) int {
+	if pid <= 0 {
+		return 0
+	}
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
 }
 
 // jobsPidsCurrent is pids.current of root's jobs subtree (the v1 pids
@@ -631,13 +645,13 @@ func tail(s string) string {
 func printTable(w io.Writer, rows []result) {
 	fmt.Fprintln(w, "Start: from the agent's join to every job running, against the same run's floors (16 starts at a time, no agent): fork+exec (os/exec of the sleep) and cgroup+fork (cgroup.Hierarchy.New with the jobs' limits, then Group.ForkInside of the sleep); CPU seconds over the same spans.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| N | joined → all running | fork+exec floor | ratio | cgroup+fork floor | ratio | agent CPU user + sys | guard CPU user + sys | floor CPU user + sys |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| N | joined → all running | fork+exec floor | ratio | cgroup+fork floor | ratio | agent CPU user + sys | guard CPU user + sys | floor CPU user + sys | agent fds | guard fds |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		start := r.AllRunning - r.Joined
-		fmt.Fprintf(w, "| %d | %.2f s | %.2f s | **%.1f** | %.2f s | **%.2f** | %.2f + %.2f s | %.2f + %.2f s | %.2f + %.2f s |\n",
+		fmt.Fprintf(w, "| %d | %.2f s | %.2f s | **%.1f** | %.2f s | **%.2f** | %.2f + %.2f s | %.2f + %.2f s | %.2f + %.2f s | %d | %d |\n",
 			r.N, start, r.FloorStart, ratio(start, r.FloorStart), r.FloorCgroup.Wall, ratio(start, r.FloorCgroup.Wall),
-			r.AgentUser, r.AgentSys, r.GuardUser, r.GuardSys, r.FloorCgroup.User, r.FloorCgroup.Sys)
+			r.AgentUser, r.AgentSys, r.GuardUser, r.GuardSys, r.FloorCgroup.User, r.FloorCgroup.Sys, r.AgentFDs, r.GuardFDs)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| N | joined | ready | all running | joined → all running | fork+exec floor | agent RSS | idle CPU | berth scrape p50 | process-exporter scrape p50 | ratio | berth CPU/scrape | process-exporter CPU/scrape | ratio | process-exporter RSS |")
@@ -659,7 +673,7 @@ func ratio(a, b float64) float64 {
 
 var csvHeader = []string{"time", "n", "joined_s", "ready_s", "all_running_s", "agent_rss_bytes", "agent_idle_cpu", "berth_scrape_s", "berth_cpu_per_scrape_s",
 	"exporter_scrape_s", "exporter_cpu_per_scrape_s", "exporter_rss_bytes", "berth_series", "exporter_series", "berth_heap_inuse_bytes", "berth_goroutines", "floor_start_s",
-	"floor_cgroup_s", "agent_start_user_s", "agent_start_sys_s", "guard_start_user_s", "guard_start_sys_s", "floor_cgroup_user_s", "floor_cgroup_sys_s"}
+	"floor_cgroup_s", "agent_start_user_s", "agent_start_sys_s", "guard_start_user_s", "guard_start_sys_s", "floor_cgroup_user_s", "floor_cgroup_sys_s", "agent_fds", "guard_fds"}
 
 func appendCSV(path string, r result) error {
 	// A file with another header (an older harness's columns) is set
@@ -686,7 +700,7 @@ func appendCSV(path string, r result) error {
 		ff(r.BerthScrape), ff(r.BerthCPU), ff(r.ExporterScrape), ff(r.ExportCPU), ff(r.ExporterRSS),
 		strconv.Itoa(r.Series), strconv.Itoa(r.ExporterSeries), ff(r.BerthHeap), ff(r.BerthGoroutines), ff(r.FloorStart),
 		ff(r.FloorCgroup.Wall), ff(r.AgentUser), ff(r.AgentSys), ff(r.GuardUser), ff(r.GuardSys),
-		ff(r.FloorCgroup.User), ff(r.FloorCgroup.Sys)})
+		ff(r.FloorCgroup.User), ff(r.FloorCgroup.Sys), strconv.Itoa(r.AgentFDs), strconv.Itoa(r.GuardFDs)})
 	w.Flush()
 	if err := w.Error(); err != nil {
 		f.Close()
