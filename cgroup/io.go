@@ -10,10 +10,35 @@ package cgroup
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 
 	"github.com/berthd/berth/internal/kernfile"
+	"github.com/containerd/cgroups/v3/cgroup2"
 )
+
+// ioV2 takes the throttle entries of rate 0 out of r and returns them as
+// io.max lines that lift the limit ("MAJ:MIN rbps=max"): a rate of 0 is
+// how the runtime spec and the v1 blkio.throttle.* files say "no rule"
+// (limits.Lift), but cgroup2 would write it as it is, and io.max takes
+// "max" for no limit (Documentation/admin-guide/cgroup-v2.rst "IO
+// Interface Files").
+func ioV2(r *cgroup2.Resources) []string {
+	if r.IO == nil {
+		return nil
+	}
+	var lines []string
+	kept := r.IO.Max[:0]
+	for _, e := range r.IO.Max {
+		if e.Rate == 0 {
+			lines = append(lines, fmt.Sprintf("%d:%d %s=max", e.Major, e.Minor, e.Type))
+			continue
+		}
+		kept = append(kept, e)
+	}
+	r.IO.Max = kept
+	return lines
+}
 
 // The I/O files grow with the host's devices, so they are read whole
 // (kernfile.Read) rather than into a scrape's fixed buffer: only FullUsage
