@@ -704,3 +704,66 @@ name = "limited"
 		t.Errorf("the second agent did not adopt:\n%s", e.out)
 	}
 }
+
+// Live restart, limits removed while no agent ran: the next agent adopts
+// the run (the same pid) and writes the kernel's default for every limit
+// the file no longer sets into the run's cgroup (limits.Defaults), so the
+// adopted run is as unlimited as a run started under the new file: pids.max
+// and the memory limit read max, the CPU quota none, the CPU weight the
+// default.
+func TestLimitsRemovedWhileNoAgentRanAreLiftedFromAdoptedRun(t *testing.T) {
+	e := newEnv(t)
+	conf := func(limits string) string {
+		return e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["limited"]
+
+[[connector]]
+name = "limited"
+  [connector.run]
+  command = ["sleep", "1000"]
+` + limits
+	}
+	e.write(conf(`  [connector.run.limits]
+  pids = 100
+  memory = "64MiB"
+  cpu = 0.5
+  cpu_weight = 300
+`))
+	e.start()
+	before := e.waitRunning("limited")["limited"]
+	if got := e.jobLimit("limited", "pids.max"); got != "100" {
+		t.Fatalf("pids.max %q, want 100", got)
+	}
+	if got := e.jobLimit("limited", "memory.max", "memory.limit_in_bytes"); got != strconv.Itoa(64<<20) {
+		t.Fatalf("memory limit %q, want %d", got, 64<<20)
+	}
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	e.write(conf(""))
+	e.start()
+	after := e.waitRunning("limited")["limited"]
+	if after.PID != before.PID || after.Restarts != before.Restarts {
+		t.Errorf("limited: pid %d restarts %d, was pid %d restarts %d: restarted, not adopted", after.PID, after.Restarts, before.PID, before.Restarts)
+	}
+	if !strings.Contains(e.out.String(), "adopted the runs of an earlier agent") {
+		t.Errorf("the second agent did not adopt:\n%s", e.out)
+	}
+	if got := e.jobLimit("limited", "pids.max"); got != "max" {
+		t.Errorf("pids.max of the adopted run %q, want max", got)
+	}
+	mem := e.jobLimit("limited", "memory.max", "memory.limit_in_bytes")
+	if n, err := strconv.ParseUint(mem, 10, 64); mem != "max" && (err != nil || n < 1<<62) {
+		t.Errorf("memory limit of the adopted run %q, want max (v1: PAGE_COUNTER_MAX pages)", mem)
+	}
+	if got := e.jobLimit("limited", "cpu.max", "cpu.cfs_quota_us"); got != "max 100000" && got != "-1" {
+		t.Errorf("CPU quota of the adopted run %q, want max (v1: -1)", got)
+	}
+	if got := e.jobLimit("limited", "cpu.weight", "cpu.shares"); got != "100" && got != "1024" {
+		t.Errorf("CPU weight of the adopted run %q, want the default (v2 100, v1 shares 1024)", got)
+	}
+}
