@@ -767,3 +767,59 @@ name = "limited"
 		t.Errorf("CPU weight of the adopted run %q, want the default (v2 100, v1 shares 1024)", got)
 	}
 }
+
+// The same for a sharing group: its limits removed while no agent ran are
+// lifted from its cgroup, which holds the adopted run of its job.
+func TestGroupLimitsRemovedWhileNoAgentRanAreLiftedFromAdoptedRun(t *testing.T) {
+	e := newEnv(t)
+	conf := func(limits string) string {
+		return e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["member"]
+
+[[group]]
+name = "shared"
+` + limits + `
+[[connector]]
+name = "member"
+group = "shared"
+  [connector.run]
+  command = ["sleep", "1000"]
+`
+	}
+	groupLimit := func(files ...string) string {
+		for _, d := range e.cgroupDirs() {
+			for _, f := range files {
+				if b, err := os.ReadFile(filepath.Join(d, "groups", "shared", f)); err == nil {
+					return strings.TrimSpace(string(b))
+				}
+			}
+		}
+		return ""
+	}
+	e.write(conf(`limits = { pids = 100, memory = "128MiB" }`))
+	e.start()
+	before := e.waitRunning("member")["member"]
+	if got := groupLimit("pids.max"); got != "100" {
+		t.Fatalf("group pids.max %q, want 100", got)
+	}
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	e.write(conf(""))
+	e.start()
+	after := e.waitRunning("member")["member"]
+	if after.PID != before.PID {
+		t.Errorf("member: pid %d, was %d: restarted, not adopted", after.PID, before.PID)
+	}
+	if got := groupLimit("pids.max"); got != "max" {
+		t.Errorf("group pids.max %q after the limit was removed, want max", got)
+	}
+	mem := groupLimit("memory.max", "memory.limit_in_bytes")
+	if n, err := strconv.ParseUint(mem, 10, 64); mem != "max" && (err != nil || n < 1<<62) {
+		t.Errorf("group memory limit %q after the limit was removed, want max", mem)
+	}
+}
