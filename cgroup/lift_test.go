@@ -184,4 +184,32 @@ func TestRemovedIOLimitLiftedInPlace(t *testing.T) {
 	if got := read(); got != want {
 		t.Errorf("throttles after every io limit was removed: %q, want %q", got, want)
 	}
+
+	// A cgroup an earlier agent wrote: its throttles are read back from
+	// the kernel (Throttles) and lifted as the previous value.
+	if err := g.Update(prev); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := h.Load("jobs/liftio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io, err := loaded.Throttles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if io == nil || len(io.ThrottleReadBpsDevice) != 1 || io.ThrottleReadBpsDevice[0] != prev.BlockIO.ThrottleReadBpsDevice[0] ||
+		len(io.ThrottleWriteIOPSDevice) != 1 || io.ThrottleWriteIOPSDevice[0] != prev.BlockIO.ThrottleWriteIOPSDevice[0] ||
+		len(io.ThrottleWriteBpsDevice)+len(io.ThrottleReadIOPSDevice) != 0 {
+		t.Fatalf("Throttles = %+v, want %+v", io, prev.BlockIO)
+	}
+	if err := loaded.Update(limits.Lift(&specs.LinuxResources{BlockIO: io}, limits.Defaults(nil))); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != want {
+		t.Errorf("throttles after the read-back ones were lifted: %q, want %q", got, want)
+	}
+	if io, err := loaded.Throttles(); err != nil || io != nil {
+		t.Errorf("Throttles after the lift = %+v (%v), want none", io, err)
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/retry"
-	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/plan"
 	"github.com/berthd/berth/worker"
@@ -128,7 +127,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j spec.Job,
 			// agent wrote: one removed from the definition since is
 			// written as the kernel's default. A fresh cgroup holds the
 			// defaults already: nothing more is written for it.
-			write = limits.Defaults(res)
+			write = e.adoptedLimits(rel, res)
 		}
 		nj.group, err = e.hier.New(rel, write)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/limits"
 	"golang.org/x/sys/unix"
 )
 
@@ -727,14 +728,39 @@ name = "limited"
   command = ["sleep", "1000"]
 ` + limits
 	}
+	// An io limit too, where /var/tmp is on a block device.
+	ioLimit, ioKey := "", ""
+	if d, err := limits.ResolveDevice("/var/tmp"); err == nil {
+		ioLimit = "  [[connector.run.limits.io]]\n  device = \"/var/tmp\"\n  read_bps = \"1MiB\"\n"
+		ioKey = fmt.Sprintf("%d:%d", d.Major, d.Minor)
+	} else {
+		t.Logf("no io limit: /var/tmp: %v", err)
+	}
 	e.write(conf(`  [connector.run.limits]
   pids = 100
   memory = "64MiB"
   cpu = 0.5
   cpu_weight = 300
-`))
+` + ioLimit))
 	e.start()
 	before := e.waitRunning("limited")["limited"]
+	// The device's read_bps: v2 io.max "MAJ:MIN rbps=N ...", v1 "MAJ:MIN N".
+	readBps := func() string {
+		for _, line := range strings.Split(e.jobLimit("limited", "io.max", "blkio.throttle.read_bps_device"), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == ioKey {
+				if strings.HasPrefix(f[1], "rbps=") {
+					return strings.TrimPrefix(f[1], "rbps=")
+				}
+				return f[1]
+			}
+		}
+		return "none"
+	}
+	if ioKey != "" {
+		if got := readBps(); got != strconv.Itoa(1<<20) {
+			t.Fatalf("read_bps of %s %q, want %d", ioKey, got, 1<<20)
+		}
+	}
 	if got := e.jobLimit("limited", "pids.max"); got != "100" {
 		t.Fatalf("pids.max %q, want 100", got)
 	}
@@ -765,6 +791,9 @@ name = "limited"
 	}
 	if got := e.jobLimit("limited", "cpu.weight", "cpu.shares"); got != "100" && got != "1024" {
 		t.Errorf("CPU weight of the adopted run %q, want the default (v2 100, v1 shares 1024)", got)
+	}
+	if got := readBps(); ioKey != "" && got != "none" && got != "max" {
+		t.Errorf("read_bps of %s of the adopted run %q, want none (v2 max)", ioKey, got)
 	}
 }
 
