@@ -144,7 +144,10 @@ func (g *Group) Placement() Placement {
 
 // Update applies res in place: no process is moved or restarted. Nil fields
 // are left as they are, so an update that changes only memory leaves the CPU
-// quota exactly as the kernel holds it. Rules as New.
+// quota exactly as the kernel holds it; a limit to be taken out is passed
+// as the kernel's default (limits.Lift: -1 for memory, swap, CPU quota and
+// pids, written "max"; an io throttle of rate 0, written "max" on v2 io.max
+// and as "no rule" on v1). Rules as New.
 //
 // Errors: the group was deleted; the kernel refuses a value.
 func (g *Group) Update(res *specs.LinuxResources) error {

@@ -105,10 +105,17 @@ func (h *Hierarchy) setMemoryAndSwap(rel string, limit, swap int64) error {
 
 // memoryV2 takes the swap limit out of r, to be written by setSwapMax
 // only where swap accounting exists; ToResources computes one even for
-// -1 (unlimited), which is returned as -1.
+// -1 (unlimited), which is returned as -1. A memory limit of -1
+// (unlimited, limits.Lift) becomes math.MaxInt64: cgroup2 writes the
+// number as it is, memory.max takes no negative number, and the kernel
+// clamps any byte count above its largest to "max" (page_counter_memparse).
 func memoryV2(res *specs.LinuxResources, r *cgroup2.Resources) *int64 {
 	if r.Memory == nil {
 		return nil
+	}
+	if m := r.Memory.Max; m != nil && *m < 0 {
+		unlimited := int64(math.MaxInt64)
+		r.Memory.Max = &unlimited
 	}
 	swap := r.Memory.Swap
 	r.Memory.Swap = nil

@@ -105,11 +105,16 @@ func TestUpdateInPlaceKeepsProcess(t *testing.T) {
 	}
 }
 
-// On v1, Unified keys (memory.high) are reported as not enforced.
+// On v1, Unified keys (memory.high) are reported as not enforced; the
+// kernel's defaults a removed limit is written as (limits.Lift) are not.
 func TestUnenforcedOnV1(t *testing.T) {
-	res := &specs.LinuxResources{Unified: map[string]string{"memory.high": "1000000", "cpu.weight": "100"}}
+	res := &specs.LinuxResources{Unified: map[string]string{"memory.high": "1000000", "cpu.weight": "300"}}
 	if n := Unenforced(Hybrid, res); len(n) != 2 {
 		t.Errorf("Unenforced(hybrid) = %v, want 2 notes", n)
+	}
+	lifted := &specs.LinuxResources{Unified: map[string]string{"memory.high": "max", "cpu.weight": "100", "io.weight": "default 100"}}
+	if n := Unenforced(Hybrid, lifted); len(n) != 0 {
+		t.Errorf("Unenforced(hybrid) of the defaults = %v, want none", n)
 	}
 	if n := Unenforced(Unified, res); len(n) != 0 {
 		t.Errorf("Unenforced(unified) = %v, want none", n)

@@ -205,6 +205,10 @@ func Unenforced(m Mode, res *specs.LinuxResources) []string {
 	slices.Sort(keys)
 	var notes []string
 	for _, k := range keys {
+		switch v := res.Unified[k]; {
+		case k == "memory.high" && v == "max", k == "cpu.weight" && v == "100", k == "io.weight" && v == "default 100":
+			continue // the kernel's default (limits.Lift): nothing to enforce
+		}
 		switch k {
 		case "memory.high":
 			notes = append(notes, fmt.Sprintf("memory.high=%s is not enforced on cgroup v1 (no equivalent); only the hard limit memory.limit_in_bytes applies", res.Unified[k]))

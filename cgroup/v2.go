@@ -21,10 +21,10 @@ func (v cgroupV2) prepare() error { return v.h.prepareV2() }
 
 func (v cgroupV2) create(g *Group, res *specs.LinuxResources) error {
 	h := v.h
-	r, swap := v2Resources(res)
+	r, swap, lifted := v2Resources(res)
 	m, err := cgroup2.NewManager(h.unifiedMount, filepath.Join(h.unifiedRoot, g.rel), r)
 	if err == nil {
-		err = v.finish(m, g.rel, res, swap)
+		err = v.finish(m, g.rel, res, swap, lifted)
 	}
 	if err != nil {
 		return fmt.Errorf("create cgroup %s: %w", h.unifiedDir(g.rel), err)
@@ -43,13 +43,13 @@ func (v cgroupV2) load(g *Group) error {
 }
 
 func (v cgroupV2) update(g *Group, res *specs.LinuxResources) error {
-	r, swap := v2Resources(res)
+	r, swap, lifted := v2Resources(res)
 	err := g.v2.ToggleControllers(r.EnabledControllers(), cgroup2.Enable)
 	if err == nil {
 		err = g.v2.Update(r)
 	}
 	if err == nil {
-		err = v.finish(g.v2, g.rel, res, swap)
+		err = v.finish(g.v2, g.rel, res, swap, lifted)
 	}
 	if err != nil {
 		return fmt.Errorf("update cgroup %s: %w", v.h.unifiedDir(g.rel), err)
@@ -58,14 +58,20 @@ func (v cgroupV2) update(g *Group, res *specs.LinuxResources) error {
 }
 
 // finish writes what cgroup2.Resources cannot say safely: memory.swap.max
-// only where swap accounting exists (memory.go), and every res.Unified key
-// verbatim, so that an exact "cpu.weight" or "memory.high" wins over the
-// lossy shares→weight conversion; the controllers those keys need are
-// enabled first.
-func (v cgroupV2) finish(m *cgroup2.Manager, rel string, res *specs.LinuxResources, swap *int64) error {
+// only where swap accounting exists (memory.go), the io.max lines that
+// lift a throttle (ioV2), and every res.Unified key verbatim, so that an
+// exact "cpu.weight" or "memory.high" wins over the lossy shares→weight
+// conversion; the controllers those keys need are enabled first.
+func (v cgroupV2) finish(m *cgroup2.Manager, rel string, res *specs.LinuxResources, swap *int64, lifted []string) error {
 	dir := v.h.unifiedDir(rel)
 	if err := v.h.setSwapMax(rel, swap); err != nil {
 		return err
+	}
+	for _, line := range lifted {
+		f := filepath.Join(dir, "io.max")
+		if err := os.WriteFile(f, []byte(line), 0); err != nil {
+			return fmt.Errorf("write %q to %s: %w", line, f, err)
+		}
 	}
 	if len(res.Unified) == 0 {
 		return nil
@@ -124,13 +130,14 @@ func (v cgroupV2) oomKills(g *Group) (uint64, error) {
 }
 
 // v2Resources converts res with cgroup2.ToResources, with each
-// controller's corrections (cpuV2, memoryV2, pidsV2); the swap limit is
-// returned apart, to be written only where memory.swap.max exists.
+// controller's corrections (cpuV2, memoryV2, pidsV2, ioV2); the swap limit
+// is returned apart, to be written only where memory.swap.max exists, and
+// so are the io.max lines that lift a throttle.
 // Devices are dropped: berth does not use the device controller.
-func v2Resources(res *specs.LinuxResources) (*cgroup2.Resources, *int64) {
+func v2Resources(res *specs.LinuxResources) (*cgroup2.Resources, *int64, []string) {
 	r := cgroup2.ToResources(res)
 	r.Devices = nil
 	cpuV2(res, r)
 	pidsV2(res, r)
-	return r, memoryV2(res, r)
+	return r, memoryV2(res, r), ioV2(r)
 }

@@ -42,33 +42,3 @@ type IOLimit struct {
 	ReadIOPS  int64 `json:"read_iops,omitempty"`
 	WriteIOPS int64 `json:"write_iops,omitempty"`
 }
-
-// Removed reports whether a limit set in old is unset in new: a cgroup
-// cannot always be told "as if never set" in place (v1 pids.max, blkio
-// throttles, cpuset), so such a change needs the cgroup made anew.
-func Removed(old, new Limits) bool {
-	gone := func(o, n bool) bool { return o && !n }
-	if gone(old.CPU > 0, new.CPU > 0) || gone(old.CPUWeight > 0, new.CPUWeight > 0) ||
-		gone(old.Cpuset != "", new.Cpuset != "") || gone(old.Memory > 0, new.Memory > 0) ||
-		gone(old.MemoryHigh > 0, new.MemoryHigh > 0) || gone(old.MemorySwap > 0, new.MemorySwap > 0) ||
-		gone(old.Pids > 0, new.Pids > 0) || gone(old.IOWeight > 0, new.IOWeight > 0) {
-		return true
-	}
-	rates := func(l Limits) map[string][4]bool {
-		m := map[string][4]bool{}
-		for _, io := range l.IO {
-			m[io.Device] = [4]bool{io.ReadBPS > 0, io.WriteBPS > 0, io.ReadIOPS > 0, io.WriteIOPS > 0}
-		}
-		return m
-	}
-	nr := rates(new)
-	for dev, o := range rates(old) {
-		n := nr[dev]
-		for i := range o {
-			if gone(o[i], n[i]) {
-				return true
-			}
-		}
-	}
-	return false
-}

@@ -9,6 +9,7 @@ import (
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/spec"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // reconcileGroups makes or updates in place the parent cgroup of every
@@ -39,7 +40,13 @@ func (e *executor) reconcileGroups(wl *spec.Workload, want map[string]spec.Job) 
 		cur := e.tbl.groups[g.Name]
 		e.tbl.mu.RUnlock()
 		if cur == nil {
-			cg, err := e.hier.New(cgroup.GroupRel(g.Name), res)
+			write := res
+			if e.adopting(g.Name, want) {
+				// The group's cgroup holds an adopted run and the limits
+				// the earlier agent wrote: see startJob.
+				write = e.adoptedLimits(cgroup.GroupRel(g.Name), res)
+			}
+			cg, err := e.hier.New(cgroup.GroupRel(g.Name), write)
 			if err != nil {
 				e.log.Error("create group cgroup", "group", g.Name, "error", err)
 				continue
@@ -49,8 +56,8 @@ func (e *executor) reconcileGroups(wl *spec.Workload, want map[string]spec.Job) 
 			e.tbl.mu.Unlock()
 			continue
 		}
-		if limits.Removed(cur.limits, g.Limits) {
-			e.log.Warn("a limit was removed from a sharing group: it stays in force until the group's jobs are all stopped and its cgroup is made anew", "group", g.Name)
+		if limits.CpusetRemoved(cur.limits, g.Limits) {
+			e.log.Warn("the cpuset was removed from a sharing group: it stays in force until the group's jobs are all stopped and its cgroup is made anew", "group", g.Name)
 		}
 		e.tbl.mu.Lock()
 		old := cur.limits
@@ -59,7 +66,8 @@ func (e *executor) reconcileGroups(wl *spec.Workload, want map[string]spec.Job) 
 		if reflect.DeepEqual(cur.res, res) {
 			continue
 		}
-		if err := cur.group.Update(res); err != nil {
+		// A removed limit is written as the kernel's default (limits.Lift).
+		if err := cur.group.Update(limits.Lift(cur.res, res)); err != nil {
 			e.log.Error("update group cgroup", "group", g.Name, "error", err)
 			continue
 		}
@@ -96,4 +104,38 @@ func (e *executor) removeUnusedGroups(want map[string]spec.Job) {
 		delete(e.tbl.groups, g.name)
 		e.tbl.mu.Unlock()
 	}
+}
+
+// adopting reports whether a job of sharing group name in want has a run
+// of an earlier agent offered for adoption: the group's cgroup is then the
+// earlier agent's.
+func (e *executor) adopting(name string, want map[string]spec.Job) bool {
+	for id, j := range want {
+		if j.Group == name && e.rt.Offered(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptedLimits is what is written to the cgroup at rel that an earlier
+// agent made, whose limits this one did not write: res with the kernel's
+// default for every limit res does not set (limits.Defaults), and every
+// io throttle the cgroup holds on a device (and rate) res does not set
+// lifted (read from the kernel: cgroup.Group.Throttles).
+func (e *executor) adoptedLimits(rel string, res *specs.LinuxResources) *specs.LinuxResources {
+	write := limits.Defaults(res)
+	g, err := e.hier.Load(rel)
+	if err != nil {
+		return write // not made yet: nothing to lift
+	}
+	io, err := g.Throttles()
+	if err != nil {
+		e.log.Warn("read the io limits of an adopted cgroup; those removed from the definition stay in force", "cgroup", rel, "error", err)
+		return write
+	}
+	if io != nil {
+		write = limits.Lift(&specs.LinuxResources{BlockIO: io}, write)
+	}
+	return write
 }

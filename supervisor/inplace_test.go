@@ -180,3 +180,54 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 		t.Errorf("after an accepted definition: update_blocked %q, flagged %v, pid %d (want %d)", j.UpdateBlocked, flagged(), j.PID, first.PID)
 	}
 }
+
+// TestRemovedLimitsLiftedOnReload: a definition that drops its limits
+// (memory, CPU quota and weight, pids) keeps its process (same PID) and
+// its cgroup reads no limit from the kernel afterwards, as systemd leaves
+// a unit after a property is removed and the unit reloaded; so does a
+// sharing group's cgroup when the group's memory limit is removed.
+func TestRemovedLimitsLiftedOnReload(t *testing.T) {
+	fa := runFakeAgent(t)
+	limited := limits.Limits{Memory: 64 << 20, CPU: 0.5, CPUWeight: 300, Pids: 50}
+	wl := func(l, gl limits.Limits) *spec.Workload {
+		a, b := sleeper("a", l), sleeper("b", limits.Limits{})
+		b.Group = "g"
+		return &spec.Workload{Groups: []spec.Group{{Name: "g", Limits: gl}}, Connectors: []spec.Connector{a, b}}
+	}
+	fa.src.assign(wl(limited, limits.Limits{Memory: 128 << 20}))
+	first := fa.waitJob(t, "a", "a running", running)
+	fa.waitJob(t, "b", "b running", running)
+	// kernel reads the limits of the cgroup at rel from the kernel (a
+	// group loaded anew: nothing berth wrote in this process is used).
+	kernel := func(rel string) (cgroupLimits, bool) {
+		g, err := fa.hier.Load(rel)
+		if err != nil {
+			return cgroupLimits{}, false
+		}
+		u, err := g.FullUsage()
+		return cgroupLimits{u.Limits.MemoryLimitBytes, u.Limits.CPUQuotaCores, u.Limits.PidsLimit}, err == nil
+	}
+	if l, ok := kernel("jobs/a"); !ok || l != (cgroupLimits{64 << 20, 0.5, 50}) {
+		t.Fatalf("limits before the reload %+v (%v)", l, ok)
+	}
+	if l, ok := kernel("groups/g"); !ok || l.memory != 128<<20 {
+		t.Fatalf("group limits before the reload %+v (%v)", l, ok)
+	}
+
+	fa.src.assign(wl(limits.Limits{}, limits.Limits{}))
+	testutil.Eventually(t, 20*time.Second, "no limit left in the kernel", func() bool {
+		a, ok1 := kernel("jobs/a")
+		g, ok2 := kernel("groups/g")
+		return ok1 && ok2 && a == cgroupLimits{} && g == cgroupLimits{}
+	})
+	if j, _ := fa.Job("a"); j.PID != first.PID {
+		t.Fatalf("removing the limits restarted the job: pid %d -> %d", first.PID, j.PID)
+	}
+}
+
+// cgroupLimits are the limits Usage reads (0: none).
+type cgroupLimits struct {
+	memory uint64
+	cpu    float64
+	pids   uint64
+}

@@ -121,7 +121,15 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j spec.Job,
 		nj.permanent = true // the device of an io limit does not resolve
 	} else {
 		nj.res = res
-		nj.group, err = e.hier.New(rel, res)
+		write := res
+		if e.rt.Offered(j.ID) {
+			// The cgroup is the adopted run's, with the limits the earlier
+			// agent wrote: one removed from the definition since is
+			// written as the kernel's default. A fresh cgroup holds the
+			// defaults already: nothing more is written for it.
+			write = e.adoptedLimits(rel, res)
+		}
+		nj.group, err = e.hier.New(rel, write)
 		if err != nil {
 			nj.permanent = permanent(err)
 			// Leave no half-made cgroup behind (failure case C16).

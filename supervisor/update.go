@@ -16,8 +16,9 @@ import (
 )
 
 // updateJob applies in place what changed without needing a new process:
-// the limits (written to the job's cgroup) and the restart policy and stop
-// timeout (handed to its worker). The process keeps running.
+// the limits (written to the job's cgroup; a removed one as the kernel's
+// default, limits.Lift) and the restart policy and stop timeout (handed to
+// its worker). The process keeps running.
 //
 // A limit the kernel refuses (memory below the group's usage on cgroup v1:
 // EBUSY) does not keep the others from being applied: each resource is
@@ -52,9 +53,17 @@ func (e *executor) updateJob(cur *job, nj spec.Job) {
 				e.log.Info("job limits", "job_id", nj.ID, "note", n)
 			}
 		}
+		// A limit the new definition no longer sets is written as the
+		// kernel's default (limits.Lift), so that it is taken out of the
+		// cgroup rather than left as it was.
+		prev := cur.res
+		if prev == nil { // refused last time: the last definition's
+			prev, _, _ = cur.spec.Process.Limits.Resources(nil)
+		}
+		write := limits.Lift(prev, res)
 		var refusals []string
-		if err := cur.group.Update(res); err != nil {
-			refusals = applyLimits(cur.group, res)
+		if err := cur.group.Update(write); err != nil {
+			refusals = applyLimits(cur.group, write)
 		}
 		refused = strings.Join(refusals, "; ")
 		switch {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/limits"
 	"golang.org/x/sys/unix"
 )
 
@@ -702,5 +703,152 @@ name = "limited"
 	}
 	if !strings.Contains(e.out.String(), "adopted the runs of an earlier agent") {
 		t.Errorf("the second agent did not adopt:\n%s", e.out)
+	}
+}
+
+// Live restart, limits removed while no agent ran: the next agent adopts
+// the run (the same pid) and writes the kernel's default for every limit
+// the file no longer sets into the run's cgroup (limits.Defaults), so the
+// adopted run is as unlimited as a run started under the new file: pids.max
+// and the memory limit read max, the CPU quota none, the CPU weight the
+// default.
+func TestLimitsRemovedWhileNoAgentRanAreLiftedFromAdoptedRun(t *testing.T) {
+	e := newEnv(t)
+	conf := func(limits string) string {
+		return e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["limited"]
+
+[[connector]]
+name = "limited"
+  [connector.run]
+  command = ["sleep", "1000"]
+` + limits
+	}
+	// An io limit too, where /var/tmp is on a block device.
+	ioLimit, ioKey := "", ""
+	if d, err := limits.ResolveDevice("/var/tmp"); err == nil {
+		ioLimit = "  [[connector.run.limits.io]]\n  device = \"/var/tmp\"\n  read_bps = \"1MiB\"\n"
+		ioKey = fmt.Sprintf("%d:%d", d.Major, d.Minor)
+	} else {
+		t.Logf("no io limit: /var/tmp: %v", err)
+	}
+	e.write(conf(`  [connector.run.limits]
+  pids = 100
+  memory = "64MiB"
+  cpu = 0.5
+  cpu_weight = 300
+` + ioLimit))
+	e.start()
+	before := e.waitRunning("limited")["limited"]
+	// The device's read_bps: v2 io.max "MAJ:MIN rbps=N ...", v1 "MAJ:MIN N".
+	readBps := func() string {
+		for _, line := range strings.Split(e.jobLimit("limited", "io.max", "blkio.throttle.read_bps_device"), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == ioKey {
+				if strings.HasPrefix(f[1], "rbps=") {
+					return strings.TrimPrefix(f[1], "rbps=")
+				}
+				return f[1]
+			}
+		}
+		return "none"
+	}
+	if ioKey != "" {
+		if got := readBps(); got != strconv.Itoa(1<<20) {
+			t.Fatalf("read_bps of %s %q, want %d", ioKey, got, 1<<20)
+		}
+	}
+	if got := e.jobLimit("limited", "pids.max"); got != "100" {
+		t.Fatalf("pids.max %q, want 100", got)
+	}
+	if got := e.jobLimit("limited", "memory.max", "memory.limit_in_bytes"); got != strconv.Itoa(64<<20) {
+		t.Fatalf("memory limit %q, want %d", got, 64<<20)
+	}
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	e.write(conf(""))
+	e.start()
+	after := e.waitRunning("limited")["limited"]
+	if after.PID != before.PID || after.Restarts != before.Restarts {
+		t.Errorf("limited: pid %d restarts %d, was pid %d restarts %d: restarted, not adopted", after.PID, after.Restarts, before.PID, before.Restarts)
+	}
+	if !strings.Contains(e.out.String(), "adopted the runs of an earlier agent") {
+		t.Errorf("the second agent did not adopt:\n%s", e.out)
+	}
+	if got := e.jobLimit("limited", "pids.max"); got != "max" {
+		t.Errorf("pids.max of the adopted run %q, want max", got)
+	}
+	mem := e.jobLimit("limited", "memory.max", "memory.limit_in_bytes")
+	if n, err := strconv.ParseUint(mem, 10, 64); mem != "max" && (err != nil || n < 1<<62) {
+		t.Errorf("memory limit of the adopted run %q, want max (v1: PAGE_COUNTER_MAX pages)", mem)
+	}
+	if got := e.jobLimit("limited", "cpu.max", "cpu.cfs_quota_us"); got != "max 100000" && got != "-1" {
+		t.Errorf("CPU quota of the adopted run %q, want max (v1: -1)", got)
+	}
+	if got := e.jobLimit("limited", "cpu.weight", "cpu.shares"); got != "100" && got != "1024" {
+		t.Errorf("CPU weight of the adopted run %q, want the default (v2 100, v1 shares 1024)", got)
+	}
+	if got := readBps(); ioKey != "" && got != "none" && got != "max" {
+		t.Errorf("read_bps of %s of the adopted run %q, want none (v2 max)", ioKey, got)
+	}
+}
+
+// The same for a sharing group: its limits removed while no agent ran are
+// lifted from its cgroup, which holds the adopted run of its job.
+func TestGroupLimitsRemovedWhileNoAgentRanAreLiftedFromAdoptedRun(t *testing.T) {
+	e := newEnv(t)
+	conf := func(limits string) string {
+		return e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["member"]
+
+[[group]]
+name = "shared"
+` + limits + `
+[[connector]]
+name = "member"
+group = "shared"
+  [connector.run]
+  command = ["sleep", "1000"]
+`
+	}
+	groupLimit := func(files ...string) string {
+		for _, d := range e.cgroupDirs() {
+			for _, f := range files {
+				if b, err := os.ReadFile(filepath.Join(d, "groups", "shared", f)); err == nil {
+					return strings.TrimSpace(string(b))
+				}
+			}
+		}
+		return ""
+	}
+	e.write(conf(`limits = { pids = 100, memory = "128MiB" }`))
+	e.start()
+	before := e.waitRunning("member")["member"]
+	if got := groupLimit("pids.max"); got != "100" {
+		t.Fatalf("group pids.max %q, want 100", got)
+	}
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	e.write(conf(""))
+	e.start()
+	after := e.waitRunning("member")["member"]
+	if after.PID != before.PID {
+		t.Errorf("member: pid %d, was %d: restarted, not adopted", after.PID, before.PID)
+	}
+	if got := groupLimit("pids.max"); got != "max" {
+		t.Errorf("group pids.max %q after the limit was removed, want max", got)
+	}
+	mem := groupLimit("memory.max", "memory.limit_in_bytes")
+	if n, err := strconv.ParseUint(mem, 10, 64); mem != "max" && (err != nil || n < 1<<62) {
+		t.Errorf("group memory limit %q after the limit was removed, want max", mem)
 	}
 }

@@ -119,6 +119,19 @@ func (rt *Runtime) Unadopted() []Adoptable {
 	return out
 }
 
+// Offered reports whether a run of an earlier agent is offered for jobID
+// and not yet taken (false on a nil Runtime): the job's cgroup is then the
+// run's, made by the earlier agent, with limits this agent did not write.
+func (rt *Runtime) Offered(jobID string) bool {
+	if rt == nil {
+		return false
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	_, ok := rt.offered[jobID]
+	return ok
+}
+
 // take removes and returns the run offered for jobID, if any.
 func (rt *Runtime) take(jobID string) (Adoptable, bool) {
 	rt.mu.Lock()

@@ -349,11 +349,12 @@ func decideRestarts(in Input, p *Plan) {
 }
 
 // needsRestart reports whether going from old to new needs a new process
-// (and a new cgroup): anything but the limits changed, or a limit was
-// removed. A limit that is added or changed is written in place; a removed
-// one has no value to write that means "as if never set" in every
-// controller (v1 pids.max, blkio throttles, cpuset), so the job's cgroup is
-// made anew.
+// (and a new cgroup): anything but the limits changed, or the cpuset was
+// removed. A limit that is added, changed or removed is written in place
+// (a removed one as the kernel's default, limits.Lift, as systemd does
+// when a property is removed and the unit reloaded); a removed cpuset has
+// no such value in every controller (a v1 cpuset child has no "the
+// parent's"), so the job's cgroup is made anew.
 //
 // The restart policy, the stop timeout, the kill mode and the stop signal
 // do not touch the running process either: they are handed to its worker
@@ -368,5 +369,5 @@ func needsRestart(old, new spec.Job) bool {
 	o.Restart, n.Restart = "", ""
 	o.StopTimeout, n.StopTimeout = 0, 0
 	o.KillMode, n.KillMode, o.KillSignal, n.KillSignal = "", "", "", ""
-	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limits.Removed(old.Process.Limits, new.Process.Limits)
+	return old.Group != new.Group || !reflect.DeepEqual(o, n) || limits.CpusetRemoved(old.Process.Limits, new.Process.Limits)
 }

@@ -64,6 +64,7 @@ func TestDecide(t *testing.T) {
 	a := job("a", limits.Limits{Memory: 64 << 20})
 	aMoreMemory := job("a", limits.Limits{Memory: 96 << 20})
 	aNoMemory := job("a", limits.Limits{})
+	aCpuset, aNoCpuset := job("a", limits.Limits{Memory: 64 << 20, Cpuset: "0"}), job("a", limits.Limits{Memory: 64 << 20})
 	aNewCommand := job("a", limits.Limits{Memory: 64 << 20}, "sleep", "2000")
 	aNeverRestart := a
 	aNeverRestart.Process.Restart = spec.RestartNever
@@ -102,7 +103,9 @@ func TestDecide(t *testing.T) {
 			summary{Update: []string{"a"}}},
 		{"a changed restart policy is applied in place", Input{Want: want(aNeverRestart), Current: cur(running(a))},
 			summary{Update: []string{"a"}}},
-		{"a removed limit remakes the cgroup: stop, then start", Input{Want: want(aNoMemory), Current: cur(running(a))},
+		{"a removed limit is lifted in place", Input{Want: want(aNoMemory), Current: cur(running(a))},
+			summary{Update: []string{"a"}}},
+		{"a removed cpuset remakes the cgroup: stop, then start", Input{Want: want(aNoCpuset), Current: cur(running(aCpuset))},
 			summary{Stop: []string{"a"}, Reasons: []StopReason{StopChanged}, Start: []string{"a"}}},
 		{"a changed command restarts the job", Input{Want: want(aNewCommand), Current: cur(running(a))},
 			summary{Stop: []string{"a"}, Reasons: []StopReason{StopChanged}, Start: []string{"a"}}},
