@@ -68,7 +68,13 @@ func TestBackoffCarriedOver(t *testing.T) {
 	spec.Backoff = Backoff{Initial: time.Hour, Reset: time.Hour}
 	w := startWorker(t, spec)
 	st := waitState(t, w, BackingOff)
-	p, ok := notes.get("job")
+	// The note follows the state by the time of a log line.
+	var p Pending
+	var ok bool
+	testutil.Eventually(t, 10*time.Second, "the backoff's note", func() bool {
+		p, ok = notes.get("job")
+		return ok
+	})
 	if !ok || p.Restarts != 0 || p.Delay != time.Hour || !p.NextRestart.Equal(st.NextRestart) ||
 		p.Fingerprint != Fingerprint(&spec) || p.LastExit == nil || p.LastExit.Code != 1 {
 		t.Fatalf("note %+v (%v), want restart 0, delay 1h, due %v, exit 1", p, ok, st.NextRestart)
