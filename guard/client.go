@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/prometheus/procfs"
 )
 
 // Options configure the agent's side of the guard.
@@ -54,7 +55,19 @@ type Client struct {
 	closed bool
 
 	runs runsClient // the runs socket: worker.Spawner
+
+	// silentSince is when the guard first failed to answer a hello in
+	// time in the current run of failures (zero: it answers), silent how
+	// many hellos went unanswered since; see hung.
+	silentSince time.Time
+	silent      int
 }
+
+// hungAfter is how long a guard that runs (not stopped) may go without
+// answering before it is taken for hung and ended: a guard forking
+// thousands of jobs on a loaded host answers late, and ending it kills
+// every job's main process (their parent-death signal).
+const hungAfter = 30 * time.Second
 
 // Start connects to the guard of opts.DataDir, starting one when none
 // listens (a detached `berth guard`: see spawn), and returns the client
@@ -110,13 +123,20 @@ func (c *Client) Deadline(t time.Time) {
 	if c == nil {
 		return
 	}
+	c.deadline(t)
+}
+
+// deadline is Deadline, returning the CLOCK_BOOTTIME ns it hands on.
+func (c *Client) deadline(t time.Time) int64 {
 	c.mu.Lock()
-	c.latest = onBoottime(t)
+	v := onBoottime(t)
+	c.latest = v
 	c.mu.Unlock()
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
+	return v
 }
 
 // DeadlineSync is Deadline, then waits until the guard has acknowledged
@@ -127,11 +147,12 @@ func (c *Client) DeadlineSync(ctx context.Context, t time.Time) error {
 	if c == nil {
 		return nil
 	}
-	c.Deadline(t)
-	want := onBoottime(t)
+	// The very value sent: t converted again would be some ns later or
+	// earlier (two clocks read twice) and might never be acknowledged.
+	want := c.deadline(t)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for {
+	for n := 1; ; n++ {
 		c.mu.Lock()
 		acked := c.acked
 		c.mu.Unlock()
@@ -142,6 +163,14 @@ func (c *Client) DeadlineSync(ctx context.Context, t time.Time) error {
 		case <-ctx.Done():
 			return fmt.Errorf("the lease guard did not acknowledge the deadline: %w", ctx.Err())
 		case <-tick.C:
+		}
+		// A round that failed (a guard late to answer) is tried again
+		// every answerTimeout, as renewals would.
+		if n%int(answerTimeout/(10*time.Millisecond)) == 0 {
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -258,6 +287,12 @@ func (c *Client) send() {
 			conn, pid, err = c.connect(ctx)
 			cancel()
 			if err == nil {
+				// The reconnect may have taken seconds (a new guard
+				// started): send the newest deadline, not the one this
+				// round began with, which may have passed meanwhile.
+				c.mu.Lock()
+				latest = c.latest
+				c.mu.Unlock()
 				err = exchange(conn, message{kind: kindDeadline, value: uint64(latest)}, kindAck)
 			}
 			c.mu.Lock()
@@ -280,6 +315,7 @@ func (c *Client) send() {
 		}
 		c.mu.Lock()
 		c.acked = latest
+		c.silentSince, c.silent = time.Time{}, 0
 		c.mu.Unlock()
 		if failing {
 			c.log.Info("lease guard holds the deadline again")
@@ -298,7 +334,12 @@ func (c *Client) connect(ctx context.Context) (*net.UnixConn, int, error) {
 	if errors.Is(err, errHung) {
 		// A guard that accepts but does not answer (stopped, stuck) would
 		// keep this agent from starting, and could kill its jobs at a
-		// deadline it held when it runs again: end it.
+		// deadline it held when it runs again: end it. One that runs and
+		// is only late (busy forking on a loaded host) is given
+		// hungAfter: ending it would kill every job.
+		if !c.hung() {
+			return nil, 0, fmt.Errorf("%w; it runs, so it is given %s before it is ended", err, hungAfter)
+		}
 		if kerr := c.endHung(ctx, err); kerr != nil {
 			return nil, 0, kerr
 		}
@@ -307,6 +348,56 @@ func (c *Client) connect(ctx context.Context) (*net.UnixConn, int, error) {
 		return nil, 0, err
 	}
 	return c.dial(ctx)
+}
+
+// hung reports whether the guard that did not answer in time is to be
+// ended: it is stopped (SIGSTOP, a debugger: state T or t in
+// /proc/PID/stat), or has not answered for hungAfter, or cannot be found
+// in its cgroup leaf. It starts the silence's clock at the first call of
+// a run of failures.
+func (c *Client) hung() bool {
+	c.mu.Lock()
+	if c.silentSince.IsZero() {
+		c.silentSince = time.Now()
+	}
+	c.silent++
+	long := time.Since(c.silentSince) >= hungAfter
+	c.mu.Unlock()
+	if long {
+		return true
+	}
+	h, err := cgroup.Open(c.opts.CgroupRoot)
+	if err != nil {
+		return true
+	}
+	g, err := h.Load(CgroupLeaf)
+	if err != nil {
+		return true
+	}
+	pids, err := g.Pids()
+	if err != nil || len(pids) == 0 {
+		return true
+	}
+	for _, pid := range pids {
+		if st, ok := procState(pid); !ok || st == 'T' || st == 't' {
+			return true
+		}
+	}
+	return false
+}
+
+// procState is the state letter of process pid (/proc/PID/stat field 3,
+// proc(5)); ok is false when it is gone.
+func procState(pid int) (byte, bool) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, false
+	}
+	st, err := p.Stat()
+	if err != nil || st.State == "" {
+		return 0, false
+	}
+	return st.State[0], true
 }
 
 // errHung marks a guard that accepted a connection but did not answer.

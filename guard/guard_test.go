@@ -556,6 +556,70 @@ func TestHungGuardIsEnded(t *testing.T) {
 	}
 }
 
+// A guard that runs but answers late (here frozen in its cgroup, as one
+// forking thousands of jobs on a loaded host is slow) is not taken for
+// hung: ending it would kill every job's main process. Once it answers
+// again it holds the newest deadline, not the one the failed round began
+// with.
+func TestSlowGuardIsNotEnded(t *testing.T) {
+	w := newWorld(t)
+	c, exited := w.connect()
+	defer c.Close()
+	pid := c.PID()
+	c.Deadline(time.Now().Add(time.Hour))
+	w.acked(c)
+	g, err := w.h.Load(CgroupLeaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeze := filepath.Join(g.Placement().UnifiedDir, "cgroup.freeze")
+	if _, err := os.Stat(freeze); err != nil {
+		t.Skipf("no cgroup2 freezer for the guard's leaf (Linux 5.2): %v", err)
+	}
+	if err := os.WriteFile(freeze, []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := os.WriteFile(freeze, []byte("0"), 0); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer thaw()
+	// Two hellos without an answer, each of which used to end the guard.
+	for i := 1; i <= 2; i++ {
+		c.Deadline(time.Now().Add(time.Hour + time.Duration(i)*time.Minute))
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("hello %d to the frozen guard unanswered", i), func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.silent >= i
+		})
+	}
+	select {
+	case <-exited:
+		t.Fatal("the frozen guard was ended")
+	default:
+	}
+	thaw()
+	last := time.Now().Add(2 * time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(30*time.Second))
+	defer cancel()
+	if err := c.DeadlineSync(ctx, last); err != nil {
+		t.Fatalf("the thawed guard did not hold the newest deadline: %v", err)
+	}
+	if c.PID() != pid {
+		t.Errorf("guard pid %d after the thaw, was %d", c.PID(), pid)
+	}
+	select {
+	case <-exited:
+		t.Fatal("the guard exited")
+	default:
+	}
+}
+
 // The longest data_dir validation accepts gives a socket path that fits
 // in sun_path (108 bytes with its NUL, unix(7)).
 func TestLongestDataDirFitsTheSocket(t *testing.T) {
