@@ -28,7 +28,7 @@ type Agent struct {
 	tbl    *table
 	exec   *executor
 
-	applies chan apply
+	applies chan configChange
 	ready   chan struct{}
 	// readyOnce closes ready.
 	readyOnce sync.Once
@@ -38,8 +38,8 @@ type Agent struct {
 	cfg *config.Config
 }
 
-// apply is a configuration to put in force, with where to say it is done.
-type apply struct {
+// configChange is a configuration to put in force, with where to say it is done.
+type configChange struct {
 	cfg  *config.Config
 	done chan struct{}
 }
@@ -68,7 +68,7 @@ type Options struct {
 // New returns an agent. It does not touch cgroups, processes or the store.
 func New(opts Options) *Agent {
 	a := &Agent{log: opts.Logger, clock: opts.Clock, hier: opts.Hierarchy, source: opts.Source, cfg: opts.Config,
-		applies: make(chan apply), ready: make(chan struct{})}
+		applies: make(chan configChange), ready: make(chan struct{})}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -176,7 +176,7 @@ func (a *Agent) loop(ctx context.Context) {
 // in place, every env_file is read again and every failed job is tried
 // again. It returns when the pass is done, or ctx's error first.
 func (a *Agent) Apply(ctx context.Context, cfg *config.Config) error {
-	ap := apply{cfg: cfg, done: make(chan struct{})}
+	ap := configChange{cfg: cfg, done: make(chan struct{})}
 	select {
 	case a.applies <- ap:
 	case <-ctx.Done():

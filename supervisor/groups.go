@@ -9,7 +9,7 @@ import (
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/spec"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/berthd/berth/supervisor/apply"
 )
 
 // reconcileGroups makes or updates in place the parent cgroup of every
@@ -40,13 +40,8 @@ func (e *executor) reconcileGroups(wl *spec.Workload, want map[string]spec.Job) 
 		cur := e.tbl.groups[g.Name]
 		e.tbl.mu.RUnlock()
 		if cur == nil {
-			write := res
-			if e.adopting(g.Name, want) {
-				// The group's cgroup holds an adopted run and the limits
-				// the earlier agent wrote: see startJob.
-				write = e.adoptedLimits(cgroup.GroupRel(g.Name), res)
-			}
-			cg, err := e.hier.New(cgroup.GroupRel(g.Name), write)
+			// The group of an adopted run is the earlier agent's.
+			cg, err := apply.New(e.hier, e.log, cgroup.GroupRel(g.Name), res, e.adopting(g.Name, want))
 			if err != nil {
 				e.log.Error("create group cgroup", "group", g.Name, "error", err)
 				continue
@@ -66,9 +61,8 @@ func (e *executor) reconcileGroups(wl *spec.Workload, want map[string]spec.Job) 
 		if reflect.DeepEqual(cur.res, res) {
 			continue
 		}
-		// A removed limit is written as the kernel's default (limits.Lift).
-		if err := cur.group.Update(limits.Lift(cur.res, res)); err != nil {
-			e.log.Error("update group cgroup", "group", g.Name, "error", err)
+		if refused := apply.Update(cur.group, cur.res, res); refused != nil {
+			e.log.Error("update group cgroup", "group", g.Name, "refused", refused)
 			continue
 		}
 		cur.res = res
@@ -116,26 +110,4 @@ func (e *executor) adopting(name string, want map[string]spec.Job) bool {
 		}
 	}
 	return false
-}
-
-// adoptedLimits is what is written to the cgroup at rel that an earlier
-// agent made, whose limits this one did not write: res with the kernel's
-// default for every limit res does not set (limits.Defaults), and every
-// io throttle the cgroup holds on a device (and rate) res does not set
-// lifted (read from the kernel: cgroup.Group.Throttles).
-func (e *executor) adoptedLimits(rel string, res *specs.LinuxResources) *specs.LinuxResources {
-	write := limits.Defaults(res)
-	g, err := e.hier.Load(rel)
-	if err != nil {
-		return write // not made yet: nothing to lift
-	}
-	io, err := g.Throttles()
-	if err != nil {
-		e.log.Warn("read the io limits of an adopted cgroup; those removed from the definition stay in force", "cgroup", rel, "error", err)
-		return write
-	}
-	if io != nil {
-		write = limits.Lift(&specs.LinuxResources{BlockIO: io}, write)
-	}
-	return write
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/spec"
+	"github.com/berthd/berth/supervisor/apply"
 	"github.com/berthd/berth/supervisor/plan"
 	"github.com/berthd/berth/worker"
 )
@@ -121,15 +122,9 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j spec.Job,
 		nj.permanent = true // the device of an io limit does not resolve
 	} else {
 		nj.res = res
-		write := res
-		if e.rt.Offered(j.ID) {
-			// The cgroup is the adopted run's, with the limits the earlier
-			// agent wrote: one removed from the definition since is
-			// written as the kernel's default. A fresh cgroup holds the
-			// defaults already: nothing more is written for it.
-			write = e.adoptedLimits(rel, res)
-		}
-		nj.group, err = e.hier.New(rel, write)
+		// An adopted run's cgroup holds the earlier agent's limits: one
+		// removed from the definition since is taken out.
+		nj.group, err = apply.New(e.hier, e.log, rel, res, e.rt.Offered(j.ID))
 		if err != nil {
 			nj.permanent = permanent(err)
 			// Leave no half-made cgroup behind (failure case C16).

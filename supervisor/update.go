@@ -1,18 +1,14 @@
 package supervisor
 
 import (
-	"encoding/json"
-	"fmt"
 	"reflect"
 	"strings"
 
-	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/retry"
-	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/spec"
+	"github.com/berthd/berth/supervisor/apply"
 	"github.com/berthd/berth/supervisor/plan"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // updateJob applies in place what changed without needing a new process:
@@ -53,19 +49,11 @@ func (e *executor) updateJob(cur *job, nj spec.Job) {
 				e.log.Info("job limits", "job_id", nj.ID, "note", n)
 			}
 		}
-		// A limit the new definition no longer sets is written as the
-		// kernel's default (limits.Lift), so that it is taken out of the
-		// cgroup rather than left as it was.
 		prev := cur.res
 		if prev == nil { // refused last time: the last definition's
 			prev, _, _ = cur.spec.Process.Limits.Resources(nil)
 		}
-		write := limits.Lift(prev, res)
-		var refusals []string
-		if err := cur.group.Update(write); err != nil {
-			refusals = applyLimits(cur.group, write)
-		}
-		refused = strings.Join(refusals, "; ")
+		refused = strings.Join(apply.Update(cur.group, prev, res), "; ")
 		switch {
 		case refused != "":
 			// Some resources hold the new values, some the old: nothing
@@ -96,18 +84,4 @@ func (e *executor) updateJob(cur *job, nj spec.Job) {
 		e.tbl.retries.Forget(nj.ID)
 	}
 	e.tbl.mu.Unlock()
-}
-
-// applyLimits writes each resource of res to g on its own, so that one the
-// kernel refuses does not keep the others out, and returns one line per
-// refused resource: its key, the value asked and the kernel's error.
-func applyLimits(g *cgroup.Group, res *specs.LinuxResources) []string {
-	var out []string
-	for _, p := range limits.Pieces(res) {
-		if err := g.Update(p.Resources); err != nil {
-			val, _ := json.Marshal(p.Value)
-			out = append(out, fmt.Sprintf("limit %s = %s refused by the kernel: %v", p.Key, val, err))
-		}
-	}
-	return out
 }
