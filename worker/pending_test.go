@@ -105,6 +105,11 @@ func TestBackoffCarriedOver(t *testing.T) {
 	if d := s.NextRestart.Sub(s.LastExit.Time); d != time.Hour {
 		t.Errorf("delay after the carried 30 min: %s, want 1h (doubled from it)", d)
 	}
+	// The note follows the state by the time of a log line.
+	testutil.Eventually(t, 10*time.Second, "the note of the fifth restart's backoff", func() bool {
+		p, ok := notes.get("job")
+		return ok && p.Restarts == 5
+	})
 	if p, ok := notes.get("job"); !ok || p.Restarts != 5 || p.Delay != time.Hour {
 		t.Errorf("note %+v (%v), want 5 restarts, delay 1h", p, ok)
 	}
