@@ -523,9 +523,7 @@ func TestGuardEnviron(t *testing.T) {
 func TestHungGuardIsEnded(t *testing.T) {
 	w := newWorld(t)
 	first, exited := w.connect()
-	if err := unix.Kill(first.PID(), unix.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopGuard(t, first.PID())
 	first.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(60*time.Second))
 	defer cancel()
@@ -543,9 +541,7 @@ func TestHungGuardIsEnded(t *testing.T) {
 		t.Fatalf("second guard pid %d, first %d", second.PID(), first.PID())
 	}
 	again := w.reaped(second.PID())
-	if err := unix.Kill(second.PID(), unix.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopGuard(t, second.PID())
 	if err := second.Release(ctx); err != nil {
 		t.Fatalf("release of a stopped guard: %v", err)
 	}
@@ -554,6 +550,20 @@ func TestHungGuardIsEnded(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the stopped guard was not ended at release")
 	}
+}
+
+// stopGuard sends SIGSTOP to the guard pid and waits until it is stopped
+// (state T): kill(2) returns before a process running on another CPU has
+// stopped, and it could still answer a message sent meanwhile.
+func stopGuard(t *testing.T, pid int) {
+	t.Helper()
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("guard %d stopped", pid), func() bool {
+		st, ok := procState(pid)
+		return ok && st == 'T'
+	})
 }
 
 // A guard that runs but answers late (here frozen in its cgroup, as one
