@@ -49,13 +49,11 @@ func countLines(t testing.TB, path string) []int {
 	return out
 }
 
-// Live restart, the crash: an agent killed with SIGKILL and started again
-// hands its jobs over without a restart: the same pids, state running,
-// restart count and start time kept, the counting job's log has every
-// number once and in order, the session (lease) resumed; a job that
-// exited while no agent ran is reported with its real exit status and
-// handled by its restart policy; GET /v1/agent says what was adopted.
-func TestCrashedAgentHandsJobsOver(t *testing.T) {
+// handOverWorld starts an agent (session TTL 30 s) with three jobs: a
+// sleeper, the counter (counterJob) and a quitter whose shell exits 7
+// once its sleep is killed (restart on-failure); it returns them running
+// and the counter's log file, once the counter has written.
+func handOverWorld(t *testing.T) (*env, map[string]api.Job, string) {
 	e := newEnv(t)
 	e.write(e.header("2s") + `
 [cluster]
@@ -80,6 +78,17 @@ name = "quitter"
 	before := e.waitRunning("sleeper", "counter", "quitter")
 	logFile := filepath.Join(e.dir, "log", "counter.log")
 	testutil.Eventually(t, 30*time.Second, "the counter writes", func() bool { return len(countLines(t, logFile)) > 10 })
+	return e, before, logFile
+}
+
+// Live restart, the crash: an agent killed with SIGKILL and started again
+// hands its jobs over without a restart: the same pids, state running,
+// restart count and start time kept, the counting job's log has every
+// number once and in order, the session (lease) resumed; a job that
+// exited while no agent ran is reported with its real exit status and
+// handled by its restart policy; GET /v1/agent says what was adopted.
+func TestCrashedAgentHandsJobsOver(t *testing.T) {
+	e, before, logFile := handOverWorld(t)
 
 	if err := e.stop(syscall.SIGKILL); err == nil {
 		t.Fatal("agent killed by SIGKILL reported success")
@@ -471,30 +480,7 @@ func shutdownFD(t *testing.T, pid, fd int) {
 // and the job that exited meanwhile is reported with its real status (7)
 // and restarted by its policy, not as a SIGKILL of a lost run.
 func TestGuardConnectionBreakKeepsJobs(t *testing.T) {
-	e := newEnv(t)
-	e.write(e.header("2s") + `
-[cluster]
-session_ttl = "30s"
-
-[static]
-connectors = ["sleeper", "counter", "quitter"]
-
-[[connector]]
-name = "sleeper"
-  [connector.run]
-  command = ["sleep", "1000"]
-
-` + counterJob + `
-[[connector]]
-name = "quitter"
-  [connector.run]
-  command = ["/bin/sh", "-c", "sleep 1000 & wait; exit 7"]
-  restart = "on-failure"
-`)
-	e.start()
-	before := e.waitRunning("sleeper", "counter", "quitter")
-	logFile := filepath.Join(e.dir, "log", "counter.log")
-	testutil.Eventually(t, 30*time.Second, "the counter writes", func() bool { return len(countLines(t, logFile)) > 10 })
+	e, before, logFile := handOverWorld(t)
 	apid := e.cmd.Process.Pid
 	fd := runsConnFD(t, apid, filepath.Join(e.dir, "data"))
 
