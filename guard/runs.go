@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/internal/kernfile"
 	"github.com/berthd/berth/worker"
-	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -221,10 +221,8 @@ func (r *runs) spawn(mc *msgConn, m runMsg, logw *os.File, logr int) {
 		return
 	}
 	run.Leaf = g.RunLeaf()
-	if p, perr := procfs.NewProc(run.PID); perr == nil {
-		if st, serr := p.Stat(); serr == nil {
-			run.StartTicks = st.Starttime
-		}
+	if st, serr := kernfile.ReadProcStat(run.PID); serr == nil {
+		run.StartTicks = st.StartTicks
 	}
 	r.mu.Lock()
 	if hr, ok := r.held[run.ID]; ok {

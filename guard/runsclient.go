@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthd/berth/internal/kernfile"
 	"github.com/berthd/berth/worker"
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
@@ -674,19 +675,19 @@ func (h HeldRun) Verify() error {
 	if h.Exited {
 		return nil
 	}
-	p, err := procfs.NewProc(h.PID)
+	st, err := kernfile.ReadProcStat(h.PID)
 	if err != nil {
 		return fmt.Errorf("run %s: pid %d: %w", h.ID, h.PID, err)
 	}
-	st, err := p.Stat()
-	if err != nil {
-		return fmt.Errorf("run %s: pid %d: %w", h.ID, h.PID, err)
-	}
-	if st.Starttime != h.StartTicks {
-		return fmt.Errorf("run %s: pid %d started at tick %d, the run at %d: another process", h.ID, h.PID, st.Starttime, h.StartTicks)
+	if st.StartTicks != h.StartTicks {
+		return fmt.Errorf("run %s: pid %d started at tick %d, the run at %d: another process", h.ID, h.PID, st.StartTicks, h.StartTicks)
 	}
 	if h.Leaf == "" {
 		return nil
+	}
+	p, err := procfs.NewProc(h.PID)
+	if err != nil {
+		return fmt.Errorf("run %s: pid %d: %w", h.ID, h.PID, err)
 	}
 	cgs, err := p.Cgroups()
 	if err != nil {

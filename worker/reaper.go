@@ -10,7 +10,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/prometheus/procfs"
+	"github.com/berthd/berth/internal/kernfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -261,20 +261,16 @@ func (r *reaper) forkExec(path string, argv []string, attr *syscall.ProcAttr, on
 // cannot tell, or execve takes longer than execPollMax, it says true: the
 // run's exit status then tells the rest.
 func execState(pid int) bool {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return true
-	}
 	deadline := time.Now().Add(execPollMax)
 	for {
-		st, err := p.Stat()
+		st, err := kernfile.ReadProcStat(pid)
 		if err != nil {
 			return true
 		}
 		switch {
 		case st.Flags&pfForkNoExec == 0:
 			return true
-		case st.Flags&pfExiting != 0 || st.State == "Z" || st.State == "X":
+		case st.Flags&pfExiting != 0 || st.State == 'Z' || st.State == 'X':
 			return false
 		case time.Now().After(deadline):
 			return true
