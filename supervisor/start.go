@@ -11,6 +11,7 @@ import (
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/retry"
+	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/apply"
 	"github.com/berthd/berth/supervisor/plan"
@@ -31,46 +32,44 @@ const claimTimeout = 5 * time.Second
 // default --max-txn-ops is 128).
 const claimBatch = 127
 
-// startJobs takes the claims of js in as few store transactions as the
-// store allows (Source.ClaimMany), then starts the claimed jobs,
-// startParallel at a time (startJob). A claim held by another member
-// leaves its job Waiting; a claim that could not be taken (the store
-// failed) is retried with backoff.
+// startJobs takes the claims of js claimBatch at a time, one store
+// transaction each (source.ClaimInBatches), and starts the jobs of each
+// batch as soon as its claims are known, startParallel at a time
+// (startJob), while the store takes the next batch's. A claim held by
+// another member leaves its job Waiting; a claim that could not be taken
+// (the store failed) is retried with backoff.
 func (e *executor) startJobs(ctx context.Context, cfg *config.Config, js []spec.Job) {
-	if len(js) == 0 {
-		return
-	}
 	e.fenceMu.RLock()
 	defer e.fenceMu.RUnlock()
 	ids := make([]string, len(js))
 	for i, j := range js {
 		ids[i] = j.ID
 	}
-	txns := (len(ids) + claimBatch - 1) / claimBatch
-	cctx, cancel := context.WithTimeout(ctx, time.Duration(txns)*claimTimeout)
-	won, held, err := e.source.ClaimMany(cctx, ids)
-	cancel()
-	ours := make(map[string]bool, len(won))
-	for _, id := range won {
-		ours[id] = true
-	}
 	sem := make(chan struct{}, startParallel())
 	var wg sync.WaitGroup
-	for _, j := range js {
-		c := claim{got: ours[j.ID], holder: held[j.ID]}
-		if !c.got && c.holder == "" {
-			c.err = err
-			if c.err == nil {
-				c.err = errors.New("the store answered for neither")
-			}
+	next := 0
+	for b := range source.ClaimInBatches(ctx, e.source, ids, claimBatch, claimTimeout) {
+		ours := make(map[string]bool, len(b.Won))
+		for _, id := range b.Won {
+			ours[id] = true
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			e.startJob(ctx, cfg, j, c)
-		}()
+		for _, j := range js[next : next+len(b.Jobs)] {
+			c := claim{got: ours[j.ID], holder: b.Held[j.ID]}
+			if !c.got && c.holder == "" {
+				c.err = b.Err
+				if c.err == nil {
+					c.err = errors.New("the store answered for neither")
+				}
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				e.startJob(ctx, cfg, j, c)
+			}()
+		}
+		next += len(b.Jobs)
 	}
 	wg.Wait()
 }
