@@ -34,7 +34,33 @@ type Runtime struct {
 	nextMux int                  // round robin over muxes
 	live    int                  // workers started on this Runtime that have not ended
 	closed  bool                 // Close has begun: no worker may start
+
+	starts chan struct{} // one slot per start under way (startSlots)
 }
+
+// startSlots bounds the starts under way at once on a Runtime: from the
+// write end of the job's log pipe opened to the fork's return. A start
+// holds that write end, and with a lease guard the guard holds both pipe
+// ends it was sent, until the fork is done; unbounded, an agent that makes
+// cgroups faster than the guard forks (thousands of jobs on a busy host)
+// piled up spawns until the guard ran out of descriptors (EMFILE, seen at
+// 10,000 jobs: BENCHMARKS.md). Four per launcher thread keep every
+// launcher busy.
+func startSlots() int { return 4 * launcherCount() }
+
+// startSlot waits for a start slot, or until stop is closed (false: no
+// slot is held).
+func (rt *Runtime) startSlot(stop <-chan struct{}) bool {
+	select {
+	case rt.starts <- struct{}{}:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// endStart gives a start slot back.
+func (rt *Runtime) endStart() { <-rt.starts }
 
 // ErrRuntimeClosed is the reason of a worker started on a Runtime that has
 // been closed.
@@ -57,7 +83,7 @@ func StartRuntime() (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{reaper: r, plain: newPool(false), confined: newPool(true)}
+	rt := &Runtime{reaper: r, plain: newPool(false), confined: newPool(true), starts: make(chan struct{}, startSlots())}
 	if err := rt.startLogMuxes(); err != nil {
 		rt.stop()
 		return nil, err

@@ -2,12 +2,17 @@ package worker
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berthd/berth/internal/testutil"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 // A Runtime refuses to close while one of its workers runs, and closes
@@ -68,5 +73,68 @@ func TestWorkerWithoutRuntime(t *testing.T) {
 	<-w.Done() // closed by Start
 	if st := w.Status(); st.State != Failed || st.Reason != "no worker runtime" {
 		t.Errorf("status %+v, want failed: no worker runtime", st)
+	}
+}
+
+// gatedSpawner starts runs on its Runtime's own launcher threads, but
+// first waits for gate to open, counting the Spawn calls under way.
+type gatedSpawner struct {
+	rt        *Runtime
+	groups    map[string]Group // by job ID
+	gate      chan struct{}
+	open      sync.Once
+	now, most atomic.Int32
+}
+
+func (s *gatedSpawner) Spawn(x *Exec, r Run, logw *os.File, _ int, onExit func(unix.WaitStatus)) (Run, error) {
+	n := s.now.Add(1)
+	defer s.now.Add(-1)
+	for m := s.most.Load(); n > m && !s.most.CompareAndSwap(m, n); m = s.most.Load() {
+	}
+	<-s.gate
+	pid, err := s.rt.Launch(x, s.groups[r.JobID], logw, onExit)
+	r.PID = pid
+	return r, err
+}
+
+func (s *gatedSpawner) Adopt(Run, func(unix.WaitStatus)) {}
+func (s *gatedSpawner) Forget(Run)                       {}
+
+// A Runtime has at most startSlots starts under way: more workers than
+// that, started at once while the Spawner holds every start, wait for a
+// slot (holding no write end of their log pipe, nor sending the Spawner
+// its two descriptors), and all run once the Spawner lets the starts go.
+func TestStartsUnderWayAreBounded(t *testing.T) {
+	rt, err := StartRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after the workers' stops
+		if err := rt.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	n := startSlots() + 5
+	sp := &gatedSpawner{rt: rt, groups: map[string]Group{}, gate: make(chan struct{})}
+	specs := make([]Spec, n)
+	for i := range specs {
+		specs[i] = sh(newTestGroup(t, 0), "sleep 1000")
+		specs[i].JobID = fmt.Sprintf("job%d", i)
+		specs[i].Runtime = rt
+		sp.groups[specs[i].JobID] = specs[i].Group
+	}
+	rt.UseSpawner(sp)
+	ws := make([]*Worker, n)
+	for i := range ws {
+		ws[i] = startWorker(t, specs[i])
+	}
+	t.Cleanup(func() { sp.open.Do(func() { close(sp.gate) }) }) // before the stops
+	testutil.Eventually(t, 30*time.Second, "every slot taken", func() bool { return sp.now.Load() == int32(startSlots()) })
+	sp.open.Do(func() { close(sp.gate) })
+	for _, w := range ws {
+		waitRunning(t, w)
+	}
+	if got := sp.most.Load(); got != int32(startSlots()) {
+		t.Errorf("%d starts under way at most, want %d", got, startSlots())
 	}
 }

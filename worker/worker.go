@@ -383,6 +383,12 @@ func (w *Worker) startRun() {
 		w.end()
 		return
 	}
+	if !w.spec.Runtime.startSlot(w.stopCh) { // stopped while waiting for a slot
+		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
+		w.end()
+		return
+	}
+	defer w.spec.Runtime.endStart()
 	w.oomBefore, w.oomErr = w.spec.Group.OOMKills()
 	w.started = time.Now()
 	w.setState(func(s *Status) { s.State, s.StartedAt, s.NextRestart = Starting, w.started, time.Time{} })
