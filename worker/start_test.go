@@ -342,6 +342,46 @@ func BenchmarkForkExecFloor(b *testing.B) {
 	})
 }
 
+// BenchmarkForkExecOpenFiles is the fork+exec floor from a process that
+// holds many open descriptors, as the lease guard does (one log pipe read
+// end per job): clone(2) copies the whole descriptor table into the child
+// and execve(2) then closes every close-on-exec entry of it, so each start
+// costs time in proportion to the jobs already running. Sub-benchmarks by
+// how many pipe ends the process holds beside its usual ones; p50 per start.
+func BenchmarkForkExecOpenFiles(b *testing.B) {
+	attr := &syscall.ProcAttr{Env: []string{testPATH}, Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
+	for _, n := range []int{0, 1000, 10000} {
+		b.Run(fmt.Sprintf("fds=%d", n), func(b *testing.B) {
+			fds := make([]int, 0, n)
+			defer func() {
+				for _, fd := range fds {
+					unix.Close(fd)
+				}
+			}()
+			for len(fds) < n {
+				var p [2]int
+				if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+					b.Skipf("%d descriptors: %v (RLIMIT_NOFILE)", n, err)
+				}
+				fds = append(fds, p[0], p[1])
+			}
+			benchP50(b, func() time.Duration {
+				exits := make(chan unix.WaitStatus, 1)
+				t0 := time.Now()
+				_, err := testRT.launch(nil, "/bin/true", []string{"true"}, attr, func(ws unix.WaitStatus) { exits <- ws })
+				d := time.Since(t0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				<-exits
+				b.StartTimer()
+				return d
+			})
+		})
+	}
+}
+
 // BenchmarkStart100 measures 100 limited jobs started at once from 100
 // goroutines, as an agent starting its jobs does: per op, the wall time
 // from the first spawn to the last one's return, divided by 100 (reported

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -228,4 +230,27 @@ func checkNofile(n int) error {
 		return fmt.Errorf("the hard RLIMIT_NOFILE is %d: the agent holds about %.1f descriptors per job, %d for %d jobs (raise it with ulimit -Hn, or leave %d out of SCALE_N)", rl.Max, fdsPerJob, need, n, n)
 	}
 	return nil
+}
+
+// floorProfile starts this harness's CPU profile for the cgroup+fork floor
+// of n jobs (dir/floor-N.pprof) when dir is set and start profiles are
+// asked for (d > 0), so that the floor's kernel and Go time can be set
+// beside the agent's and the guard's start profiles; the returned func
+// stops it. It fails when the file cannot be made.
+func floorProfile(dir string, d time.Duration, n int) (stop func(), err error) {
+	if dir == "" || d <= 0 {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("floor-%d.pprof", n)))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("profile the floor: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -41,7 +41,7 @@ func main() {
 	idle := flag.Duration("idle", 10*time.Second, "how long idle CPU is measured")
 	csvPath := flag.String("csv", "", "append one CSV line per N to this file")
 	profDir := flag.String("profile", "", "after measuring each N, save the agent's CPU profile over 10 s of back-to-back scrapes and its heap profile in this directory (cpu-N.pprof, heap-N.pprof)")
-	startProf := flag.Duration("start-profile", 0, "with -profile: also save the agent's and the lease guard's CPU profiles over this long from the agent's start (start-agent-N.pprof, start-guard-N.pprof)")
+	startProf := flag.Duration("start-profile", 0, "with -profile: also save the agent's and the lease guard's CPU profiles over this long from the agent's start (start-agent-N.pprof, start-guard-N.pprof), and the harness's own over the cgroup+fork floor (floor-N.pprof)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fail(errors.New("run as root: the agent makes cgroups"))
@@ -107,7 +107,13 @@ func measure(bin string, n, scrapes int, idle time.Duration, profDir string, sta
 		return r, fmt.Errorf("fork+exec floor: %w", err)
 	}
 	r.FloorStart = floor
-	if r.FloorCgroup, err = cgroupFloor(n); err != nil {
+	stopProf, err := floorProfile(profDir, startProf, n)
+	if err != nil {
+		return r, err
+	}
+	r.FloorCgroup, err = cgroupFloor(n)
+	stopProf()
+	if err != nil {
 		return r, fmt.Errorf("cgroup+fork floor: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "berth-scale-")
