@@ -217,7 +217,7 @@ func (r *runs) spawn(mc *msgConn, m runMsg, logw *os.File, logr int) {
 	}
 	if err != nil {
 		unix.Close(logr)
-		_ = mc.send(runMsg{Op: opSpawned, Seq: m.Seq, Error: err.Error()})
+		_ = mc.send(runMsg{Op: opSpawned, Seq: m.Seq, Error: err.Error(), Transient: worker.TransientStart(err)})
 		return
 	}
 	run.Leaf = g.RunLeaf()

@@ -542,7 +542,11 @@ func (c *Client) Spawn(x *worker.Exec, r worker.Run, logw *os.File, logr int, on
 		return worker.Run{}, fmt.Errorf("start through the lease guard: no answer within %s", spawnTimeout)
 	}
 	if a.Error != "" || a.Run == nil {
-		return worker.Run{}, errors.New(strings.TrimPrefix(a.Error, "start "))
+		msg := strings.TrimPrefix(a.Error, "start ")
+		if a.Transient {
+			return worker.Run{}, worker.TransientStartError(msg)
+		}
+		return worker.Run{}, errors.New(msg)
 	}
 	rc.wait(a.Run.ID, onExit)
 	return *a.Run, nil

@@ -63,6 +63,9 @@ type runMsg struct {
 	Exited bool         `json:"exited,omitempty"`
 	Status uint32       `json:"status,omitempty"`
 	Error  string       `json:"error,omitempty"`
+	// Transient, with Error on a spawn's answer: the start failed for a
+	// reason that passes (worker.TransientStart), and may be tried again.
+	Transient bool `json:"transient,omitempty"`
 }
 
 // msgConn is one end of a runs connection: whole messages with their

@@ -242,7 +242,11 @@ func (r *reaper) forkExec(path string, argv []string, attr *syscall.ProcAttr, on
 		if r.heldPid == pid {
 			r.heldPid = 0
 		}
-		return 0, fmt.Errorf("process %d died before exec: %s", pid, describeWait(ws))
+		msg := fmt.Sprintf("process %d died before exec: %s", pid, describeWait(ws))
+		if ws.Signaled() {
+			return 0, TransientStartError(msg) // killed from outside: a fence
+		}
+		return 0, errors.New(msg)
 	}
 	r.waiters[pid] = onExit
 	if r.heldPid == pid {

@@ -18,12 +18,14 @@ const (
 	// Running: the main process has exec'd the job and not yet exited.
 	Running State = "running"
 	// BackingOff: the process exited and the restart policy restarts it after
-	// Status.NextRestart.
+	// Status.NextRestart; or its start failed for a reason that passes
+	// (TransientStart, Status.Reason says which) and it is started again
+	// then.
 	BackingOff State = "backoff"
 	// Exited: the process exited and the restart policy does not restart it.
 	Exited State = "exited"
 	// Failed: the job cannot be started (Status.Reason says why); it is not
-	// retried.
+	// retried until its definition changes or a reload asks.
 	Failed State = "failed"
 	// Stopping: Stop was called; SIGTERM sent, waiting for the cgroup to empty.
 	Stopping State = "stopping"
@@ -60,7 +62,8 @@ type Status struct {
 	Restarts int `json:"restarts"`
 	// LastExit is how the last run ended; nil before the first exit.
 	LastExit *Exit `json:"last_exit,omitempty"`
-	// Reason says why the worker is Failed (a start error), or is empty.
+	// Reason says why the worker is Failed (a start error) or backs off
+	// after a start that failed for a reason that passes; empty otherwise.
 	Reason string `json:"reason,omitempty"`
 	// NextRestart is when a worker in BackingOff starts again (LastExit.Time
 	// plus the backoff delay); zero otherwise.

@@ -419,6 +419,10 @@ func (w *Worker) startRun() {
 			_ = logw.Close()
 		}
 		w.killGroup(w.logs)
+		if TransientStart(err) && !w.stopping {
+			w.retryStart(err)
+			return
+		}
 		w.fail(err)
 		w.end()
 		return
@@ -426,7 +430,7 @@ func (w *Worker) startRun() {
 	// The job is already running: its first lines may come before this.
 	markTo(logw, "started pid %d", p.pid)
 	_ = logw.Close()
-	w.setState(func(s *Status) { s.State, s.PID = Running, p.pid })
+	w.setState(func(s *Status) { s.State, s.PID, s.Reason = Running, p.pid, "" })
 	w.run = p
 	if w.stopping {
 		w.terminate(p)
@@ -486,6 +490,21 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 	next := exitAt.Add(w.delay)
 	w.setState(func(s *Status) { s.State, s.PID, s.LastExit, s.NextRestart = BackingOff, 0, &exit, next })
 	w.logs.mark("restarting in %s", w.delay)
+	w.noteWaiting()
+	w.timers++
+	tn := w.timers
+	w.timer = time.AfterFunc(time.Until(next), func() { w.restart(tn) })
+}
+
+// retryStart is the step after a start that failed for a reason that
+// passes (TransientStart): the job backs off as after an exit, whatever
+// its restart policy (the run never began), and is started again. step is
+// held.
+func (w *Worker) retryStart(err error) {
+	w.delay = w.spec.Backoff.next(w.delay, 0)
+	next := time.Now().Add(w.delay)
+	w.setState(func(s *Status) { s.State, s.PID, s.Reason, s.NextRestart = BackingOff, 0, err.Error(), next })
+	w.logs.mark("start failed (%v): trying again in %s", err, w.delay)
 	w.noteWaiting()
 	w.timers++
 	tn := w.timers
