@@ -86,7 +86,7 @@ func (s *server) restartConnector(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		owners := v.owners
-		st := connectorStatus(r.Context(), s.b, c, v)
+		st := connectorStatus(s.b, c, v.withStates(r.Context(), s.b, false))
 		running := s.b.Target(c.Name) == spec.TargetRunning
 		var jobs []string
 		pick := func(id string, js *JobStatus) {

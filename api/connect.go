@@ -169,15 +169,24 @@ func flattenProcess(cfg map[string]string, prefix string, p *spec.Process) {
 	}
 }
 
-// clusterView is what a Connect status needs of the published assignment:
-// this agent's ID, the leader's, and the member that runs each job.
+// clusterView is what a Connect status needs, read once per request
+// however many connectors it reports: this agent's ID, the leader's, the
+// member that runs each job (readView), the states the other members
+// report for theirs and, for a request about every connector, this
+// agent's jobs (withStates).
 type clusterView struct {
 	self, leader string
 	owners       map[string]string // job ID -> member ID
+	remote       map[string]Job    // jobs of the members that answered, by ID
+	answered     map[string]bool   // members that answered, by ID
+	// local holds this agent's jobs by ID when read all at once; nil:
+	// each job is read alone (Backend.Job).
+	local map[string]Job
 }
 
 // readView reads the published assignment (Backend.Assignment, page by
-// page) into a clusterView, once per request. It returns the read's error.
+// page) into a clusterView, once per request. It returns the read's
+// error.
 func readView(ctx context.Context, b Backend) (clusterView, error) {
 	a, err := b.Assignment(ctx)
 	if err != nil {
@@ -192,18 +201,37 @@ func readView(ctx context.Context, b Backend) (clusterView, error) {
 	return v, nil
 }
 
+// withStates is v with the states of the jobs the other members run
+// (remoteStates: one request to each), and, when all, this agent's jobs
+// read at once (Backend.Jobs), for a request that reports every
+// connector: each job read once per request, not once per connector.
+func (v clusterView) withStates(ctx context.Context, b Backend, all bool) clusterView {
+	v.remote, v.answered = remoteStates(ctx, b, v.owners, v.self)
+	if all {
+		v.local = map[string]Job{}
+		for _, j := range b.Jobs() {
+			v.local[j.ID] = j
+		}
+	}
+	return v
+}
+
+// localJob is this agent's job id, from v.local or read alone.
+func (v clusterView) localJob(b Backend, id string) (Job, bool) {
+	if v.local != nil {
+		j, ok := v.local[id]
+		return j, ok
+	}
+	return b.Job(id)
+}
+
 // connectorStatus is GET /connectors/{name}/status: each job's state as
 // the agent that runs it reports it (its /v1/jobs), as a Connect worker
 // reads its peers' statuses. A connector without its own job reports its
 // target state; a stopped connector has no tasks (KIP-875).
-func connectorStatus(ctx context.Context, b Backend, c spec.Connector, v clusterView) ConnectorStatus {
-	self, owners := v.self, v.owners
+func connectorStatus(b Backend, c spec.Connector, v clusterView) ConnectorStatus {
+	self, owners, remote, answered := v.self, v.owners, v.remote, v.answered
 	target := b.Target(c.Name)
-	remote, answered := remoteStates(ctx, b, owners, self)
-	local := map[string]Job{}
-	for _, j := range b.Jobs() {
-		local[j.ID] = j
-	}
 	state := func(id string) JobStatus {
 		owner := owners[id]
 		switch {
@@ -224,7 +252,7 @@ func connectorStatus(ctx context.Context, b Backend, c spec.Connector, v cluster
 			}
 			return JobStatus{State: StateUnassigned, WorkerID: owner, Trace: "agent " + owner + " did not answer"}
 		}
-		j, ok := local[id]
+		j, ok := v.localJob(b, id)
 		if !ok {
 			return JobStatus{State: StateUnassigned, WorkerID: self, Trace: "about to start"}
 		}

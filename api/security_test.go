@@ -344,14 +344,14 @@ func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := connectorStatus(context.Background(), self, wl.Connectors[0], v)
+	st := connectorStatus(self, wl.Connectors[0], v.withStates(context.Background(), self, false))
 	if len(st.Tasks) != 1 || st.Tasks[0].State != "RUNNING" || st.Tasks[0].WorkerID != "b" {
 		b, _ := json.Marshal(st)
 		t.Errorf("status %s: want task 0 RUNNING on b", b)
 	}
 	// Without the credentials the peer's state is unknown, and says so.
 	self.auth = spec.APIClient{TLS: spec.TLS{CA: peer.ca.File}}
-	st = connectorStatus(context.Background(), self, wl.Connectors[0], v)
+	st = connectorStatus(self, wl.Connectors[0], v.withStates(context.Background(), self, false))
 	if len(st.Tasks) != 1 || st.Tasks[0].State != "UNASSIGNED" || !strings.Contains(st.Tasks[0].Trace, "did not answer") {
 		b, _ := json.Marshal(st)
 		t.Errorf("status %s: want task 0 UNASSIGNED, b did not answer", b)
@@ -359,7 +359,7 @@ func TestConnectStatusAsksSecuredPeers(t *testing.T) {
 	// A paused connector's task is PAUSED whether or not its owner answers
 	// (the target state holds on every host; a fenced owner runs nothing).
 	self.target = spec.TargetPaused
-	st = connectorStatus(context.Background(), self, wl.Connectors[0], v)
+	st = connectorStatus(self, wl.Connectors[0], v.withStates(context.Background(), self, false))
 	if len(st.Tasks) != 1 || st.Tasks[0].State != "PAUSED" || st.Tasks[0].WorkerID != "b" {
 		b, _ := json.Marshal(st)
 		t.Errorf("status %s: want task 0 PAUSED on b although b did not answer", b)

@@ -187,7 +187,7 @@ func Handler(b Backend, opts Options) http.Handler {
 			WriteError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, connectorStatus(r.Context(), b, c, v))
+		writeJSON(w, http.StatusOK, connectorStatus(b, c, v.withStates(r.Context(), b, false)))
 	}))
 	mux.HandleFunc("GET /connectors/{name}/tasks", s.withConnector(func(w http.ResponseWriter, r *http.Request, c spec.Connector) {
 		writeJSON(w, http.StatusOK, taskInfos(c, b.Target(c.Name)))
@@ -294,6 +294,7 @@ func (s *server) listConnectors(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
+		v = v.withStates(r.Context(), s.b, true)
 	}
 	out := map[string]ConnectorExpanded{}
 	for _, c := range wl.Connectors {
@@ -303,7 +304,7 @@ func (s *server) listConnectors(w http.ResponseWriter, r *http.Request) {
 			e.Info = &ci
 		}
 		if status {
-			cs := connectorStatus(r.Context(), s.b, c, v)
+			cs := connectorStatus(s.b, c, v)
 			e.Status = &cs
 		}
 		out[c.Name] = e
@@ -349,7 +350,7 @@ func (s *server) taskStatus(w http.ResponseWriter, r *http.Request, c spec.Conne
 		WriteError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	for _, t := range connectorStatus(r.Context(), s.b, c, v).Tasks {
+	for _, t := range connectorStatus(s.b, c, v.withStates(r.Context(), s.b, false)).Tasks {
 		if t.ID == n {
 			writeJSON(w, http.StatusOK, t)
 			return
