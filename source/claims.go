@@ -20,10 +20,15 @@ type ClaimBatch struct {
 // store transaction each: etcd's --max-txn-ops bounds size), each batch
 // within timeout, and delivers each batch's outcome, in the order of jobs,
 // as soon as it is known, so that the caller starts the first jobs while
-// the store takes the later claims. It runs one batch ahead of the
-// caller. The channel is closed after the last batch; the caller must
-// drain it (a cancelled ctx makes the remaining batches fail at once).
+// the store takes the later claims. It claims at most two batches ahead
+// of the caller (one waiting in the channel, one being sent). The channel
+// is closed after the last batch; the caller must drain it (a cancelled
+// ctx makes the remaining batches fail at once). A size below 1 claims
+// all jobs in one call.
 func ClaimInBatches(ctx context.Context, s Source, jobs []string, size int, timeout time.Duration) <-chan ClaimBatch {
+	if size < 1 {
+		size = max(1, len(jobs))
+	}
 	out := make(chan ClaimBatch, 1)
 	go func() { // ends once the caller has drained out
 		defer close(out)

@@ -72,7 +72,7 @@ func (w *Worker) adopt(a Adoptable) {
 			return
 		}
 		w.logs = logs
-		w.startRun()
+		w.startRun(nil)
 		return
 	}
 	w.logs = logs

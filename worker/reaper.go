@@ -243,8 +243,8 @@ func (r *reaper) forkExec(path string, argv []string, attr *syscall.ProcAttr, on
 			r.heldPid = 0
 		}
 		msg := fmt.Sprintf("process %d died before exec: %s", pid, describeWait(ws))
-		if ws.Signaled() {
-			return 0, TransientStartError(msg) // killed from outside: a fence
+		if ws.Signaled() && ws.Signal() == unix.SIGKILL {
+			return 0, TransientStartError(msg) // killed from outside: a fence, or an OOM kill (Worker.passes)
 		}
 		return 0, errors.New(msg)
 	}

@@ -48,19 +48,23 @@ type Runtime struct {
 // launcher busy.
 func startSlots() int { return 4 * launcherCount() }
 
-// startSlot waits for a start slot, or until stop is closed (false: no
-// slot is held).
-func (rt *Runtime) startSlot(stop <-chan struct{}) bool {
+// startSlot waits for a start slot, or until stop is closed, which wins
+// when both are ready. It returns the func that gives the slot back (safe
+// to call more than once), or nil when stop closed first.
+func (rt *Runtime) startSlot(stop <-chan struct{}) (release func()) {
+	select {
+	case <-stop:
+		return nil
+	default:
+	}
 	select {
 	case rt.starts <- struct{}{}:
-		return true
+		var once sync.Once
+		return func() { once.Do(func() { <-rt.starts }) }
 	case <-stop:
-		return false
+		return nil
 	}
 }
-
-// endStart gives a start slot back.
-func (rt *Runtime) endStart() { <-rt.starts }
 
 // ErrRuntimeClosed is the reason of a worker started on a Runtime that has
 // been closed.

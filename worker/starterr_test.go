@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,29 +34,66 @@ func setPidsMax(t *testing.T, g *testGroup, v string) {
 // A start that fails for a reason that passes (here the kernel refuses
 // the fork: the job's cgroup is at its pids.max, EAGAIN) leaves the job
 // backing off with the reason, not failed, and never said started; the
-// launcher thread is back home; and the job starts once the reason is
-// gone, though its restart policy is "never".
+// launcher thread is back home; the agent's log says so (LogTransitions);
+// the backoff is noted for a later agent at every retry (BackoffNotes);
+// and the job starts once the reason is gone, though its restart policy is
+// "never", with no retry counted as a restart.
 func TestTransientStartFailureIsRetried(t *testing.T) {
+	rt := ownRuntime(t)
+	notes := &notesRec{jobs: map[string]Pending{}}
+	rt.UseBackoffNotes(notes)
 	g := newTestGroup(t, 0)
 	setPidsMax(t, g, "0")
-	var logs testutil.SyncBuffer
+	var logs, agentLog testutil.SyncBuffer
 	spec := sh(g, "sleep 1000")
+	spec.Runtime = rt
 	spec.Log = &logs
-	spec.Backoff = Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}
+	spec.OnChange = LogTransitions(slog.New(slog.NewTextHandler(&agentLog, nil)), "job", func() bool { return false })
+	spec.Backoff = Backoff{Initial: 50 * time.Millisecond, Max: 50 * time.Millisecond}
 	w := startWorker(t, spec)
-	testutil.Eventually(t, 15*time.Second, "backoff after a refused fork", func() bool {
+	testutil.Eventually(t, 15*time.Second, "a second retry, noted", func() bool {
 		st := w.Status()
-		return st.State == BackingOff && strings.Contains(st.Reason, unix.EAGAIN.Error()) &&
-			strings.Contains(st.Reason, "pids.max of the job's cgroup")
+		_, noted := notes.get("job")
+		return st.State == BackingOff && noted && strings.Count(logs.String(), "start failed") >= 3
 	})
+	st := w.Status()
+	if !strings.Contains(st.Reason, unix.EAGAIN.Error()) || !strings.Contains(st.Reason, "pids.max of the job's cgroup") || st.LastExit != nil {
+		t.Errorf("status %+v, want backoff with the kernel's reason and no exit", st)
+	}
+	if !strings.Contains(agentLog.String(), "job failed to start for a reason that passes; trying again") {
+		t.Errorf("agent log:\n%s", agentLog.String())
+	}
 	if strings.Contains(logs.String(), "berth: started") {
 		t.Errorf("log says started:\n%s", logs.String())
 	}
 	checkThreadsHome(t)
 	setPidsMax(t, g, "max")
 	pid := waitRunning(t, w)
-	if st := w.Status(); st.Reason != "" || st.PID != pid {
-		t.Errorf("running with %+v, want no reason", st)
+	if st := w.Status(); st.Reason != "" || st.PID != pid || st.Restarts != 0 {
+		t.Errorf("running with %+v, want no reason and no restart counted", st)
+	}
+	testutil.Eventually(t, 10*time.Second, "the note dropped once running", func() bool {
+		_, noted := notes.get("job")
+		return !noted
+	})
+}
+
+// Starts that keep failing for a reason that passes end, after
+// maxStartRetries tries, Failed with the reason and the count.
+func TestTransientStartRetriesEnd(t *testing.T) {
+	g := newTestGroup(t, 0)
+	setPidsMax(t, g, "0")
+	spec := sh(g, "sleep 1000")
+	spec.Backoff = Backoff{Initial: time.Millisecond, Max: time.Millisecond}
+	w := startWorker(t, spec)
+	select {
+	case <-w.Done():
+	case <-time.After(testutil.Deadline(30 * time.Second)):
+		t.Fatalf("worker did not end: %+v", w.Status())
+	}
+	st := w.Status()
+	if st.State != Failed || !strings.Contains(st.Reason, fmt.Sprintf("after %d tries", maxStartRetries+1)) || st.Restarts != 0 {
+		t.Errorf("status %+v, want failed after %d tries, no restart counted", st, maxStartRetries+1)
 	}
 }
 

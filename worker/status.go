@@ -65,8 +65,8 @@ type Status struct {
 	// Reason says why the worker is Failed (a start error) or backs off
 	// after a start that failed for a reason that passes; empty otherwise.
 	Reason string `json:"reason,omitempty"`
-	// NextRestart is when a worker in BackingOff starts again (LastExit.Time
-	// plus the backoff delay); zero otherwise.
+	// NextRestart is when a worker in BackingOff starts again (LastExit.Time,
+	// or the failed start's time, plus the backoff delay); zero otherwise.
 	NextRestart time.Time `json:"next_restart,omitzero"`
 }
 

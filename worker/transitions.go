@@ -20,7 +20,7 @@ func LogTransitions(log *slog.Logger, id string, fencing func() bool) func(Statu
 	return func(st Status) {
 		was := prev
 		prev = st.State
-		if fencing() && st.LastExit != nil && (st.State == Exited || st.State == BackingOff ||
+		if fencing() && st.LastExit != nil && st.Reason == "" && (st.State == Exited || st.State == BackingOff ||
 			st.State == Stopped && was == Stopping) {
 			log.Info("job killed by fencing", "job_id", id, "exit", st.LastExit.Reason)
 			return
@@ -38,6 +38,11 @@ func LogTransitions(log *slog.Logger, id string, fencing func() bool) func(Statu
 					"oom_killed", st.LastExit.OOMKilled)
 			}
 		case BackingOff:
+			if st.LastExit == nil || st.Reason != "" {
+				log.Warn("job failed to start for a reason that passes; trying again", "job_id", id, "reason", st.Reason,
+					"restart_at", st.NextRestart.Format(time.RFC3339Nano))
+				return
+			}
 			log.Warn("job exited; restarting", "job_id", id, "exit", st.LastExit.Reason,
 				"oom_killed", st.LastExit.OOMKilled, "restart_at", st.NextRestart.Format(time.RFC3339Nano))
 		}

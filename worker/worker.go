@@ -94,10 +94,16 @@ type Spec struct {
 // the main process, kill what is left in the cgroup, then restart after a
 // backoff or end, as Spec.Restart says. A run that cannot start (missing or
 // non-executable command, unknown user or group, bad working directory, a
-// cgroup that refuses the process, a child that dies before it execs the
-// job) leaves the worker Failed with the reason and is not retried: such errors do not heal by waiting, and the supervisor
-// makes a new Worker when the job's definition changes. Its methods are safe
-// for concurrent use.
+// cgroup that refuses the process) leaves the worker Failed with the
+// reason and is not retried: such errors do not heal by waiting, and the
+// supervisor makes a new Worker when the job's definition changes. A start
+// that fails for a reason that passes (TransientStart: a shortage of
+// descriptors, processes or memory, a child SIGKILLed before it execs and
+// not by an OOM kill) backs off and is tried again, maxStartRetries times
+// in a row at most. At most startSlots starts of a Runtime are under way
+// at once; a worker waits for a slot before its step, so that the wait
+// holds up neither Stop nor Retune. Its methods are safe for concurrent
+// use.
 //
 // A worker keeps no goroutine while its job runs or waits to restart: each
 // step (start a run, the main process's exit, a stop, the end of a grace
@@ -111,6 +117,7 @@ type Worker struct {
 	entered   bool          // counted by Spec.Runtime (enter) until done is closed
 	offered   *Adoptable    // the run to adopt, taken by Start for begin
 	pending   *Pending      // the restart wait to carry on, taken by Start for begin
+	firstRun  bool          // begin starts a run (no adoption, no carried wait), set by Start
 	stopCh    chan struct{} // closed by Stop
 	done      chan struct{} // closed when the worker has ended and its log copy too
 
@@ -131,6 +138,7 @@ type Worker struct {
 	started   time.Time
 	oomBefore uint64
 	oomErr    error
+	retries   int  // starts in a row that failed for a reason that passes (retryStart)
 	stopping  bool // Stop was called
 	ended     bool
 }
@@ -205,6 +213,7 @@ func (w *Worker) Start() {
 				s.Restarts, s.LastExit = p.Restarts, p.LastExit
 			}
 		})
+		w.firstRun = (w.offered == nil || w.offered.Run.Fingerprint != Fingerprint(&w.spec)) && w.pending == nil
 		go w.begin()
 	})
 }
@@ -298,10 +307,23 @@ func (w *Worker) setState(f func(*Status)) {
 	}
 }
 
-// begin is the first step: open the log, start the first run.
+// begin is the first step: open the log, start the first run (with a
+// start slot taken before the step), adopt an earlier agent's run, or
+// carry on its restart wait.
 func (w *Worker) begin() {
+	var release func()
+	if w.firstRun {
+		if release = w.spec.Runtime.startSlot(w.stopCh); release != nil {
+			defer release()
+		}
+	}
 	w.step.Lock()
 	defer w.step.Unlock()
+	if w.firstRun && release == nil { // stopped while waiting for a slot
+		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
+		w.end()
+		return
+	}
 	if w.spec.Group == nil {
 		w.fail(errors.New("no cgroup"))
 		w.end()
@@ -333,7 +355,7 @@ func (w *Worker) begin() {
 		w.resumeBackoff(*p)
 		return
 	}
-	w.startRun()
+	w.startRun(release)
 }
 
 // resumeBackoff carries on the backoff of an earlier agent's worker of the
@@ -376,19 +398,26 @@ func (w *Worker) noteDone() {
 }
 
 // startRun starts one run; step is held. A stop that came meanwhile ends
-// the worker (before the run) or terminates the run (after).
-func (w *Worker) startRun() {
+// the worker (before the run) or terminates the run (after). release gives
+// back the start slot the caller took before the step (Runtime.startSlot);
+// nil: startRun takes one itself, waiting with step held (a rare path: an
+// adopted run whose log cannot be read). It gives the slot back once the
+// fork has returned. It reports whether the start failed for a reason that
+// passes and the worker now backs off to try again (retryStart).
+func (w *Worker) startRun(release func()) (retrying bool) {
 	if w.stopping {
 		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
 		w.end()
-		return
+		return false
 	}
-	if !w.spec.Runtime.startSlot(w.stopCh) { // stopped while waiting for a slot
-		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
-		w.end()
-		return
+	if release == nil {
+		if release = w.spec.Runtime.startSlot(w.stopCh); release == nil { // stopped while waiting
+			w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
+			w.end()
+			return false
+		}
 	}
-	defer w.spec.Runtime.endStart()
+	defer release()
 	w.oomBefore, w.oomErr = w.spec.Group.OOMKills()
 	w.started = time.Now()
 	w.setState(func(s *Status) { s.State, s.StartedAt, s.NextRestart = Starting, w.started, time.Time{} })
@@ -414,19 +443,24 @@ func (w *Worker) startRun() {
 			markTo(logw, "start failed: %v", err)
 		}
 	}
+	release() // the fork has returned
 	if err != nil {
 		if logw != nil {
 			_ = logw.Close()
 		}
 		w.killGroup(w.logs)
-		if TransientStart(err) && !w.stopping {
+		if w.passes(err) {
 			w.retryStart(err)
-			return
+			return true
+		}
+		if w.retries > 0 {
+			err = fmt.Errorf("%w (after %d tries)", err, w.retries+1)
 		}
 		w.fail(err)
 		w.end()
-		return
+		return false
 	}
+	w.retries = 0
 	// The job is already running: its first lines may come before this.
 	markTo(logw, "started pid %d", p.pid)
 	_ = logw.Close()
@@ -435,6 +469,35 @@ func (w *Worker) startRun() {
 	if w.stopping {
 		w.terminate(p)
 	}
+	return false
+}
+
+// maxStartRetries bounds the starts in a row that fail for a reason that
+// passes: the next such failure leaves the job Failed with the reason, as
+// systemd's StartLimitBurst= ends a unit's restarts (with the backoff
+// doubling from 1 s to 60 s, ten tries span about five minutes).
+const maxStartRetries = 10
+
+// passes reports whether the failed start err is tried again: a reason
+// that passes (TransientStart), not the job's own memory limit (an OOM
+// kill in the job's cgroup during the start: its exec does not fit), no
+// Stop asked for, and fewer than maxStartRetries such failures in a row.
+// step is held.
+func (w *Worker) passes(err error) bool {
+	if !TransientStart(err) || w.retries >= maxStartRetries {
+		return false
+	}
+	select {
+	case <-w.stopCh:
+		return false
+	default:
+	}
+	if w.oomErr == nil {
+		if n, oerr := w.spec.Group.OOMKills(); oerr == nil && n > w.oomBefore {
+			return false
+		}
+	}
+	return true
 }
 
 // exited is the step after run n's main process ended with ws: clean the
@@ -501,6 +564,7 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 // its restart policy (the run never began), and is started again. step is
 // held.
 func (w *Worker) retryStart(err error) {
+	w.retries++
 	w.delay = w.spec.Backoff.next(w.delay, 0)
 	next := time.Now().Add(w.delay)
 	w.setState(func(s *Status) { s.State, s.PID, s.Reason, s.NextRestart = BackingOff, 0, err.Error(), next })
@@ -511,19 +575,29 @@ func (w *Worker) retryStart(err error) {
 	w.timer = time.AfterFunc(time.Until(next), func() { w.restart(tn) })
 }
 
-// restart is the step at the end of backoff timer n.
+// restart is the step at the end of backoff timer n, with a start slot
+// taken before it. A retried start (retryStart) does not count as a
+// restart.
 func (w *Worker) restart(n uint64) {
+	release := w.spec.Runtime.startSlot(w.stopCh)
+	if release != nil {
+		defer release()
+	}
 	w.step.Lock()
 	defer w.step.Unlock()
-	if w.timer == nil || w.timers != n || w.ended || w.stopping {
-		return // cancelled by a stop
+	if w.timer == nil || w.timers != n || w.ended || w.stopping || release == nil {
+		return // cancelled by a stop (which, if still to come, ends the wait)
 	}
 	w.timer = nil
-	w.setState(func(s *Status) { s.Restarts++ })
-	w.startRun()
-	// After the start: an agent that dies before it leaves the wait
-	// noted, and the next one finds the run the guard holds (it wins).
-	w.noteDone()
+	if w.retries == 0 {
+		w.setState(func(s *Status) { s.Restarts++ })
+	}
+	if !w.startRun(release) {
+		// After the start: an agent that dies before it leaves the wait
+		// noted, and the next one finds the run the guard holds (it
+		// wins). A start that backs off again keeps its note.
+		w.noteDone()
+	}
 }
 
 // stop is the step of Stop: terminate the run, or cancel the restart.
@@ -538,7 +612,7 @@ func (w *Worker) stop() {
 	case w.timer != nil: // backing off
 		w.timer.Stop()
 		w.timer = nil
-		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
+		w.setState(func(s *Status) { s.State, s.NextRestart, s.Reason = Stopped, time.Time{}, "" })
 		w.noteDone()
 		w.end()
 	}

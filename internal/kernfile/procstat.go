@@ -69,7 +69,7 @@ func ParseProcStat(b []byte) (ProcStat, error) {
 // Errors: the process is gone (an fs.PathError wrapping ENOENT or ESRCH),
 // or the content does not parse (ParseProcStat).
 func ReadProcStat(pid int) (ProcStat, error) {
-	var buf [1024]byte
+	var buf [2048]byte // the line is a few hundred bytes: comm is at most 16
 	b, err := ReadAt(unix.AT_FDCWD, "/proc/"+strconv.Itoa(pid)+"/stat", buf[:])
 	if err != nil {
 		return ProcStat{}, err
