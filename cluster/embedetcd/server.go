@@ -87,7 +87,7 @@ func StartWithFatal(dataDir string, onFatal func(error)) (*Server, error) {
 	// Keep few raft entries in memory: with one member no follower ever
 	// catches up from them, and etcd's default (5,000 after each
 	// in-memory snapshot) holds the start's big writes (every definition,
-	// every claim, each assignment) for the agent's life: ≈ 0.6 KiB per
+	// every claim, each assignment) for the agent's life: ≈ 0.4 KiB per
 	// job at 2,000 jobs. They are in the WAL and applied to the store.
 	cfg.SnapshotCatchUpEntries = catchUpEntries
 
