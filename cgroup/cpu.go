@@ -115,7 +115,7 @@ func readCPUV1(d *groupDirs, buf []byte, u *Usage, full bool) error {
 		return err
 	}
 	if u.Limits.CPUQuotaCores, err = quotaCores(quota, string(p)); err != nil {
-		return fmt.Errorf("%scpu.cfs_quota_us: %w", d.cpu.rel, err)
+		return fmt.Errorf("%s: %w", d.cpu.path("cpu.cfs_quota_us"), err)
 	}
 	return nil
 }

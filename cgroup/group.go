@@ -40,9 +40,6 @@ type Group struct {
 	// limits is what New and Update wrote (Usage's Limits); nil for a
 	// loaded group until Usage reads it from the kernel.
 	limits atomic.Pointer[applied]
-	// dirs holds the directories Usage reads, found once (dirsOnce).
-	dirsOnce sync.Once
-	dirs     *groupDirs
 }
 
 // Placement says where a new process must be put to run inside a Group.

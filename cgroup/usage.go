@@ -193,19 +193,25 @@ func (g *Group) setApplied(res *specs.LinuxResources) {
 var readBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
 
 // mountDir is one directory of a group, as Usage reads files in it: the
-// cached fd of the mount it lies under (underMount) and the directory's
-// path relative to it, with a trailing slash; fd < 0 when the group has
-// no such directory (controller not in use).
+// cached fd of the mount it lies under (underMount), the directory of the
+// hierarchy's root relative to that mount with a trailing slash (base,
+// the same for every group) and the group's rel below it; fd < 0 when the
+// group has no such directory (controller not in use). The path is joined
+// at each read, which builds the file's name anyway: a group keeps no
+// paths of its own.
 type mountDir struct {
-	fd  int
-	rel string
+	fd        int
+	base, rel string
 }
 
 func (d mountDir) ok() bool { return d.fd >= 0 }
 
+// path is the file name in d, relative to the mount.
+func (d mountDir) path(name string) string { return d.base + d.rel + "/" + name }
+
 // read reads the file name in d into buf.
 func (d mountDir) read(name string, buf []byte) ([]byte, error) {
-	return kernfile.ReadAt(d.fd, d.rel+name, buf)
+	return kernfile.ReadAt(d.fd, d.path(name), buf)
 }
 
 // number reads a single-value file of d ("max" reads as 0).
@@ -216,7 +222,7 @@ func (d mountDir) number(name string, buf []byte) (uint64, error) {
 	}
 	v, err := kernfile.Uint(b)
 	if err != nil {
-		return 0, fmt.Errorf("%s%s: %w", d.rel, name, err)
+		return 0, fmt.Errorf("%s: %w", d.path(name), err)
 	}
 	return v, nil
 }
@@ -228,23 +234,23 @@ func (d mountDir) keyed(name string, buf []byte, keys []string, out []uint64) er
 		return err
 	}
 	if err := kernfile.Keyed(b, ' ', keys, out); err != nil {
-		return fmt.Errorf("%s%s: %w", d.rel, name, err)
+		return fmt.Errorf("%s: %w", d.path(name), err)
 	}
 	return nil
 }
 
 // groupDirs are the directories of a group that Usage, FullUsage and
-// Pressure read, found once per group: no path joining or cleaning per
-// read. On a unified host only unified is set.
+// Pressure read. On a unified host only unified is set.
 type groupDirs struct {
 	unified, cpu, cpuacct, memory, pids mountDir
 	err                                 error
 }
 
-// dirsFor returns g's groupDirs, computed on first use.
-func (h *Hierarchy) dirsFor(g *Group) *groupDirs {
-	g.dirsOnce.Do(func() {
-		d := &groupDirs{}
+// dirsFor returns g's groupDirs: the hierarchy's, found once (no path
+// joining or cleaning per read), with g's rel.
+func (h *Hierarchy) dirsFor(g *Group) groupDirs {
+	h.dirsOnce.Do(func() {
+		d := &h.dirs0
 		at := func(mount, dir string) mountDir {
 			if dir == "" || d.err != nil {
 				return mountDir{fd: -1}
@@ -254,16 +260,17 @@ func (h *Hierarchy) dirsFor(g *Group) *groupDirs {
 				d.err = err
 				return mountDir{fd: -1}
 			}
-			return mountDir{fd: fd, rel: rel + "/"}
+			return mountDir{fd: fd, base: rel + "/"}
 		}
-		d.unified = at(h.unifiedMount, h.unifiedDir(g.rel))
-		d.cpu = at(mountRoot, h.v1Dir(cgroup1.Cpu, g.rel))
-		d.cpuacct = at(mountRoot, h.v1Dir(cgroup1.Cpuacct, g.rel))
-		d.memory = at(mountRoot, h.v1Dir(cgroup1.Memory, g.rel))
-		d.pids = at(mountRoot, h.v1Dir(cgroup1.Pids, g.rel))
-		g.dirs = d
+		d.unified = at(h.unifiedMount, h.unifiedDir(""))
+		d.cpu = at(mountRoot, h.v1Dir(cgroup1.Cpu, ""))
+		d.cpuacct = at(mountRoot, h.v1Dir(cgroup1.Cpuacct, ""))
+		d.memory = at(mountRoot, h.v1Dir(cgroup1.Memory, ""))
+		d.pids = at(mountRoot, h.v1Dir(cgroup1.Pids, ""))
 	})
-	return g.dirs
+	d := h.dirs0
+	d.unified.rel, d.cpu.rel, d.cpuacct.rel, d.memory.rel, d.pids.rel = g.rel, g.rel, g.rel, g.rel, g.rel
+	return d
 }
 
 // optional is err unless it says a controller's file is absent (the

@@ -25,7 +25,10 @@ type Config struct {
 	// treats them as errors; the agent logs them.
 	Warnings []*Problem
 
-	pos *positions // where each key of the file is, for CheckDeclarations
+	// pos is where each key of [static] is in the file, for
+	// CheckDeclarations; the other keys' positions serve only Parse's own
+	// messages and are not kept (the agent holds its Config for its life).
+	pos *positions
 }
 
 // Agent is the [agent] table.

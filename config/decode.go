@@ -160,7 +160,7 @@ func (t *table) str(k string, def string) string {
 		return def
 	}
 	t.nul(t.key(k), s)
-	return s
+	return strings.Clone(s) // not a slice of the whole document, kept alive by it
 }
 
 // nul reports a string with a NUL byte at key: every string berth takes
@@ -299,7 +299,7 @@ func (t *table) strings(k string) []string {
 			continue
 		}
 		t.nul(fmt.Sprintf("%s[%d]", t.key(k), i), s)
-		out = append(out, s)
+		out = append(out, strings.Clone(s)) // as str
 	}
 	return out
 }
@@ -610,7 +610,7 @@ func (d *decoder) process(t *table) *spec.Process {
 			case strings.ContainsRune(v, 0):
 				// reported by str
 			default:
-				p.Env[k] = v
+				p.Env[strings.Clone(k)] = v // as str
 			}
 		}
 		env.done()

@@ -61,7 +61,7 @@ func parse(file string, data []byte, host *host.Host, read map[string]map[string
 	if err := d.errs.result(file, pos); err != nil {
 		return nil, err
 	}
-	c.pos = pos
+	c.pos = pos.under("static")
 	d.warns.list = append(d.warns.list, c.CheckDeclarations(&c.Workload, "this file")...)
 	d.warns.attachDefs(&c.Workload)
 	c.Warnings = d.warns.placed(file, pos)

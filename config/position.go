@@ -39,6 +39,21 @@ func (p *positions) lookup(key string) (line, col int) {
 	return 0, 0
 }
 
+// under returns the positions of table and of the keys below it only (a
+// copy; nil stays nil): what is kept past parsing.
+func (p *positions) under(table string) *positions {
+	if p == nil {
+		return nil
+	}
+	kept := &positions{at: map[string][2]int{}}
+	for k, lc := range p.at {
+		if k == table || strings.HasPrefix(k, table+".") || strings.HasPrefix(k, table+"[") {
+			kept.at[strings.Clone(k)] = lc
+		}
+	}
+	return kept
+}
+
 // locate scans data and returns the position of every key, or nil when the
 // scan does not agree with keys (md.Keys() of the same document).
 func locate(data string, keys []toml.Key) (p *positions) {

@@ -60,6 +60,7 @@ Exit status: 0 after a clean stop (every worker gone, every cgroup removed),
 // runAgent runs the agent until SIGTERM or SIGINT, reloading on SIGHUP.
 // guardPprof, when set, is passed to the lease guard as --pprof.
 func runAgent(path, guardPprof string) error {
+	tuneGC()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
 
