@@ -68,7 +68,10 @@ type Limits struct {
 }
 
 // Usage reads what changes in the group from one scrape to the next: CPU
-// time and throttling, memory, OOM kills and tasks, each file read once,
+// time and throttling, memory, OOM kills and tasks, each file read once
+// (on v1, memory.oom_control only when the host's count of OOM kills has
+// moved since the group's was last read, or a minute has passed: see
+// oomcount.go),
 // with Limits as berth applied them (New, Update; for a loaded group read
 // from the kernel once and then kept) and block I/O left out (reported per
 // sharing group only, by FullUsage). It is the hot path of a scrape of

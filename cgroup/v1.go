@@ -155,7 +155,7 @@ func (v cgroupV1) read(g *Group, buf []byte, full bool) (Usage, error) {
 	}
 	err := errors.Join(
 		pass(readCPUV1(d, buf, &u, full)),
-		pass(readMemoryV1(d.memory, buf, &u, full)),
+		pass(g.readMemoryV1(d.memory, buf, &u, full)),
 		pass(readPids(d.pids, buf, &u, full)),
 	)
 	if err != nil || !full {
