@@ -190,14 +190,16 @@ func (g *Group) leafProcesses(leaf string) (pids []int, ok bool) {
 	defer readBufs.Put(bp)
 	var b []byte
 	var err error
-	// The leaf lies below the group's cgroup2 directory: read it relative
-	// to the mount's fd that Usage holds, without filepath.Rel and the
-	// mount table's lock (readUnder) on every scrape.
+	// The leaf lies below the group's cgroup2 directory: read it through
+	// the group's mountDir (anchored, no filepath.Rel and no mount-table
+	// lock per scrape), else relative to the mount.
 	m := g.h.unifiedMount
-	if d := g.h.dirsFor(g); d.err == nil && d.unified.ok() && len(leaf) > len(m)+1 && leaf[len(m)] == '/' && strings.HasPrefix(leaf, m) {
-		b, err = kernfile.ReadAt(d.unified.fd, leaf[len(m)+1:]+"/cgroup.procs", *bp)
+	d := g.h.dirsFor(g)
+	if d.err == nil && d.unified.ok() && len(leaf) > len(m)+1 && leaf[len(m)] == '/' && strings.HasPrefix(leaf, m) &&
+		strings.HasPrefix(leaf[len(m)+1:], d.unified.mountRel) {
+		b, err = d.unified.read(leaf[len(m)+1+len(d.unified.mountRel):]+"/cgroup.procs", *bp)
 	} else {
-		b, err = readUnder(g.h.unifiedMount, leaf+"/cgroup.procs", *bp)
+		b, err = readUnder(m, leaf+"/cgroup.procs", *bp)
 	}
 	if err != nil {
 		// The run ended and Kill removed its leaf: no process.
