@@ -19,7 +19,10 @@ package cgroup
 // first seen at least that long before, so a kill counted by the host just
 // before that value was read has had time to reach its cgroup (the two
 // increments are adjacent statements). oomMaxAge bounds, whatever happens,
-// how long a remembered count is used without a read.
+// how long a remembered count is used without a read. The host's count is
+// read at most every hostOOMFresh, so a kill is seen by Usage at most that
+// long after it happened (a scrape of many jobs takes longer than that
+// anyway: its jobs are read one after another).
 
 import (
 	"math"

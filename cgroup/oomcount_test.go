@@ -11,8 +11,9 @@ import (
 )
 
 // Usage skips a v1 group's memory.oom_control while the host's count of
-// OOM kills stays put, and still sees a kill in the group at once: the
-// kill moves the host's count too.
+// OOM kills stays put, and still sees a kill in the group as soon as its
+// reading of the host's count is fresher than the kill (at most
+// hostOOMFresh later): the kill moves the host's count too.
 func TestUsageSeesOOMKillAfterQuiet(t *testing.T) {
 	needV1(t)
 	h := testHierarchy(t)
@@ -38,6 +39,14 @@ func TestUsageSeesOOMKillAfterQuiet(t *testing.T) {
 	j := startIn(t, g, "exec /usr/bin/tail /dev/zero")
 	if err := j.wait(t, testutil.Deadline(30*time.Second)); !signaled(err, unix.SIGKILL) {
 		t.Fatalf("balloon in 16 MiB: %v, want killed by the OOM killer", err)
+	}
+	// The host's count Usage compares with may be up to hostOOMFresh old:
+	// once the last reading is older, Usage must see the kill at once.
+	if !testutil.Poll(testutil.Deadline(5*time.Second), func() bool {
+		r := hostOOM.last.Load()
+		return r == nil || time.Since(r.at) > hostOOMFresh
+	}) {
+		t.Fatal("the host's OOM kill count reading never aged")
 	}
 	u, err := g.Usage()
 	if err != nil {

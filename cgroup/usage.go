@@ -72,7 +72,7 @@ type Limits struct {
 // time and throttling, memory, OOM kills and tasks, each file read once
 // (on v1, memory.oom_control only when the host's count of OOM kills has
 // moved since the group's was last read, or a minute has passed: see
-// oomcount.go),
+// oomcount.go; a kill then shows at most 0.1 s after it happened),
 // with Limits as berth applied them (New, Update; for a loaded group read
 // from the kernel once and then kept) and block I/O left out (reported per
 // sharing group only, by FullUsage). It is the hot path of a scrape of
