@@ -196,8 +196,8 @@ func (g *Group) leafProcesses(leaf string) (pids []int, ok bool) {
 	m := g.h.unifiedMount
 	d := g.h.dirsFor(g)
 	if d.err == nil && d.unified.ok() && len(leaf) > len(m)+1 && leaf[len(m)] == '/' && strings.HasPrefix(leaf, m) &&
-		strings.HasPrefix(leaf[len(m)+1:], d.unified.mountRel) {
-		b, err = d.unified.read(leaf[len(m)+1+len(d.unified.mountRel):]+"/cgroup.procs", *bp)
+		strings.HasPrefix(leaf[len(m)+1:], d.unified.a.prefix) && strings.HasPrefix(leaf[len(m)+1+len(d.unified.a.prefix):], d.unified.rel) {
+		b, err = d.unified.read(leaf[len(m)+1+len(d.unified.a.prefix)+len(d.unified.rel):]+"/cgroup.procs", *bp)
 	} else {
 		b, err = readUnder(m, leaf+"/cgroup.procs", *bp)
 	}
