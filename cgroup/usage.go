@@ -231,9 +231,11 @@ func (d mountDir) mountRel() string { return d.a.prefix + d.rel }
 // (the held fd then names the removed one), and the path from the mount
 // decides.
 func (d mountDir) read(name string, buf []byte) ([]byte, error) {
-	b, err := kernfile.ReadAt(d.a.fd, d.rel+name, buf)
+	var p kernfile.Path
+	b, err := kernfile.ReadPath(d.a.fd, p.Add(d.rel).Add(name), buf)
 	if err != nil && d.a.prefix != "" && errors.Is(err, fs.ErrNotExist) {
-		return kernfile.ReadAt(d.a.mountFD, d.a.prefix+d.rel+name, buf)
+		var p kernfile.Path
+		return kernfile.ReadPath(d.a.mountFD, p.Add(d.a.prefix).Add(d.rel).Add(name), buf)
 	}
 	return b, err
 }

@@ -42,7 +42,8 @@ func readProc(pid int, name string, buf []byte) ([]byte, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: "/proc", Err: err}
 	}
-	return kernfile.ReadAt(dir, strconv.Itoa(pid)+"/"+name, buf)
+	var p kernfile.Path
+	return kernfile.ReadPath(dir, p.AddInt(pid).Add("/").Add(name), buf)
 }
 
 // procStat is what the collector uses of /proc/PID/stat.
