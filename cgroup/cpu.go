@@ -64,7 +64,7 @@ func readCPUV2(d mountDir, buf []byte, u *Usage, full bool) error {
 	}
 	if q, p, ok := strings.Cut(string(bytes.TrimSpace(b)), " "); ok {
 		if u.Limits.CPUQuotaCores, err = quotaCores(q, p); err != nil {
-			return fmt.Errorf("%scpu.max: %w", d.rel, err)
+			return fmt.Errorf("%scpu.max: %w", d.mountRel(), err)
 		}
 	}
 	return nil
@@ -115,7 +115,7 @@ func readCPUV1(d *groupDirs, buf []byte, u *Usage, full bool) error {
 		return err
 	}
 	if u.Limits.CPUQuotaCores, err = quotaCores(quota, string(p)); err != nil {
-		return fmt.Errorf("%s: %w", d.cpu.path("cpu.cfs_quota_us"), err)
+		return fmt.Errorf("%scpu.cfs_quota_us: %w", d.cpu.mountRel(), err)
 	}
 	return nil
 }

@@ -40,6 +40,12 @@ type Group struct {
 	// limits is what New and Update wrote (Usage's Limits); nil for a
 	// loaded group until Usage reads it from the kernel.
 	limits atomic.Pointer[applied]
+	// oom is the group's own v1 OOM kill count as Usage last read it, with
+	// the host's count it is complete for (ownOOMKillsV1); nil: read it.
+	oom atomic.Pointer[knownOOMKills]
+	// dirs holds the directories Usage reads, found once (dirsOnce).
+	dirsOnce sync.Once
+	dirs     *groupDirs
 }
 
 // Placement says where a new process must be put to run inside a Group.

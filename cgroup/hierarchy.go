@@ -76,11 +76,6 @@ type Hierarchy struct {
 	pidsMu     sync.Mutex
 	pidsInside map[string]int
 	pidsLimits map[string]int64
-
-	// dirs0 are the directories Usage reads of the root (dirsFor), found
-	// once (dirsOnce); a group's are below them.
-	dirsOnce sync.Once
-	dirs0    groupDirs
 }
 
 // Open detects the host's Mode and returns the hierarchy rooted at root.

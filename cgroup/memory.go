@@ -168,8 +168,10 @@ func readMemoryV2(d mountDir, buf []byte, u *Usage, full bool) error {
 }
 
 // readMemoryV1 reads memory.usage_in_bytes and the group's own oom_kill
-// count of memory.oom_control and, when full, memory.limit_in_bytes.
-func readMemoryV1(d mountDir, buf []byte, u *Usage, full bool) error {
+// count of memory.oom_control (when not full, only if an OOM kill may have
+// happened since it was last read: ownOOMKillsV1) and, when full,
+// memory.limit_in_bytes.
+func (g *Group) readMemoryV1(d mountDir, buf []byte, u *Usage, full bool) error {
 	if !d.ok() {
 		return nil
 	}
@@ -177,14 +179,15 @@ func readMemoryV1(d mountDir, buf []byte, u *Usage, full bool) error {
 	if u.MemoryBytes, err = d.number("memory.usage_in_bytes", buf); err != nil {
 		return err
 	}
+	if !full {
+		u.OOMKills, err = g.ownOOMKillsV1(d, buf)
+		return err
+	}
 	var n [1]uint64
 	if err := d.keyed("memory.oom_control", buf, oomKillKey, n[:]); err != nil {
 		return err
 	}
 	u.OOMKills = n[0]
-	if !full {
-		return nil
-	}
 	l, err := d.number("memory.limit_in_bytes", buf)
 	if l < v1Unlimited {
 		u.Limits.MemoryLimitBytes = l

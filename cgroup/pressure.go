@@ -70,19 +70,22 @@ var pressureFiles = []string{"cpu.pressure", "memory.pressure", "io.pressure"}
 // (wrapped) when the group's cgroup2 directory is gone; any other read or
 // parse error names the file.
 func (g *Group) Pressure() (Pressure, error) {
-	dir := g.h.unifiedDir(g.rel)
-	if dir == "" {
+	if g.h.unifiedMount == "" {
 		return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w: the host (%s) has no cgroup2 hierarchy", g.rel, ErrNoPressure, g.h.mode)
 	}
 	d := g.h.dirsFor(g)
 	if d.err != nil {
-		return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w", dir, d.err)
+		return Pressure{}, fmt.Errorf("read pressure of cgroup %s: %w", g.h.unifiedDir(g.rel), d.err)
 	}
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	var p Pressure
 	for i, out := range []*StallTime{&p.CPU, &p.Memory, &p.IO} {
 		b, err := d.unified.read(pressureFiles[i], *bp)
+		var dir string // for the messages: joined only on an error
+		if err != nil {
+			dir = g.h.unifiedDir(g.rel)
+		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
@@ -96,6 +99,7 @@ func (g *Group) Pressure() (Pressure, error) {
 		}
 		st, err := parsePressure(b)
 		if err != nil {
+			dir = g.h.unifiedDir(g.rel)
 			return Pressure{}, fmt.Errorf("read pressure of cgroup %s: parse %s: %w", dir, filepath.Join(dir, pressureFiles[i]), err)
 		}
 		*out = st

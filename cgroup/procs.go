@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/berthd/berth/internal/kernfile"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -88,12 +89,14 @@ func procsRecursive(dir string) ([]int, error) {
 // in the leaf of its latest run: only that leaf's cgroup.procs is read,
 // without listing any directory (see leafProcesses).
 func (g *Group) Processes() ([]int, error) {
-	dir := g.h.unifiedDir(g.rel)
-	if leaf := g.leaf.Load(); leaf != nil && dir != "" {
+	var dir string
+	if leaf := g.leaf.Load(); leaf != nil && g.h.unifiedMount != "" {
 		if pids, ok := g.leafProcesses(*leaf); ok {
 			return pids, nil
 		}
 		dir = *leaf
+	} else {
+		dir = g.h.unifiedDir(g.rel)
 	}
 	if dir == "" {
 		for _, name := range []cgroup1.Name{cgroup1.Pids, cgroup1.Freezer} {
@@ -185,7 +188,19 @@ func (h *Hierarchy) subtree(rel string) []string {
 func (g *Group) leafProcesses(leaf string) (pids []int, ok bool) {
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
-	b, err := readUnder(g.h.unifiedMount, leaf+"/cgroup.procs", *bp)
+	var b []byte
+	var err error
+	// The leaf lies below the group's cgroup2 directory: read it through
+	// the group's mountDir (anchored, no filepath.Rel and no mount-table
+	// lock per scrape), else relative to the mount.
+	m := g.h.unifiedMount
+	d := g.h.dirsFor(g)
+	if d.err == nil && d.unified.ok() && len(leaf) > len(m)+1 && leaf[len(m)] == '/' && strings.HasPrefix(leaf, m) &&
+		strings.HasPrefix(leaf[len(m)+1:], d.unified.a.prefix) && strings.HasPrefix(leaf[len(m)+1+len(d.unified.a.prefix):], d.unified.rel) {
+		b, err = d.unified.read(leaf[len(m)+1+len(d.unified.a.prefix)+len(d.unified.rel):]+"/cgroup.procs", *bp)
+	} else {
+		b, err = readUnder(m, leaf+"/cgroup.procs", *bp)
+	}
 	if err != nil {
 		// The run ended and Kill removed its leaf: no process.
 		return nil, errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)

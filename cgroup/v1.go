@@ -154,8 +154,8 @@ func (v cgroupV1) read(g *Group, buf []byte, full bool) (Usage, error) {
 		return err
 	}
 	err := errors.Join(
-		pass(readCPUV1(&d, buf, &u, full)),
-		pass(readMemoryV1(d.memory, buf, &u, full)),
+		pass(readCPUV1(d, buf, &u, full)),
+		pass(g.readMemoryV1(d.memory, buf, &u, full)),
 		pass(readPids(d.pids, buf, &u, full)),
 	)
 	if err != nil || !full {

@@ -11,8 +11,8 @@ func TestCounterSurvivesReset(t *testing.T) {
 	}
 }
 
-func TestJobAccountKeepsExitedProcesses(t *testing.T) {
-	a := newJobAccount()
+func TestProcAccountKeepsExitedProcesses(t *testing.T) {
+	a := &procAccount{}
 	const agent = 1
 	main, child := procKey{pid: 10, start: 1}, procKey{pid: 11, start: 2}
 	// The child first: update sorts what a scrape read.
@@ -52,8 +52,8 @@ func TestJobAccountKeepsExitedProcesses(t *testing.T) {
 // A job of many processes read in any order: each one's reading is
 // matched to its last one (counters never go down), and one that exited
 // is carried over once.
-func TestJobAccountMatchesProcessesInAnyOrder(t *testing.T) {
-	a := newJobAccount()
+func TestProcAccountMatchesProcessesInAnyOrder(t *testing.T) {
+	a := &procAccount{}
 	const n = 100
 	scrape := func(order func(i int) int, bytes func(i int) float64, skip int) procTotals {
 		s := a.scratch()

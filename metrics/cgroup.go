@@ -21,7 +21,7 @@ var (
 // throttling, memory, OOM kills, pids.
 type cgroupCollector struct {
 	log *slog.Logger
-	acc accounts
+	acc accounts[cgroupAccount]
 }
 
 func newCgroup(log *slog.Logger) *cgroupCollector { return &cgroupCollector{log: log} }

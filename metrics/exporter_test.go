@@ -4,7 +4,9 @@ import (
 	"compress/gzip"
 	"io"
 	"log/slog"
+	"math"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +144,29 @@ func TestExpositionOfJobTable(t *testing.T) {
 		rs := mfs["berth_job_restarts_total"]
 		if rs.GetType() != dto.MetricType_COUNTER || rs.GetMetric()[0].GetCounter().GetValue() != 2 {
 			t.Errorf("berth_job_restarts_total: %v", rs)
+		}
+	}
+}
+
+// appendFloat writes what strconv's 'g' with the shortest precision
+// writes (client_golang's text format), whole numbers included.
+func TestAppendFloatMatchesStrconv(t *testing.T) {
+	vals := []float64{0, math.Copysign(0, -1), 1, -1, 7, 42, 999999, -999999, 1e6, -1e6, 1234567, 0.5, 1.25, 123456.5, 1e21, 2.5e-7, math.MaxInt64, math.NaN(), math.Inf(1), math.Inf(-1)}
+	for i := range 200000 {
+		vals = append(vals, float64(i*7), float64(i)/8)
+	}
+	for _, v := range vals {
+		want := strconv.FormatFloat(v, 'g', -1, 64)
+		switch {
+		case math.IsNaN(v):
+			want = "NaN"
+		case math.IsInf(v, 1):
+			want = "+Inf"
+		case math.IsInf(v, -1):
+			want = "-Inf"
+		}
+		if got := string(appendFloat(nil, v)); got != want {
+			t.Errorf("appendFloat(%v) = %q, want %q", v, got, want)
 		}
 	}
 }

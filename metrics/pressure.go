@@ -28,7 +28,7 @@ var (
 // says why.
 type pressureCollector struct {
 	log    *slog.Logger
-	acc    accounts
+	acc    accounts[pressureAccount]
 	logged sync.Once
 }
 
@@ -63,9 +63,9 @@ func (c *pressureCollector) Update(out Output, s Snapshot) error {
 			st               cgroup.StallTime
 			waiting, stalled *jobFamily
 		}{{p.CPU, famCPUWaiting, famCPUStalled}, {p.Memory, famMemWaiting, famMemStalled}, {p.IO, famIOWaiting, famIOStalled}} {
-			out.job(r.waiting, i, acc.pressure[2*k].observe(r.st.SomeSeconds))
+			out.job(r.waiting, i, acc[2*k].observe(r.st.SomeSeconds))
 			if r.st.HasFull {
-				out.job(r.stalled, i, acc.pressure[2*k+1].observe(r.st.FullSeconds))
+				out.job(r.stalled, i, acc[2*k+1].observe(r.st.FullSeconds))
 			}
 		}
 	})

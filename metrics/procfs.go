@@ -24,7 +24,7 @@ var (
 // threads, RSS, open fds, storage I/O and context switches.
 type procfsCollector struct {
 	log *slog.Logger
-	acc accounts
+	acc accounts[procAccount]
 }
 
 func newProcfs(log *slog.Logger) (*procfsCollector, error) {
@@ -61,7 +61,7 @@ func (c *procfsCollector) Update(out Output, s Snapshot) error {
 }
 
 // job reads and sends one job's processes.
-func (c *procfsCollector) job(out Output, i int, j *Job, acc *jobAccount) error {
+func (c *procfsCollector) job(out Output, i int, j *Job, acc *procAccount) error {
 	pids, err := j.Cgroup.Processes()
 	if err != nil {
 		return fmt.Errorf("list processes of job %s: %w", j.ID, err)

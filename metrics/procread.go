@@ -42,7 +42,8 @@ func readProc(pid int, name string, buf []byte) ([]byte, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: "/proc", Err: err}
 	}
-	return kernfile.ReadAt(dir, strconv.Itoa(pid)+"/"+name, buf)
+	var p kernfile.Path
+	return kernfile.ReadPath(dir, p.AddInt(pid).Add("/").Add(name), buf)
 }
 
 // procStat is what the collector uses of /proc/PID/stat.
@@ -131,19 +132,27 @@ func readCtxSwitches(pid int, buf []byte) (vol, invol uint64, err error) {
 	return v[0], v[1], nil
 }
 
-// countFDs counts the open file descriptors of pid: the size stat(2)
-// gives /proc/PID/fd (Linux ≥ 6.2 reports the count there), else the
-// entries of that directory.
+// countFDs counts the open file descriptors of pid: the size fstatat(2)
+// gives /proc/PID/fd (Linux ≥ 6.2 reports the count there), looked up
+// relative to the held /proc fd (procDir) as readProc's files are, else
+// the entries of that directory.
+//
+// Errors: the directory cannot be stat'ed or listed (an fs.PathError;
+// ENOENT or ESRCH when the process has exited).
 func countFDs(pid int) (int, error) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	name := strconv.Itoa(pid) + "/fd"
+	dirFD, err := procDir()
+	if err != nil {
+		return 0, &fs.PathError{Op: "open", Path: "/proc", Err: err}
+	}
 	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return 0, &fs.PathError{Op: "stat", Path: dir, Err: err}
+	if err := unix.Fstatat(dirFD, name, &st, 0); err != nil {
+		return 0, &fs.PathError{Op: "stat", Path: "/proc/" + name, Err: err}
 	}
 	if st.Size > 0 {
 		return int(st.Size), nil
 	}
-	f, err := os.Open(dir)
+	f, err := os.Open("/proc/" + name)
 	if err != nil {
 		return 0, err
 	}

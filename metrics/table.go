@@ -211,8 +211,15 @@ func appendHelp(b []byte, s string) []byte {
 	return b
 }
 
-// appendFloat formats v as client_golang's text encoder does.
+// appendFloat formats v as client_golang's text encoder does
+// (strconv.AppendFloat(b, v, 'g', -1, 64)). A whole number of fewer than
+// seven digits, most samples of a scrape (processes, threads, fds, tasks),
+// is written as an integer, which is what 'g' writes for it, at a
+// fraction of the cost; 'g' writes larger ones with an exponent.
 func appendFloat(b []byte, v float64) []byte {
+	if v > -1e6 && v < 1e6 && v == float64(int64(v)) && (v != 0 || !math.Signbit(v)) {
+		return strconv.AppendInt(b, int64(v), 10)
+	}
 	switch {
 	case math.IsNaN(v):
 		return append(b, "NaN"...)

@@ -3,7 +3,9 @@
 //
 // Reading: ReadAt reads a file relative to a directory fd into a caller's
 // buffer with one openat(2), read(2) and close(2) (these files are
-// seq_files: one read with room to spare returns the whole content), Read
+// seq_files: one read with room to spare returns the whole content),
+// ReadPath does the same for a path built in place (Path) without
+// allocating, Read
 // reads a file of any length, Write writes one value. os.Open would also
 // register every such file with the runtime's poller (epoll_ctl, refused
 // for them), which doubles the system calls of a scrape that reads a few

@@ -3,6 +3,8 @@ package kernfile
 import (
 	"errors"
 	"io/fs"
+	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,4 +88,77 @@ func Write(path, s string) error {
 		return werr
 	}
 	return cerr
+}
+
+// Path is a relative file path for ReadPath, built in place without
+// allocating (a value on the caller's stack) as long as it stays shorter
+// than 240 bytes; a longer one is kept in an allocated slice. The zero
+// Path is empty.
+type Path struct {
+	b    [240]byte
+	n    int
+	long []byte // the whole path once it outgrew b
+}
+
+// Add appends s to the path and returns p.
+func (p *Path) Add(s string) *Path {
+	if p.long == nil && p.n+len(s) < len(p.b) {
+		p.n += copy(p.b[p.n:], s)
+		return p
+	}
+	if p.long == nil {
+		p.long = append([]byte(nil), p.b[:p.n]...)
+	}
+	p.long = append(p.long, s...)
+	return p
+}
+
+// AddInt appends the decimal form of v to the path and returns p.
+func (p *Path) AddInt(v int) *Path {
+	if p.long == nil && p.n+20 < len(p.b) {
+		p.n = len(strconv.AppendInt(p.b[:p.n], int64(v), 10))
+		return p
+	}
+	return p.Add(strconv.Itoa(v))
+}
+
+// String returns the path.
+func (p *Path) String() string {
+	if p.long != nil {
+		return string(p.long)
+	}
+	return string(p.b[:p.n])
+}
+
+// ReadPath is ReadAt of the path p relative to dirFD, without allocating:
+// the path is passed to openat(2) from p's own bytes (ReadAt copies its
+// string argument to the heap to terminate it, and its callers build the
+// string by concatenation: two allocations per file, measured at 2 % of a
+// scrape's CPU).
+//
+// Errors: as ReadAt, naming p.
+func ReadPath(dirFD int, p *Path, buf []byte) ([]byte, error) {
+	if p.long != nil {
+		return ReadAt(dirFD, string(p.long), buf)
+	}
+	p.b[p.n] = 0 // n < len(b): Add keeps a byte free
+	r, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirFD), uintptr(unsafe.Pointer(&p.b[0])), uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
+	if errno != 0 {
+		return nil, &fs.PathError{Op: "open", Path: p.String(), Err: errno}
+	}
+	fd := int(r)
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: p.String(), Err: err}
+		}
+		if n == len(buf) {
+			return nil, &fs.PathError{Op: "read", Path: p.String(), Err: ErrTooLong}
+		}
+		return buf[:n], nil
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,5 +60,63 @@ func TestReadWrite(t *testing.T) {
 	}
 	if err := Write(filepath.Join(t.TempDir(), "gone"), "1"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Write to a missing file: %v, want ENOENT", err)
+	}
+}
+
+// ReadPath reads what ReadAt reads, names the path in its errors, takes
+// paths longer than its in-place buffer, and does not allocate.
+func TestReadPath(t *testing.T) {
+	proc, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(proc)
+	buf := make([]byte, 4096)
+	var p Path
+	p.AddInt(os.Getpid()).Add("/").Add("stat")
+	if p.String() != strconv.Itoa(os.Getpid())+"/stat" {
+		t.Fatalf("Path = %q", p.String())
+	}
+	b, err := ReadPath(proc, &p, buf)
+	if err != nil || !strings.HasPrefix(string(b), strconv.Itoa(os.Getpid())+" (") {
+		t.Errorf("ReadPath(/proc/PID/stat) = %q, %v", b, err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		var p Path
+		if _, err := ReadPath(proc, p.AddInt(os.Getpid()).Add("/stat"), buf); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("ReadPath allocated %v times per read, want 0", n)
+	}
+	var gone Path
+	if _, err := ReadPath(proc, gone.Add("self/no-such-file"), buf); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "self/no-such-file") {
+		t.Errorf("ReadPath of a missing file: %v, want fs.ErrNotExist naming it", err)
+	}
+	if _, err := ReadPath(proc, new(Path).Add("self/stat"), buf[:8]); !errors.Is(err, ErrTooLong) {
+		t.Errorf("ReadPath into a buffer the content fills: %v, want ErrTooLong", err)
+	}
+
+	// A path longer than the in-place buffer: a directory 300 bytes deep.
+	dir := t.TempDir()
+	long := strings.Repeat("d", 100) + "/" + strings.Repeat("e", 100) + "/" + strings.Repeat("f", 100)
+	if err := os.MkdirAll(filepath.Join(dir, long), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, long, "pids.current"), []byte("3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(d)
+	var lp Path
+	lp.Add(long).Add("/").Add("pids.current")
+	if lp.String() != long+"/pids.current" {
+		t.Fatalf("long Path = %q", lp.String())
+	}
+	if b, err := ReadPath(d, &lp, buf); err != nil || string(b) != "3\n" {
+		t.Errorf("ReadPath of a %d-byte path = %q, %v", len(lp.String()), b, err)
 	}
 }
