@@ -254,3 +254,45 @@ func floorProfile(dir string, d time.Duration, n int) (stop func(), err error) {
 		f.Close()
 	}, nil
 }
+
+// settle waits until the kernel has finished freeing the cgroups of what
+// ran before (the previous N's agent, or a floor): cgroups removed with
+// rmdir(2) are freed later by the kernel's workers, which take the same
+// cgroup_mutex as every mkdir and fork into a cgroup, so a measurement
+// started during that teardown pays for it. It polls the total of
+// num_cgroups in /proc/cgroups every 0.5 s until it has not fallen by more
+// than 10 over 3 s (dying memory cgroups that hold page cache may linger
+// for good: a count that stays is settled), at most timeout, and returns
+// how long it waited.
+func settle(timeout time.Duration) time.Duration {
+	start := time.Now()
+	var last []int
+	for time.Since(start) < timeout {
+		last = append(last, cgroupCount())
+		if n := len(last); n > 6 && last[n-7]-last[n-1] <= 10 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// cgroupCount is the sum of num_cgroups over the hierarchies of
+// /proc/cgroups (0 when unreadable).
+func cgroupCount() int {
+	b, err := os.ReadFile("/proc/cgroups")
+	if err != nil {
+		return 0
+	}
+	total := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if n, err := strconv.Atoi(f[2]); err == nil {
+			total += n
+		}
+	}
+	return total
+}

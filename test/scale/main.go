@@ -102,6 +102,9 @@ type result struct {
 
 func measure(bin string, n, scrapes int, idle time.Duration, profDir string, startProf time.Duration) (result, error) {
 	r := result{N: n}
+	if w := settle(5 * time.Minute); w > 4*time.Second {
+		fmt.Fprintf(os.Stderr, "scale: waited %s for the kernel to free earlier cgroups\n", w.Round(time.Second))
+	}
 	floor, err := startFloor(n)
 	if err != nil {
 		return r, fmt.Errorf("fork+exec floor: %w", err)
@@ -115,6 +118,9 @@ func measure(bin string, n, scrapes int, idle time.Duration, profDir string, sta
 	stopProf()
 	if err != nil {
 		return r, fmt.Errorf("cgroup+fork floor: %w", err)
+	}
+	if w := settle(5 * time.Minute); w > 4*time.Second {
+		fmt.Fprintf(os.Stderr, "scale: waited %s for the kernel to free the floor's cgroups\n", w.Round(time.Second))
 	}
 	dir, err := os.MkdirTemp("", "berth-scale-")
 	if err != nil {
