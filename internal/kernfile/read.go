@@ -28,16 +28,27 @@ func ReadAt(dirFD int, path string, buf []byte) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	b, err := readOnce(fd, buf)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	return b, nil
+}
+
+// readOnce reads fd into buf with one read(2) (again after EINTR): the
+// whole content of a seq_file when it does not fill buf. Errors: the
+// read's, or ErrTooLong when the content fills buf.
+func readOnce(fd int, buf []byte) ([]byte, error) {
 	for {
 		n, err := unix.Read(fd, buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+			return nil, err
 		}
 		if n == len(buf) {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: ErrTooLong}
+			return nil, ErrTooLong
 		}
 		return buf[:n], nil
 	}
@@ -148,17 +159,9 @@ func ReadPath(dirFD int, p *Path, buf []byte) ([]byte, error) {
 	}
 	fd := int(r)
 	defer unix.Close(fd)
-	for {
-		n, err := unix.Read(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: p.String(), Err: err}
-		}
-		if n == len(buf) {
-			return nil, &fs.PathError{Op: "read", Path: p.String(), Err: ErrTooLong}
-		}
-		return buf[:n], nil
+	b, err := readOnce(fd, buf)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: p.String(), Err: err}
 	}
+	return b, nil
 }
