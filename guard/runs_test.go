@@ -66,15 +66,28 @@ func TestGuardHoldsRunsAcrossAgents(t *testing.T) {
 	if err := unix.Kill(b.PID, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 20*time.Second, "the guard reaps b", func() bool { return !testutil.Alive(b.PID) })
-
+	// The next agent's list shows b's exit once the guard has reaped it
+	// (b dead is not yet b reaped and recorded: awaited, not assumed).
 	c2, _ := w.connect()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	held, err := c2.Held(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var held []HeldRun
+	testutil.Eventually(t, 20*time.Second, "the guard's list records b's exit", func() bool {
+		for _, h := range held {
+			h.Logr.Close()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var err error
+		if held, err = c2.Held(ctx); err != nil {
+			t.Logf("list: %v", err)
+			return false
+		}
+		for _, h := range held {
+			if h.JobID == "b" {
+				return h.Exited
+			}
+		}
+		return false
+	})
 	byJob := map[string]HeldRun{}
 	for _, h := range held {
 		byJob[h.JobID] = h
