@@ -11,7 +11,7 @@ import (
 // its per-job records, kept for the jobs' lives, and allocates little
 // between scrapes, so collections stay rare and cheap; from 1,000 to
 // 2,000 jobs it grew by about 15 KiB of resident memory per job instead
-// of about 20 (BENCHMARKS.md, "Memory per job, after").
+// of about 20 (BENCHMARKS.md, "Memory per job").
 const agentGCPercent = 50
 
 // tuneGC sets the agent's GC target to agentGCPercent unless the
