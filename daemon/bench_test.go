@@ -27,7 +27,7 @@ func BenchmarkScrape100Jobs(b *testing.B) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		running := 0
-		for _, j := range a.Jobs() {
+		for _, j := range a.backend.Jobs() {
 			if j.State == worker.Running {
 				running++
 			}
