@@ -50,12 +50,18 @@ func embeddedEtcd(t testing.TB) []string {
 // is not installed.
 func externalEtcd(t testing.TB) []string {
 	t.Helper()
+	return externalEtcdOn(t, testutil.FreePort(t))
+}
+
+// externalEtcdOn is externalEtcd serving its clients on addr (host:port).
+func externalEtcdOn(t testing.TB, addr string) []string {
+	t.Helper()
 	testutil.NeedRoot(t)
 	if _, err := os.Stat(externalEtcdBin); err != nil {
 		t.Skipf("%s not installed (apt-get install -y etcd-server): %v", externalEtcdBin, err)
 	}
 	dir := t.TempDir()
-	client := "http://" + testutil.FreePort(t)
+	client := "http://" + addr
 	peer := "http://" + testutil.FreePort(t)
 	cmd := exec.Command(externalEtcdBin,
 		"--name", "berth-e2e", "--data-dir", filepath.Join(dir, "data"),
