@@ -80,11 +80,11 @@ func (c *procfsCollector) job(out Output, i int, j *Job, acc *procAccount) error
 			}
 			continue // exited between listing and reading
 		}
-		key := procKey{pid: pid, start: st.starttime}
-		if st.state == 'Z' {
+		key := procKey{pid: pid, start: st.StartTicks}
+		if st.State == 'Z' {
 			// Exited, not yet reaped: it holds no resources and reads
 			// as empty; its counters are carried over until it is.
-			seen = append(seen, procEntry{key, procReading{ppid: st.ppid, zombie: true}})
+			seen = append(seen, procEntry{key, procReading{ppid: st.PPID, zombie: true}})
 			continue
 		}
 		var t procTotals
@@ -103,10 +103,10 @@ func (c *procfsCollector) job(out Output, i int, j *Job, acc *procAccount) error
 			errs = append(errs, fmt.Errorf("job %s pid %d: %w", j.ID, pid, err))
 		}
 		procs++
-		rss += float64(st.rssBytes)
-		threads += float64(st.threads)
+		rss += float64(st.RSSPages * pageSize)
+		threads += float64(st.Threads)
 		fds += float64(n)
-		seen = append(seen, procEntry{key, procReading{totals: t, ppid: st.ppid}})
+		seen = append(seen, procEntry{key, procReading{totals: t, ppid: st.PPID}})
 	}
 	total := acc.update(seen)
 	out.job(famProcs, i, procs)
