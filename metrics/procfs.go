@@ -45,19 +45,9 @@ func gone(err error) bool {
 // read from /proc/PID/stat, io and status and its fds counted. Jobs are
 // read in parallel across the cores.
 func (c *procfsCollector) Update(out Output, s Snapshot) error {
-	c.acc.mu.Lock()
-	defer c.acc.mu.Unlock()
-	c.acc.retain(s.Assigned)
-	accs := c.acc.forJobs(s.Jobs)
-	errs := make([]error, len(s.Jobs))
-	parallel(len(s.Jobs), func(i int) {
-		j := &s.Jobs[i]
-		if j.Cgroup == nil {
-			return
-		}
-		errs[i] = c.job(out, i, j, accs[i])
+	return c.acc.eachJob(s, func(i int, j *Job, acc *procAccount) error {
+		return c.job(out, i, j, acc)
 	})
-	return errors.Join(errs...)
 }
 
 // job reads and sends one job's processes.
