@@ -3,7 +3,6 @@ package test
 import (
 	"encoding/json"
 	"net/http"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -46,14 +45,7 @@ name = "probe"
   [connector.run]
   command = ["sleep", "infinity"]
 `)
-	e.cmd = exec.Command(berthBin, "agent", "--config", e.config)
-	e.out = &testutil.SyncBuffer{}
-	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
-	if err := e.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	e.waited = make(chan error, 1)
-	go func() { e.waited <- e.cmd.Wait() }()
+	e.launch()
 	var ws map[string]string
 	testutil.Eventually(t, 20*time.Second, "/health answers 503 starting", func() bool {
 		var code int
