@@ -141,7 +141,13 @@ func (e *env) launch() {
 	if e.bin != "" {
 		bin = e.bin
 	}
-	e.cmd = exec.Command(bin, "agent", "--config", e.config)
+	e.run(exec.Command(bin, "agent", "--config", e.config))
+}
+
+// run starts cmd as e's agent (e.cmd), as launch does.
+func (e *env) run(cmd *exec.Cmd) {
+	e.t.Helper()
+	e.cmd = cmd
 	e.out = &testutil.SyncBuffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
 	if err := e.cmd.Start(); err != nil {
