@@ -22,7 +22,7 @@ import (
 // the bits of mode select: ready or starting (1), a member or joining (2),
 // its members readable or not (4), writes allowed by its listen address
 // or not (8), connector "idle" stopped (16), the store refusing writes
-// (32).
+// (32), its loop stuck past its bound (64).
 type fakeBackend struct{ mode byte }
 
 func (b fakeBackend) Jobs() []Job {
@@ -53,6 +53,8 @@ func (b fakeBackend) AgentInfo() Agent {
 }
 
 func (b fakeBackend) Reconciled() bool { return b.mode&1 != 0 }
+
+func (b fakeBackend) Healthy() bool { return b.mode&64 == 0 }
 
 func (b fakeBackend) Members(context.Context) ([]Member, error) {
 	if b.mode&4 == 0 {
@@ -111,7 +113,8 @@ var methodToken = regexp.MustCompile(`^[A-Za-z]{1,16}$`)
 // the handler never panics, every answer is JSON (Content-Type
 // application/json, a body that parses), and an error answer is Connect's
 // {"error_code", "message"} with error_code equal to the status (a 204,
-// and a 202 to a write, have no body, as in Kafka Connect).
+// and a 202 to a write, have no body, as in Kafka Connect), but GET
+// /health's, which is KIP-1017's WorkerStatus.
 // Seed corpus: testdata/fuzz/FuzzHandler.
 func FuzzHandler(f *testing.F) {
 	for _, s := range []struct {
@@ -122,6 +125,7 @@ func FuzzHandler(f *testing.F) {
 		{"GET", "/v1/agent", 0}, {"GET", "/v1/members", 3}, {"GET", "/v1/assignment", 0},
 		{"GET", "/connectors", 7}, {"GET", "/connectors/sink?expand=status", 7}, {"GET", "/connectors/sink/status", 7},
 		{"GET", "/connectors/idle/status", 1}, {"GET", "/healthz", 0}, {"POST", "/v1/jobs", 7},
+		{"GET", "/health", 0}, {"GET", "/health", 7}, {"GET", "/health", 71}, {"GET", "/connector-plugins?connectorsOnly=false", 0},
 		{"DELETE", "/connectors/sink", 7}, {"GET", "/v1//jobs", 7}, {"GET", "/v1/jobs/%2e%2e/agent", 7},
 		{"HEAD", "/metrics", 7}, {"GET", "*", 7}, {"GET", "/", 7}, {"GET", "/v1/groups", 7},
 		{"PUT", "/connectors/sink/pause", 15}, {"PUT", "/connectors/nope/stop", 15}, {"PUT", "/connectors/sink/resume", 7},
@@ -161,7 +165,12 @@ func FuzzHandler(f *testing.F) {
 		if !json.Valid(body) {
 			t.Fatalf("%s %s: %d with a body that is not JSON:\n%s", method, target, res.StatusCode, body)
 		}
-		if res.StatusCode >= 400 {
+		if res.StatusCode >= 400 && (method == http.MethodGet || method == http.MethodHead) && u.Path == "/health" {
+			var ws WorkerStatus
+			if err := json.Unmarshal(body, &ws); err != nil || ws.Status == "" || ws.Message == "" {
+				t.Fatalf("GET /health: %d with body %s (%v), want {\"status\": ..., \"message\": ...}", res.StatusCode, body, err)
+			}
+		} else if res.StatusCode >= 400 {
 			var e Error
 			if err := json.Unmarshal(body, &e); err != nil || e.Code != res.StatusCode || e.Message == "" {
 				t.Fatalf("%s %s: %d with error body %s (%v), want {\"error_code\": %d, \"message\": ...}", method, target, res.StatusCode, body, err, res.StatusCode)

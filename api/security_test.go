@@ -48,6 +48,7 @@ func (b *secBackend) Job(id string) (Job, bool) {
 }
 func (b *secBackend) AgentInfo() Agent                          { return Agent{ID: b.self, State: "member"} }
 func (b *secBackend) Reconciled() bool                          { return true }
+func (b *secBackend) Healthy() bool                             { return true }
 func (b *secBackend) Members(context.Context) ([]Member, error) { return b.members, nil }
 func (b *secBackend) Assignment(context.Context) (Assignment, error) {
 	a := Assignment{Members: map[string][]string{}}

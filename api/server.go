@@ -31,8 +31,13 @@ type Backend interface {
 	// AgentInfo describes the agent as a member.
 	AgentInfo() Agent
 	// Reconciled reports whether the agent has finished its first
-	// reconcile (it is ready).
+	// reconcile (it is ready): it is a member and every job of its first
+	// assignment has been started or adopted (or has failed with a reason).
 	Reconciled() bool
+	// Healthy reports whether the agent's loop is waiting for work or has
+	// been on one pass for less than its bound (the test the service
+	// manager's watchdog is fed by); true before the loop runs.
+	Healthy() bool
 	// Members lists the live members; an error when the store cannot be
 	// read or the agent has not joined yet.
 	Members(ctx context.Context) ([]Member, error)
@@ -120,11 +125,14 @@ type server struct {
 //	PUT  /connectors/{name}/stop           204: as pause, and the connector shows STOPPED with no tasks (KIP-875)
 //	POST /connectors/{name}/restart        KIP-745: ?includeTasks=&onlyFailed=; 204 (connector only) or 202 with the status
 //	POST /connectors/{name}/tasks/{id}/restart  204
+//	GET  /connector-plugins                []: no plugin is installed on a berth agent
+//	GET  /health                           KIP-1017 WorkerStatus: 200 healthy, 503 starting, 500 unhealthy (see health)
 //	GET  /healthz                          200 once the first reconcile finished, else 503
 //
 // These are Kafka Connect's paths, shapes and status codes (its REST
-// reference, KIP-52, KIP-745, KIP-875). Every error answer, unknown paths
-// (404) and wrong methods (405, with Allow) included, is a JSON Error. The
+// reference, KIP-52, KIP-745, KIP-875, KIP-1017). Every error answer,
+// unknown paths (404) and wrong methods (405, with Allow) included, is a
+// JSON Error, but GET /health's, which is a WorkerStatus as in Connect. The
 // writes answer only where allowWrite says so (403 otherwise): on a
 // loopback address, or to an authenticated request. Before any of this, a
 // plain-HTTP request for a host name the agent does not answer to is
@@ -198,6 +206,13 @@ func Handler(b Backend, opts Options) http.Handler {
 	mux.HandleFunc("PUT /connectors/{name}/stop", s.write(s.setTarget(spec.TargetStopped, http.StatusNoContent)))
 	mux.HandleFunc("POST /connectors/{name}/restart", s.write(s.restartConnector))
 	mux.HandleFunc("POST /connectors/{name}/tasks/{task}/restart", s.write(s.restartTask))
+	mux.HandleFunc("GET /connector-plugins", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, []struct{}{})
+	})
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		code, st := health(b)
+		writeJSON(w, code, st)
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !b.Reconciled() {
 			WriteError(w, http.StatusServiceUnavailable, "starting")
@@ -210,6 +225,26 @@ func Handler(b Backend, opts Options) http.Handler {
 		log = slog.Default()
 	}
 	return guardOrigin(canonicalOnly(routed(mux)), newHostGuard(opts.Listen, opts.AllowedHosts), log)
+}
+
+// health is GET /health's status code and answer, as a Kafka Connect
+// worker gives them (KIP-1017): 503 "starting" until b has reconciled (it
+// joined the cluster and started or adopted every job of its first
+// assignment), then 200 "healthy" while its loop is within its bound, 500
+// "unhealthy" when it is not. Connect bounds the check at 10 s, since it
+// waits for its herder's thread to take it; this one waits for nothing
+// (it reads the loop's state, never asks the loop), so it always answers
+// within that bound, and a loop stuck past its own bound is a 500 rather
+// than a probe that times out.
+func health(b Backend) (int, WorkerStatus) {
+	switch {
+	case !b.Reconciled():
+		return http.StatusServiceUnavailable, WorkerStatus{Status: HealthStarting, Message: startingMessage}
+	case !b.Healthy():
+		return http.StatusInternalServerError, WorkerStatus{Status: HealthUnhealthy, Message: unhealthyMessage}
+	default:
+		return http.StatusOK, WorkerStatus{Status: HealthHealthy, Message: healthyMessage}
+	}
 }
 
 // canonicalOnly answers a request whose path is not in canonical form

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthd/berth/limits"
 	"github.com/munnerz/goautoneg"
 )
 
@@ -211,17 +212,6 @@ func ago(now, t time.Time) string {
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
-// humanBytes is n in binary units, as limits are written: "512 B",
-// "32.0 MiB".
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
-}
+// humanBytes is n in binary units, as limits are written, spaced for
+// prose: "512 B", "32.0 MiB".
+func humanBytes(n uint64) string { return limits.FormatBytes(n, " ") }

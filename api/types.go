@@ -219,6 +219,27 @@ type ServerInfo struct {
 	KafkaClusterID string `json:"kafka_cluster_id"`
 }
 
+// WorkerStatus is GET /health in Kafka Connect's shape (KIP-1017): Status
+// is HealthHealthy, HealthStarting or HealthUnhealthy, Message Connect's
+// sentence for it.
+type WorkerStatus struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// The statuses of a WorkerStatus, and the message Connect gives each
+// (WorkerStatus.healthy, starting and unhealthy in Kafka Connect's REST
+// entities).
+const (
+	HealthHealthy   = "healthy"
+	HealthStarting  = "starting"
+	HealthUnhealthy = "unhealthy"
+
+	healthyMessage   = "Worker has completed startup and is ready to handle requests."
+	startingMessage  = "Worker is still starting up."
+	unhealthyMessage = "Worker was unable to handle this request and may be unable to handle other requests."
+)
+
 // ConnectorInfo is GET /connectors/{name} in Kafka Connect's shape: the
 // config flattened into Connect-style dotted string keys ("tasks.max",
 // "task.command", "task.limits.memory"; list values JSON-encoded). Every

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cgroup"
@@ -18,63 +17,73 @@ import (
 	"github.com/berthd/berth/workload"
 )
 
-// This file is how the API (api.Backend) and the metrics collectors
-// (metrics.Lister, metrics.ClusterState) see the agent: the supervisor's
-// view of its jobs, the source's membership, and the store read and
-// written directly.
+// backend is the agent as its HTTP API (api.Backend) and its metrics
+// (metrics.Lister) see it: it reads the supervisor's View, the source's
+// Info and Desired, and the cluster's store directly, and converts them
+// into the API's and the metrics' own types. It holds no state of its
+// own; the agent it reads is ag.
+type backend struct {
+	ag *Agent
+}
 
 var (
-	_ api.Backend          = (*Agent)(nil)
-	_ metrics.Lister       = (*Agent)(nil)
-	_ metrics.ClusterState = (*Agent)(nil)
+	_ api.Backend    = (*backend)(nil)
+	_ metrics.Lister = (*backend)(nil)
 )
 
-// view is the supervisor's view; empty before it runs.
-func (a *Agent) view() supervisor.View {
+// started reports whether the supervisor and the source are set (Run has
+// joined and started the supervisor).
+func (b *backend) started() bool {
 	select {
-	case <-a.started:
-		return a.sup.View()
+	case <-b.ag.started:
+		return true
 	default:
+		return false
+	}
+}
+
+// view is the supervisor's view; empty before it runs.
+func (b *backend) view() supervisor.View {
+	if !b.started() {
 		return supervisor.View{}
 	}
+	return b.ag.sup.View()
 }
 
 // info is the source's membership; joining before Run made it.
-func (a *Agent) info() source.Info {
-	select {
-	case <-a.started:
-		return a.src.Info()
-	default:
-		return source.Info{ID: a.Config().Agent.ID, State: source.Joining}
+func (b *backend) info() source.Info {
+	if !b.started() {
+		return source.Info{ID: b.ag.Config().Agent.ID, State: source.Joining}
 	}
+	return b.ag.src.Info()
 }
 
 // Jobs implements api.Backend: every job this agent runs, sorted by ID.
-func (a *Agent) Jobs() []api.Job {
-	v := a.view()
+func (b *backend) Jobs() []api.Job {
+	v := b.view()
+	logDir := b.ag.Config().Agent.LogDir
 	out := make([]api.Job, 0, len(v.Jobs))
 	for _, j := range v.Jobs {
-		out = append(out, a.jobInfo(j))
+		out = append(out, jobInfo(j, logDir))
 	}
 	return out
 }
 
 // Job implements api.Backend.
-func (a *Agent) Job(id string) (api.Job, bool) {
-	select {
-	case <-a.started:
-	default:
+func (b *backend) Job(id string) (api.Job, bool) {
+	if !b.started() {
 		return api.Job{}, false
 	}
-	j, ok := a.sup.Job(id)
+	j, ok := b.ag.sup.Job(id)
 	if !ok {
 		return api.Job{}, false
 	}
-	return a.jobInfo(j), true
+	return jobInfo(j, b.ag.Config().Agent.LogDir), true
 }
 
-// jobInfo is j as the API shows it, with its cgroup's usage read now.
-func (a *Agent) jobInfo(j supervisor.JobView) api.Job {
+// jobInfo is j as the API shows it, with its cgroup's usage read now and,
+// when it is FAILED, its trace (with the tail of its log in logDir).
+func jobInfo(j supervisor.JobView, logDir string) api.Job {
 	js, st := j.Spec, j.Status
 	info := api.Job{
 		ID:            js.ID,
@@ -104,7 +113,7 @@ func (a *Agent) jobInfo(j supervisor.JobView) api.Job {
 		info.NextRestart = &t
 	}
 	if api.ConnectState(info) == api.StateFailed {
-		info.Trace = a.trace(js.ID, info)
+		info.Trace = trace(logDir, info)
 	}
 	if j.Group != nil {
 		if u, ok := usageOf(j.Group); ok {
@@ -115,11 +124,10 @@ func (a *Agent) jobInfo(j supervisor.JobView) api.Job {
 }
 
 // AgentInfo implements api.Backend.
-func (a *Agent) AgentInfo() api.Agent {
-	i := a.info()
-	a.mu.Lock()
+func (b *backend) AgentInfo() api.Agent {
+	a := b.ag
+	i := b.info()
 	conf := a.conf.info(a.path)
-	a.mu.Unlock()
 	out := api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation, PID: os.Getpid(), Config: conf}
 	out.Version, out.ImageStarted = a.build[0], a.imageStarted
 	a.mu.Lock()
@@ -133,8 +141,8 @@ func (a *Agent) AgentInfo() api.Agent {
 }
 
 // Groups implements api.Backend: the sharing groups with jobs here.
-func (a *Agent) Groups() []api.Group {
-	v := a.view()
+func (b *backend) Groups() []api.Group {
+	v := b.view()
 	out := make([]api.Group, 0, len(v.Groups))
 	for _, g := range v.Groups {
 		ag := api.Group{Name: g.Name, Cgroup: g.Cgroup, Limits: g.Limits, Jobs: g.Jobs}
@@ -146,27 +154,32 @@ func (a *Agent) Groups() []api.Group {
 	return out
 }
 
-// Reconciled implements api.Backend.
-func (a *Agent) Reconciled() bool {
+// Reconciled implements api.Backend: the agent is a member and its first
+// reconcile has finished (Agent.Ready).
+func (b *backend) Reconciled() bool {
 	select {
-	case <-a.ready:
+	case <-b.ag.ready:
 		return true
 	default:
 		return false
 	}
 }
 
+// Healthy implements api.Backend: the supervisor's loop is within its
+// bound (Agent.Healthy).
+func (b *backend) Healthy() bool { return b.ag.Healthy() }
+
 // client is the store client once the agent is a member; an error before.
-func (a *Agent) client() (*cluster.Client, error) {
-	if a.info().State == source.Joining {
+func (b *backend) client() (*cluster.Client, error) {
+	if b.info().State == source.Joining {
 		return nil, api.ErrNotMember
 	}
-	return a.src.Client(), nil
+	return b.ag.src.Client(), nil
 }
 
 // Members implements api.Backend: read from the store, page by page.
-func (a *Agent) Members(ctx context.Context) ([]api.Member, error) {
-	c, err := a.client()
+func (b *backend) Members(ctx context.Context) ([]api.Member, error) {
+	c, err := b.client()
 	if err != nil {
 		return nil, errors.New("not a member of the cluster yet")
 	}
@@ -183,8 +196,8 @@ func (a *Agent) Members(ctx context.Context) ([]api.Member, error) {
 
 // Assignment implements api.Backend: the whole published assignment, read
 // from the store page by page at one revision.
-func (a *Agent) Assignment(ctx context.Context) (api.Assignment, error) {
-	c, err := a.client()
+func (b *backend) Assignment(ctx context.Context) (api.Assignment, error) {
+	c, err := b.client()
 	if err != nil {
 		return api.Assignment{}, err
 	}
@@ -204,8 +217,8 @@ func (a *Agent) Assignment(ctx context.Context) (api.Assignment, error) {
 // page (an agent holds only the definitions of its own jobs); definitions
 // that do not parse here are left out (workload.Parse), as the agents that
 // would run them leave them.
-func (a *Agent) Workload(ctx context.Context) (*spec.Workload, error) {
-	c, err := a.client()
+func (b *backend) Workload(ctx context.Context) (*spec.Workload, error) {
+	c, err := b.client()
 	if err != nil {
 		return nil, err
 	}
@@ -217,15 +230,15 @@ func (a *Agent) Workload(ctx context.Context) (*spec.Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	wl, _ := workload.Parse(conns, groups, a.host)
+	wl, _ := workload.Parse(conns, groups, b.ag.host)
 	return wl, nil
 }
 
 // definitions reads by key the stored definitions of the named connectors
 // and of the sharing groups they name (data proportional to the names).
 // Names not stored, or not one key segment, are left out.
-func (a *Agent) definitions(ctx context.Context, connectors []string) (*spec.Workload, error) {
-	c, err := a.client()
+func (b *backend) definitions(ctx context.Context, connectors []string) (*spec.Workload, error) {
+	c, err := b.client()
 	if err != nil {
 		return nil, err
 	}
@@ -239,18 +252,16 @@ func (a *Agent) definitions(ctx context.Context, connectors []string) (*spec.Wor
 	if err != nil {
 		return nil, err
 	}
-	wl, _ := workload.Parse(conns, groups, a.host)
+	wl, _ := workload.Parse(conns, groups, b.ag.host)
 	return wl, nil
 }
 
 // Target implements api.Backend: the target as the agent's source last
 // read it from the store (what the agent is carrying out, or about to).
-func (a *Agent) Target(connector string) spec.TargetState {
+func (b *backend) Target(connector string) spec.TargetState {
 	var d source.Desired
-	select {
-	case <-a.started:
-		d = a.src.Desired()
-	default:
+	if b.started() {
+		d = b.ag.src.Desired()
 	}
 	t, ok := d.Targets[connector]
 	if !ok || t.State == "" {
@@ -261,21 +272,21 @@ func (a *Agent) Target(connector string) spec.TargetState {
 
 // SetTarget implements api.Backend: the target is stored in the cluster,
 // and every agent, this one included, holds it when it reads it back.
-func (a *Agent) SetTarget(ctx context.Context, connector string, state spec.TargetState, by string) error {
-	c, err := a.client()
+func (b *backend) SetTarget(ctx context.Context, connector string, state spec.TargetState, by string) error {
+	c, err := b.client()
 	if err != nil {
 		return err
 	}
-	return storeErr(c.SetTarget(ctx, connector, cluster.Target{State: state, By: by, At: a.clock.Now().UTC()}))
+	return storeErr(c.SetTarget(ctx, connector, cluster.Target{State: state, By: by, At: b.ag.clock.Now().UTC()}))
 }
 
 // RequestRestarts implements api.Backend.
-func (a *Agent) RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error {
-	c, err := a.client()
+func (b *backend) RequestRestarts(ctx context.Context, connector string, jobs []string, onlyFailed bool, by string) error {
+	c, err := b.client()
 	if err != nil {
 		return err
 	}
-	return storeErr(c.RequestRestarts(ctx, connector, jobs, onlyFailed, by, a.clock.Now()))
+	return storeErr(c.RequestRestarts(ctx, connector, jobs, onlyFailed, by, b.ag.clock.Now()))
 }
 
 // storeErr turns cluster.ErrNotFound into api.ErrNotFound.
@@ -288,18 +299,20 @@ func storeErr(err error) error {
 
 // PeerClient implements api.Backend: a client for another agent's API at
 // addr with the [agent.client] credentials in force.
-func (a *Agent) PeerClient(addr string) (*api.Client, error) {
-	return api.NewClientFor(addr, a.Config().Agent.Client, false)
+func (b *backend) PeerClient(addr string) (*api.Client, error) {
+	return api.NewClientFor(addr, b.ag.Config().Agent.Client, false)
 }
 
 // Snapshot implements metrics.Lister.
-func (a *Agent) Snapshot() metrics.Snapshot {
-	v := a.view()
-	a.mu.Lock()
+func (b *backend) Snapshot() metrics.Snapshot {
+	v := b.view()
+	i := b.info()
+	ok, at := b.ag.conf.lastReload()
 	s := metrics.Snapshot{Jobs: make([]metrics.Job, 0, len(v.Jobs)), Assigned: v.Assigned,
 		Generation: v.Desired.Generation, Unassigned: v.Desired.Unassigned,
-		ReloadSuccessful: a.conf.lastOK, ReloadSuccessTime: a.conf.lastSuccess}
-	a.mu.Unlock()
+		ReloadSuccessful: ok, ReloadSuccessTime: at,
+		Membership: metrics.Membership{Up: i.State == source.Member, Conflicts: i.Conflicts, Fencings: i.Fencings,
+			LastRenewal: i.LastRenewal, Deadline: i.Deadline}}
 	for _, g := range v.Groups {
 		s.Groups = append(s.Groups, metrics.Group{Name: g.Name, Jobs: len(g.Jobs), Cgroup: g.Group})
 	}
@@ -308,21 +321,6 @@ func (a *Agent) Snapshot() metrics.Snapshot {
 			Group: j.Spec.Group, State: j.Status.State, Restarts: j.Status.Restarts, Cgroup: j.Group, UpdateBlocked: j.UpdateBlocked != ""})
 	}
 	return s
-}
-
-// MemberUp implements metrics.ClusterState.
-func (a *Agent) MemberUp() bool { return a.info().State == source.Member }
-
-// Conflicts implements metrics.ClusterState.
-func (a *Agent) Conflicts() int { return a.info().Conflicts }
-
-// Fencings implements metrics.ClusterState.
-func (a *Agent) Fencings() uint64 { return a.info().Fencings }
-
-// Lease implements metrics.ClusterState.
-func (a *Agent) Lease() (lastRenewal, deadline time.Time) {
-	i := a.info()
-	return i.LastRenewal, i.Deadline
 }
 
 // usageOf is cgroup g's accounting and limits as the API shows them, read

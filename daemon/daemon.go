@@ -53,11 +53,11 @@ type Agent struct {
 	ready    chan struct{}     // closed once sup is ready
 	// imageStarted is when this process image started (GET /v1/agent).
 	imageStarted time.Time
+	conf         *confState // the configuration in force, its reloads
+	backend      *backend   // the agent as its API and metrics see it
 
 	mu         sync.Mutex // guards what follows
 	handler    http.Handler
-	conf       confState
-	cfg        *config.Config
 	declWarned bool
 	adoption   *api.Adoption // what the start adopted; nil: nothing held
 	place      jobsPlace     // where the jobs live (systemd's scope)
@@ -81,25 +81,22 @@ type Options struct {
 // New returns an agent for cfg, whose file is path (re-read on Reload). It
 // does not touch cgroups, processes or the store.
 func New(cfg *config.Config, path string, opts Options) *Agent {
-	a := &Agent{log: opts.Logger, path: path, host: opts.Host, clock: clockwork.NewRealClock(), cfg: cfg,
+	a := &Agent{log: opts.Logger, path: path, host: opts.Host, clock: clockwork.NewRealClock(),
 		build: [2]string{opts.Version, opts.Commit}, guardCmd: opts.GuardCommand, started: make(chan struct{}), ready: make(chan struct{}),
 		imageStarted: time.Now().UTC()}
+	a.backend = &backend{a}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
 	if a.host == nil {
 		a.host = host.Local()
 	}
-	a.conf.started(cfg, a.clock.Now())
+	a.conf = newConfState(cfg, a.clock.Now())
 	return a
 }
 
 // Config returns the configuration in force.
-func (a *Agent) Config() *config.Config {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.cfg
-}
+func (a *Agent) Config() *config.Config { return a.conf.config() }
 
 // Run locks the agent's data_dir and cgroup root, listens, opens the cgroup
 // hierarchy and kills whatever an earlier run left in <cgroup_root>/jobs
@@ -226,13 +223,13 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}
 	}()
 
-	a.registry, err = metrics.NewRegistry(a.log, a, a)
+	a.registry, err = metrics.NewRegistry(a.log, a.backend)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
 	// until the agent is a member and has reconciled.
-	h := api.Handler(a, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
+	h := api.Handler(a.backend, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
 		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name,
 		AllowedHosts: append([]string{cfg.Agent.Listen, cfg.Agent.Advertise}, cfg.Agent.AllowedHosts...), Log: a.log})
 	a.mu.Lock()
@@ -427,7 +424,7 @@ func (a *Agent) Handler() http.Handler {
 // Summary is a one-line state of the agent for the service manager's
 // STATUS= (systemctl status): jobs by state and the assignment generation.
 func (a *Agent) Summary() string {
-	v := a.view()
+	v := a.backend.view()
 	var running, failed, waiting, other int
 	for _, j := range v.Jobs {
 		switch {
@@ -446,7 +443,7 @@ func (a *Agent) Summary() string {
 		jobs = "job"
 	}
 	return fmt.Sprintf("%s; %d %s running, %d failed, %d waiting for a claim, %d other; assignment generation %d",
-		a.info().State, running, jobs, failed, waiting, other, v.Desired.Generation)
+		a.backend.info().State, running, jobs, failed, waiting, other, v.Desired.Generation)
 }
 
 // guardLag is how long after the session's local fencing deadline the

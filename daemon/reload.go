@@ -51,15 +51,10 @@ func (a *Agent) Reload(ctx context.Context) error {
 	}
 	if err != nil {
 		a.log.Error("reload refused; running jobs left as they were", "config", a.path, "sha256", sum, "error", err)
-		a.mu.Lock()
 		a.conf.record(a.clock.Now(), sum, err, nil, nil)
-		a.mu.Unlock()
 		return err
 	}
-	a.mu.Lock()
-	old := a.cfg
-	a.cfg = cfg
-	a.mu.Unlock()
+	old := a.conf.put(cfg)
 	changes := config.DiffConfig(old, cfg)
 	a.log.Info("reload accepted", "config", a.path, "sha256", sum, "changes", len(changes))
 	for _, c := range changes {
@@ -73,9 +68,7 @@ func (a *Agent) Reload(ctx context.Context) error {
 		return err
 	}
 	warnings := append(restartOnly, a.warnFile(ctx, cfg, true)...)
-	a.mu.Lock()
 	a.conf.record(a.clock.Now(), sum, nil, changes, warnings)
-	a.mu.Unlock()
 	return nil
 }
 

@@ -18,11 +18,11 @@ const (
 	traceBytes = 8 << 10
 )
 
-// trace is why job id is FAILED, as Kafka Connect's status trace carries
+// trace is why job j is FAILED, as Kafka Connect's status trace carries
 // a task's failure: the start error, or how its last run ended (exit
 // status, signal, OOM kill), then the last lines of its log file
-// (<log_dir>/<id>.log, with berth's own "berth: ..." marker lines).
-func (a *Agent) trace(id string, j api.Job) string {
+// (<logDir>/<id>.log, with berth's own "berth: ..." marker lines).
+func trace(logDir string, j api.Job) string {
 	var b strings.Builder
 	switch {
 	case j.Reason != "":
@@ -30,7 +30,7 @@ func (a *Agent) trace(id string, j api.Job) string {
 	case j.LastExit != nil:
 		b.WriteString(j.LastExit.Reason)
 	}
-	file := path.Join(a.Config().Agent.LogDir, id+".log")
+	file := path.Join(logDir, j.ID+".log")
 	if tail := logTail(file, traceLines, traceBytes); tail != "" {
 		fmt.Fprintf(&b, "\nlast lines of %s:\n%s", file, tail)
 	}

@@ -37,8 +37,8 @@ func (a *Agent) warnFile(ctx context.Context, cfg *config.Config, force bool) []
 // store does not answer within declTimeout, the desired workload is used.
 func (a *Agent) warnDeclarations(ctx context.Context, force bool) []*config.Problem {
 	wl := a.sup.View().Desired.Workload
+	cfg := a.conf.config()
 	a.mu.Lock()
-	cfg := a.cfg
 	if (!force && a.declWarned) || (wl == nil && !force) {
 		a.mu.Unlock()
 		return nil
@@ -58,7 +58,7 @@ func (a *Agent) warnDeclarations(ctx context.Context, force bool) []*config.Prob
 		all.Connectors = append([]spec.Connector(nil), all.Connectors...)
 		stored := wl.Connectors
 		dctx, cancel := context.WithTimeout(ctx, declTimeout)
-		if d, err := a.definitions(dctx, declaredConnectors(cfg.Static)); err == nil && d != nil {
+		if d, err := a.backend.definitions(dctx, declaredConnectors(cfg.Static)); err == nil && d != nil {
 			stored = append(append([]spec.Connector(nil), stored...), d.Connectors...)
 		}
 		cancel()

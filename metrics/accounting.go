@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"sync"
 )
@@ -209,4 +210,25 @@ func (a *accounts[T]) retain(keep map[string]bool) {
 			delete(a.jobs, id)
 		}
 	}
+}
+
+// eachJob runs read on every job of s that has a cgroup, with the job's
+// index in s and its account, in parallel across the cores (parallel),
+// under mu and after the accounts of jobs no longer assigned are dropped
+// (retain): the frame of one per-job collector's Update. It returns the
+// errors read returned, joined.
+func (a *accounts[T]) eachJob(s Snapshot, read func(i int, j *Job, acc *T) error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.retain(s.Assigned)
+	accs := a.forJobs(s.Jobs)
+	errs := make([]error, len(s.Jobs))
+	parallel(len(s.Jobs), func(i int) {
+		j := &s.Jobs[i]
+		if j.Cgroup == nil {
+			return
+		}
+		errs[i] = read(i, j, accs[i])
+	})
+	return errors.Join(errs...)
 }

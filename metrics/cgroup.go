@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 )
@@ -32,23 +31,12 @@ func newCgroup(log *slog.Logger) *cgroupCollector { return &cgroupCollector{log:
 // job, with the limits berth applied). Jobs are read in parallel across
 // the cores.
 func (c *cgroupCollector) Update(out Output, s Snapshot) error {
-	c.acc.mu.Lock()
-	defer c.acc.mu.Unlock()
-	c.acc.retain(s.Assigned)
-	accs := c.acc.forJobs(s.Jobs)
-	errs := make([]error, len(s.Jobs))
-	parallel(len(s.Jobs), func(i int) {
-		j := &s.Jobs[i]
-		if j.Cgroup == nil {
-			return
-		}
+	return c.acc.eachJob(s, func(i int, j *Job, acc *cgroupAccount) error {
 		u, err := j.Cgroup.Usage()
 		if err != nil {
-			errs[i] = fmt.Errorf("job %s: %w", j.ID, err)
-			return
+			return fmt.Errorf("job %s: %w", j.ID, err)
 		}
 		lim := u.Limits
-		acc := accs[i]
 		out.jobWith(famCPU, i, "user", acc.cpuUser.observe(u.CPUUserSeconds))
 		out.jobWith(famCPU, i, "system", acc.cpuSystem.observe(u.CPUSystemSeconds))
 		out.job(famThrottled, i, acc.throttledSeconds.observe(u.ThrottledSeconds))
@@ -62,6 +50,6 @@ func (c *cgroupCollector) Update(out Output, s Snapshot) error {
 			out.job(famCPULimit, i, lim.CPUQuotaCores)
 		}
 		out.job(famPids, i, float64(u.Pids))
+		return nil
 	})
-	return errors.Join(errs...)
 }

@@ -6,23 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// ClusterState is what the cluster collector reads of the agent's
-// membership at scrape time.
-type ClusterState interface {
-	// MemberUp reports whether the agent holds a live session.
-	MemberUp() bool
-	// Conflicts counts jobs declared by more than one member in the
-	// published assignment.
-	Conflicts() int
-	// Lease returns when the last successful renewal of the session's
-	// lease was sent and the local fencing deadline it sets; both zero
-	// while the agent holds no session (or has no store).
-	Lease() (lastRenewal, deadline time.Time)
-	// Fencings counts the times the agent lost its session and killed all
-	// its workers since it started.
-	Fencings() uint64
-}
-
 var (
 	descMemberUp  = prometheus.NewDesc("berth_member_up", "1 while the agent holds a live session (is a cluster member), else 0.", nil, nil)
 	descConflicts = prometheus.NewDesc("berth_static_conflicts", "Jobs declared by more than one member in the published assignment (KIP-987 static; lowest member ID wins).", nil, nil)
@@ -31,17 +14,15 @@ var (
 	descDeadline  = prometheus.NewDesc("berth_lease_deadline_timestamp_seconds", "The local fencing deadline, Unix seconds: last renewal + session_ttl - max(1 s, session_ttl/5); without a renewal by then every worker is killed. Absent without a session.", nil, nil)
 )
 
-// ClusterMetrics is the cluster collector: membership and conflicts read
-// at scrape time (fencings too), plus lease renewal latencies, which the
-// agent records as they happen.
+// ClusterMetrics is the cluster collector: the scrape's Snapshot's
+// Membership (session, conflicts, fencings), plus lease renewal latencies,
+// which the agent records as they happen.
 type ClusterMetrics struct {
-	state ClusterState
 	renew prometheus.Histogram
 }
 
-func newClusterMetrics(s ClusterState) *ClusterMetrics {
+func newClusterMetrics() *ClusterMetrics {
 	return &ClusterMetrics{
-		state: s,
 		renew: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "berth_lease_renew_seconds",
 			Help:    "Time one renewal of the agent's session lease took, seconds.",
@@ -54,18 +35,19 @@ func newClusterMetrics(s ClusterState) *ClusterMetrics {
 func (m *ClusterMetrics) ObserveRenew(d time.Duration) { m.renew.Observe(d.Seconds()) }
 
 // Update implements Collector.
-func (m *ClusterMetrics) Update(out Output, _ Snapshot) error {
+func (m *ClusterMetrics) Update(out Output, s Snapshot) error {
+	c := s.Membership
 	m.renew.Collect(out.ch)
-	out.Send(prometheus.MustNewConstMetric(descFencings, prometheus.CounterValue, float64(m.state.Fencings())))
+	out.Send(prometheus.MustNewConstMetric(descFencings, prometheus.CounterValue, float64(c.Fencings)))
 	up := 0.0
-	if m.state.MemberUp() {
+	if c.Up {
 		up = 1
 	}
 	out.Send(prometheus.MustNewConstMetric(descMemberUp, prometheus.GaugeValue, up))
-	out.Send(prometheus.MustNewConstMetric(descConflicts, prometheus.GaugeValue, float64(m.state.Conflicts())))
-	if last, deadline := m.state.Lease(); !last.IsZero() {
-		out.Send(prometheus.MustNewConstMetric(descRenewal, prometheus.GaugeValue, unixSeconds(last)))
-		out.Send(prometheus.MustNewConstMetric(descDeadline, prometheus.GaugeValue, unixSeconds(deadline)))
+	out.Send(prometheus.MustNewConstMetric(descConflicts, prometheus.GaugeValue, float64(c.Conflicts)))
+	if !c.LastRenewal.IsZero() {
+		out.Send(prometheus.MustNewConstMetric(descRenewal, prometheus.GaugeValue, unixSeconds(c.LastRenewal)))
+		out.Send(prometheus.MustNewConstMetric(descDeadline, prometheus.GaugeValue, unixSeconds(c.Deadline)))
 	}
 	return nil
 }

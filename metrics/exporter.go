@@ -110,14 +110,15 @@ type Registry struct {
 }
 
 // NewRegistry builds the registry of an agent: collectors agent, cgroup,
-// group (sharing groups), procfs, pressure and cluster (state read from cs)
-// over lister. It returns an error when procfs cannot be opened.
-func NewRegistry(log *slog.Logger, lister Lister, cs ClusterState) (*Registry, error) {
+// group (sharing groups), procfs, pressure and cluster over lister's
+// Snapshot, taken once per scrape. It returns an error when procfs cannot
+// be opened.
+func NewRegistry(log *slog.Logger, lister Lister) (*Registry, error) {
 	proc, err := newProcfs(log)
 	if err != nil {
 		return nil, err
 	}
-	cm := newClusterMetrics(cs)
+	cm := newClusterMetrics()
 	exp := NewExporter(log, lister, map[string]Collector{
 		"agent":    agentCollector{},
 		"cgroup":   newCgroup(log),

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/berthd/berth/worker"
 	dto "github.com/prometheus/client_model/go"
@@ -20,13 +19,6 @@ import (
 type fakeLister struct{ s Snapshot }
 
 func (f fakeLister) Snapshot() Snapshot { return f.s }
-
-type fakeCluster struct{}
-
-func (fakeCluster) MemberUp() bool                { return true }
-func (fakeCluster) Conflicts() int                { return 0 }
-func (fakeCluster) Lease() (time.Time, time.Time) { return time.Time{}, time.Time{} }
-func (fakeCluster) Fencings() uint64              { return 0 }
 
 // scrape serves one /metrics request and parses the answer as Prometheus
 // does (the text format), failing on a family written twice.
@@ -99,8 +91,9 @@ func TestExpositionOfJobTable(t *testing.T) {
 		Assigned:         map[string]bool{"a": true, odd: true},
 		Generation:       7,
 		ReloadSuccessful: true,
+		Membership:       Membership{Up: true},
 	}
-	r, err := NewRegistry(slog.New(slog.DiscardHandler), fakeLister{s}, fakeCluster{})
+	r, err := NewRegistry(slog.New(slog.DiscardHandler), fakeLister{s})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,28 +37,17 @@ func newPressure(log *slog.Logger) *pressureCollector { return &pressureCollecto
 // Update implements Collector. Jobs are read in parallel across the
 // cores.
 func (c *pressureCollector) Update(out Output, s Snapshot) error {
-	c.acc.mu.Lock()
-	defer c.acc.mu.Unlock()
-	c.acc.retain(s.Assigned)
-	accs := c.acc.forJobs(s.Jobs)
-	errs := make([]error, len(s.Jobs))
-	parallel(len(s.Jobs), func(i int) {
-		j := &s.Jobs[i]
-		if j.Cgroup == nil {
-			return
-		}
+	return c.acc.eachJob(s, func(i int, j *Job, acc *pressureAccount) error {
 		p, err := j.Cgroup.Pressure()
 		switch {
 		case errors.Is(err, cgroup.ErrNoPressure):
 			c.logged.Do(func() { c.log.Warn("no per-job pressure metrics", "job_id", j.ID, "reason", err) })
-			return
+			return nil
 		case errors.Is(err, cgroup.ErrNotExist):
-			return // stopped meanwhile
+			return nil // stopped meanwhile
 		case err != nil:
-			errs[i] = fmt.Errorf("job %s: %w", j.ID, err)
-			return
+			return fmt.Errorf("job %s: %w", j.ID, err)
 		}
-		acc := accs[i]
 		for k, r := range [...]struct {
 			st               cgroup.StallTime
 			waiting, stalled *jobFamily
@@ -68,6 +57,6 @@ func (c *pressureCollector) Update(out Output, s Snapshot) error {
 				out.job(r.stalled, i, acc[2*k+1].observe(r.st.FullSeconds))
 			}
 		}
+		return nil
 	})
-	return errors.Join(errs...)
 }

@@ -45,19 +45,9 @@ func gone(err error) bool {
 // read from /proc/PID/stat, io and status and its fds counted. Jobs are
 // read in parallel across the cores.
 func (c *procfsCollector) Update(out Output, s Snapshot) error {
-	c.acc.mu.Lock()
-	defer c.acc.mu.Unlock()
-	c.acc.retain(s.Assigned)
-	accs := c.acc.forJobs(s.Jobs)
-	errs := make([]error, len(s.Jobs))
-	parallel(len(s.Jobs), func(i int) {
-		j := &s.Jobs[i]
-		if j.Cgroup == nil {
-			return
-		}
-		errs[i] = c.job(out, i, j, accs[i])
+	return c.acc.eachJob(s, func(i int, j *Job, acc *procAccount) error {
+		return c.job(out, i, j, acc)
 	})
-	return errors.Join(errs...)
 }
 
 // job reads and sends one job's processes.
@@ -80,11 +70,11 @@ func (c *procfsCollector) job(out Output, i int, j *Job, acc *procAccount) error
 			}
 			continue // exited between listing and reading
 		}
-		key := procKey{pid: pid, start: st.starttime}
-		if st.state == 'Z' {
+		key := procKey{pid: pid, start: st.StartTicks}
+		if st.State == 'Z' {
 			// Exited, not yet reaped: it holds no resources and reads
 			// as empty; its counters are carried over until it is.
-			seen = append(seen, procEntry{key, procReading{ppid: st.ppid, zombie: true}})
+			seen = append(seen, procEntry{key, procReading{ppid: st.PPID, zombie: true}})
 			continue
 		}
 		var t procTotals
@@ -103,10 +93,10 @@ func (c *procfsCollector) job(out Output, i int, j *Job, acc *procAccount) error
 			errs = append(errs, fmt.Errorf("job %s pid %d: %w", j.ID, pid, err))
 		}
 		procs++
-		rss += float64(st.rssBytes)
-		threads += float64(st.threads)
+		rss += float64(st.RSSPages * pageSize)
+		threads += float64(st.Threads)
 		fds += float64(n)
-		seen = append(seen, procEntry{key, procReading{totals: t, ppid: st.ppid}})
+		seen = append(seen, procEntry{key, procReading{totals: t, ppid: st.PPID}})
 	}
 	total := acc.update(seen)
 	out.job(famProcs, i, procs)

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -46,58 +45,18 @@ func readProc(pid int, name string, buf []byte) ([]byte, error) {
 	return kernfile.ReadPath(dir, p.AddInt(pid).Add("/").Add(name), buf)
 }
 
-// procStat is what the collector uses of /proc/PID/stat.
-type procStat struct {
-	state     byte   // field 3: R, S, D, Z, …
-	ppid      int    // field 4
-	threads   uint64 // field 20, num_threads
-	starttime uint64 // field 22, clock ticks after boot
-	rssBytes  uint64 // field 24, rss pages × page size
-}
-
-// readStat reads /proc/PID/stat. The command name (field 2) may hold
-// spaces and parentheses, so fields are counted from the last ')'.
-func readStat(pid int, buf []byte) (procStat, error) {
+// readStat reads /proc/PID/stat (kernfile.ParseProcStat: the fields after
+// the command name, which may hold spaces and parentheses).
+func readStat(pid int, buf []byte) (kernfile.ProcStat, error) {
 	b, err := readProc(pid, "stat", buf)
 	if err != nil {
-		return procStat{}, err
+		return kernfile.ProcStat{}, err
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return procStat{}, fmt.Errorf("parse /proc/%d/stat: no command name", pid)
+	st, err := kernfile.ParseProcStat(b)
+	if err != nil {
+		return kernfile.ProcStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	var st procStat
-	field := 3
-	for f := range bytes.FieldsSeq(b[i+2:]) {
-		switch field {
-		case 3:
-			st.state = f[0]
-		case 4:
-			v, err := kernfile.Uint(f)
-			if err != nil {
-				return procStat{}, fmt.Errorf("parse /proc/%d/stat ppid: %w", pid, err)
-			}
-			st.ppid = int(v)
-		case 20, 22, 24:
-			v, err := kernfile.Uint(f)
-			if err != nil {
-				return procStat{}, fmt.Errorf("parse /proc/%d/stat field %d: %w", pid, field, err)
-			}
-			switch field {
-			case 20:
-				st.threads = v
-			case 22:
-				st.starttime = v
-			case 24:
-				st.rssBytes = v * pageSize
-			}
-		}
-		if field == 24 {
-			return st, nil
-		}
-		field++
-	}
-	return procStat{}, fmt.Errorf("parse /proc/%d/stat: %d fields, want ≥ 24", pid, field-1)
+	return st, nil
 }
 
 var (

@@ -44,7 +44,7 @@ func reference() []struct {
 	name, source string
 	fams         []any // *jobFamily, *prometheus.Desc, or prometheus.Collector of one family
 } {
-	cm := newClusterMetrics(nil)
+	cm := newClusterMetrics()
 	return []struct {
 		name, source string
 		fams         []any

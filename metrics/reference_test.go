@@ -78,10 +78,6 @@ func TestReferenceComplete(t *testing.T) {
 	}
 }
 
-type leaseCluster struct{ fakeCluster }
-
-func (leaseCluster) Lease() (time.Time, time.Time) { return time.Now(), time.Now().Add(time.Second) }
-
 // What a scrape serves agrees with the reference: type, help and labels of
 // every berth_ family a scrape without cgroups serves (the agent's, the
 // cluster's, the exporter's, the per-job families the agent collector
@@ -93,8 +89,9 @@ func TestReferenceTypes(t *testing.T) {
 		Assigned:          map[string]bool{"a": true},
 		ReloadSuccessful:  true,
 		ReloadSuccessTime: time.Now(),
+		Membership:        Membership{Up: true, LastRenewal: time.Now(), Deadline: time.Now().Add(time.Second)},
 	}
-	r, err := NewRegistry(slog.New(slog.DiscardHandler), fakeLister{s}, leaseCluster{})
+	r, err := NewRegistry(slog.New(slog.DiscardHandler), fakeLister{s})
 	if err != nil {
 		t.Fatal(err)
 	}

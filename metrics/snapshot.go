@@ -55,9 +55,28 @@ type Snapshot struct {
 	// ReloadSuccessTime is when the file was last put in force (start or
 	// a successful reload).
 	ReloadSuccessTime time.Time
+	// Membership is the agent's cluster session (the cluster collector).
+	Membership Membership
 }
 
-// Lister gives the collectors the agent's jobs; the agent implements it.
+// Membership is what the cluster collector reports of the agent's session.
+type Membership struct {
+	// Up is true while the agent holds a live session.
+	Up bool
+	// Conflicts counts jobs declared by more than one member in the
+	// published assignment.
+	Conflicts int
+	// Fencings counts the times the agent lost its session and killed all
+	// its workers since it started.
+	Fencings uint64
+	// LastRenewal is when the last successful renewal of the session's
+	// lease was sent and Deadline the local fencing deadline it sets; both
+	// zero while the agent holds no session (or has no store).
+	LastRenewal, Deadline time.Time
+}
+
+// Lister gives the collectors the agent as one scrape sees it: its jobs,
+// groups, assignment, last reload and cluster session.
 type Lister interface {
 	Snapshot() Snapshot
 }

@@ -22,15 +22,8 @@ import (
 // flock; the agent is its child, whose pid it returns.
 func (e *env) startWrapped(secret, lock string) int {
 	e.t.Helper()
-	e.cmd = exec.Command("/bin/sh", "-c", `exec 7>>"$1"; exec flock -n "$2" "$3" agent --config "$4"`,
-		"sh", secret, lock, berthBin, e.config)
-	e.out = &testutil.SyncBuffer{}
-	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
-	if err := e.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.waited = make(chan error, 1)
-	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(e.cmd, e.waited)
+	e.run(exec.Command("/bin/sh", "-c", `exec 7>>"$1"; exec flock -n "$2" "$3" agent --config "$4"`,
+		"sh", secret, lock, berthBin, e.config))
 	var ag api.Agent
 	testutil.Eventually(e.t, 60*time.Second, "agent /v1/agent", func() bool {
 		select {

@@ -114,18 +114,7 @@ func (e *env) start() {
 // through c (an agent that serves TLS and asks for credentials).
 func (e *env) startWith(c *http.Client, base string) {
 	e.t.Helper()
-	bin := berthBin
-	if e.bin != "" {
-		bin = e.bin
-	}
-	e.cmd = exec.Command(bin, "agent", "--config", e.config)
-	e.out = &testutil.SyncBuffer{}
-	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
-	if err := e.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.waited = make(chan error, 1)
-	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(e.cmd, e.waited)
+	e.launch()
 	// Ready can take a session TTL (10 s) when the agent restarts before its
 	// previous session's lease expired, and longer on a loaded machine.
 	testutil.Eventually(e.t, 60*time.Second, "agent /healthz", func() bool {
@@ -142,6 +131,30 @@ func (e *env) startWith(c *http.Client, base string) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+}
+
+// launch runs the agent (e.bin, else berthBin) with e's file, its output
+// in e.out, and returns at once; e.waited receives its exit.
+func (e *env) launch() {
+	e.t.Helper()
+	bin := berthBin
+	if e.bin != "" {
+		bin = e.bin
+	}
+	e.run(exec.Command(bin, "agent", "--config", e.config))
+}
+
+// run starts cmd as e's agent (e.cmd), as launch does.
+func (e *env) run(cmd *exec.Cmd) {
+	e.t.Helper()
+	e.cmd = cmd
+	e.out = &testutil.SyncBuffer{}
+	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waited = make(chan error, 1)
+	go func(c *exec.Cmd, ch chan error) { ch <- c.Wait() }(e.cmd, e.waited)
 }
 
 // signal sends sig to the agent and, for TERM/INT/KILL, waits for its exit.

@@ -50,19 +50,43 @@ func embeddedEtcd(t testing.TB) []string {
 // is not installed.
 func externalEtcd(t testing.TB) []string {
 	t.Helper()
+	return externalEtcdOn(t, testutil.FreePort(t))
+}
+
+// externalEtcdOn is externalEtcd serving its clients on addr (host:port).
+func externalEtcdOn(t testing.TB, addr string) []string {
+	t.Helper()
+	client := "http://" + addr
+	out := &testutil.SyncBuffer{}
+	exited := runEtcd(t, "berth-e2e", client, out)
+	testutil.Eventually(t, 20*time.Second, "external etcd /health", func() bool {
+		checkRunning(t, exited, out)
+		var h struct {
+			Health string `json:"health"`
+		}
+		return getAPI(client, "/health", &h) == nil && h.Health == "true"
+	})
+	return []string{client}
+}
+
+// runEtcd starts /usr/bin/etcd as a child process, member name, serving
+// clients at the URL client (more: further flags) with its data in a
+// temporary directory and its peer URL on a free loopback port, output to
+// out, and returns at once; the channel receives its exit. Cleanup kills
+// it by PID (and logs out when the test failed). It skips the test when
+// the binary is not installed.
+func runEtcd(t testing.TB, name, client string, out *testutil.SyncBuffer, more ...string) chan error {
+	t.Helper()
 	testutil.NeedRoot(t)
 	if _, err := os.Stat(externalEtcdBin); err != nil {
 		t.Skipf("%s not installed (apt-get install -y etcd-server): %v", externalEtcdBin, err)
 	}
-	dir := t.TempDir()
-	client := "http://" + testutil.FreePort(t)
 	peer := "http://" + testutil.FreePort(t)
-	cmd := exec.Command(externalEtcdBin,
-		"--name", "berth-e2e", "--data-dir", filepath.Join(dir, "data"),
+	cmd := exec.Command(externalEtcdBin, append([]string{
+		"--name", name, "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "berth-e2e="+peer, "--log-level", "error")
-	out := &testutil.SyncBuffer{}
+		"--initial-cluster", name + "=" + peer, "--log-level", "error"}, more...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -77,19 +101,19 @@ func externalEtcd(t testing.TB) []string {
 			t.Logf("etcd (%s) output:\n%s", externalEtcdBin, out)
 		}
 	})
-	testutil.Eventually(t, 20*time.Second, "external etcd /health", func() bool {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("%s exited early: %v\n%s", externalEtcdBin, err, out)
-		default:
-		}
-		var h struct {
-			Health string `json:"health"`
-		}
-		return getAPI(client, "/health", &h) == nil && h.Health == "true"
-	})
-	return []string{client}
+	return exited
+}
+
+// checkRunning fails the test when the etcd of runEtcd whose exit exited
+// receives has exited (leaving the exit for the next look).
+func checkRunning(t testing.TB, exited chan error, out *testutil.SyncBuffer) {
+	t.Helper()
+	select {
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("%s exited early: %v\n%s", externalEtcdBin, err, out)
+	default:
+	}
 }
 
 // clusterName is a cluster name unique to one test run (key prefix

@@ -33,44 +33,15 @@ type secureEtcd struct {
 // returns it; Cleanup kills it by PID. It skips when etcd is not installed.
 func startSecureEtcd(t *testing.T) *secureEtcd {
 	t.Helper()
-	testutil.NeedRoot(t)
-	if _, err := os.Stat(externalEtcdBin); err != nil {
-		t.Skipf("%s not installed (apt-get install -y etcd-server): %v", externalEtcdBin, err)
-	}
 	ca := testutil.NewCA(t, "etcd-e2e")
 	cert, key := ca.Issue("etcd-server", "127.0.0.1")
-	dir := t.TempDir()
 	e := &secureEtcd{endpoint: "https://" + testutil.FreePort(t), ca: ca, out: &testutil.SyncBuffer{}}
-	peer := "http://" + testutil.FreePort(t)
-	cmd := exec.Command(externalEtcdBin,
-		"--name", "berth-sec", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", e.endpoint, "--advertise-client-urls", e.endpoint,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "berth-sec="+peer, "--log-level", "error",
+	exited := runEtcd(t, "berth-sec", e.endpoint, e.out,
 		"--cert-file", cert, "--key-file", key, "--client-cert-auth", "--trusted-ca-file", ca.File)
-	cmd.Stdout, cmd.Stderr = e.out, e.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", externalEtcdBin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("etcd output:\n%s", e.out)
-		}
-	})
 	// The root user authenticates by its certificate's common name.
 	var root *clientv3.Client
 	testutil.Eventually(t, 20*time.Second, "secure etcd answering", func() bool {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("%s exited early: %v\n%s", externalEtcdBin, err, e.out)
-		default:
-		}
+		checkRunning(t, exited, e.out)
 		c, err := e.client(t, "root", "")
 		if err != nil {
 			return false

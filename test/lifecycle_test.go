@@ -284,14 +284,7 @@ name = "never"
   [connector.run]
   command = ["sleep", "infinity"]
 `)
-	e.cmd = exec.Command(berthBin, "agent", "--config", e.config)
-	e.out = &testutil.SyncBuffer{}
-	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
-	if err := e.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	e.waited = make(chan error, 1)
-	go func() { e.waited <- e.cmd.Wait() }()
+	e.launch()
 	var state struct {
 		State string `json:"state"`
 	}

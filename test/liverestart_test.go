@@ -105,7 +105,7 @@ func TestCrashedAgentHandsJobsOver(t *testing.T) {
 	}
 	killChildren(t, qpid) // its sleep ends; the shell exits 7
 	testutil.Eventually(t, 30*time.Second, "the quitter's main process ends", func() bool {
-		return syscall.Kill(qpid, 0) != nil || isZombie(qpid)
+		return !testutil.Alive(qpid)
 	})
 
 	e.start()
@@ -152,7 +152,7 @@ func TestCrashedAgentHandsJobsOver(t *testing.T) {
 		t.Fatalf("clean stop: %v", err)
 	}
 	for _, id := range []string{"sleeper", "counter"} {
-		if err := syscall.Kill(before[id].PID, 0); err == nil && !isZombie(before[id].PID) {
+		if testutil.Alive(before[id].PID) {
 			t.Errorf("%s (pid %d) still runs after a clean stop", id, before[id].PID)
 		}
 	}
@@ -169,17 +169,6 @@ func killChildren(t *testing.T, pid int) {
 		c, _ := strconv.Atoi(f)
 		_ = syscall.Kill(c, syscall.SIGKILL)
 	}
-}
-
-// isZombie reports whether pid has exited and waits for its parent.
-func isZombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
 }
 
 // Live restart, the upgrade: berth upgrade hands every job to the program

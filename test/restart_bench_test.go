@@ -132,7 +132,7 @@ tasks = %d
 	// (or freezer pass), checked below.
 	testutil.Eventually(b, 5*time.Minute, "every job's main process dead", func() bool {
 		for _, j := range before {
-			if testutil.Alive(j.PID) && !isZombie(j.PID) {
+			if testutil.Alive(j.PID) {
 				return false
 			}
 		}

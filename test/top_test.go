@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/internal/kernfile"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/prometheus/procfs"
 )
 
 // tmuxServer is a tmux server of this test alone (its own socket, no
@@ -209,36 +210,30 @@ func (s *tmuxServer) paneState(target, status string) string {
 // its parent) the wait status the kernel keeps for the parent.
 func procTree(pid int) string {
 	var b strings.Builder
+	procs, _ := procfs.AllProcs()
 	var walk func(pid int, indent string)
 	walk = func(pid int, indent string) {
-		dir := "/proc/" + strconv.Itoa(pid)
-		stat, err := os.ReadFile(dir + "/stat")
+		p, err := procfs.NewProc(pid)
+		var st procfs.ProcStat
+		if err == nil {
+			st, err = p.Stat()
+		}
 		if err != nil {
 			fmt.Fprintf(&b, "%spid %d: %v\n", indent, pid, err)
 			return
 		}
-		s := string(stat)
-		name := s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3, the state
+		dir := "/proc/" + strconv.Itoa(pid)
 		wchan, _ := os.ReadFile(dir + "/wchan")
-		fmt.Fprintf(&b, "%spid %d (%s) state %s wchan %s", indent, pid, name, f[0], wchan)
-		if f[0] == "Z" && len(f) > 49 {
-			fmt.Fprintf(&b, ", not reaped, wait status %s", f[49]) // field 52, exit_code
+		fmt.Fprintf(&b, "%spid %d (%s) state %s wchan %s", indent, pid, st.Comm, st.State, wchan)
+		if raw, err := os.ReadFile(dir + "/stat"); err == nil && st.State == "Z" {
+			if code, err := kernfile.ProcStatField(raw, 52); err == nil { // exit_code
+				fmt.Fprintf(&b, ", not reaped, wait status %s", code)
+			}
 		}
 		b.WriteString("\n")
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			child, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			cs, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if err != nil {
-				continue
-			}
-			cf := strings.Fields(string(cs[bytes.LastIndexByte(cs, ')')+1:]))
-			if len(cf) > 1 && cf[1] == strconv.Itoa(pid) {
-				walk(child, indent+"  ")
+		for _, c := range procs {
+			if cs, err := c.Stat(); err == nil && cs.PPID == pid {
+				walk(c.PID, indent+"  ")
 			}
 		}
 	}

@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/procfs"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -134,19 +134,27 @@ func (e *etcdCluster) client(endpoints ...string) (*clientv3.Client, error) {
 func (e *etcdCluster) cpu() (time.Duration, error) {
 	var total time.Duration
 	for _, p := range e.procs {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
+		d, err := cpuTime(p.Process.Pid)
 		if err != nil {
 			return 0, err
 		}
-		// Fields after the command name in parentheses: utime is field 14,
-		// stime 15 (proc(5)), in clock ticks of 1/100 s on Linux.
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(ut+st) * 10 * time.Millisecond
+		total += d
 	}
 	return total, nil
+}
+
+// cpuTime is the CPU time (user + system: utime and stime of
+// /proc/PID/stat, proc(5)) process pid has used.
+func cpuTime(pid int) (time.Duration, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, err
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(st.CPUTime() * float64(time.Second)), nil
 }
 
 // dbSize returns the largest backend database size among the members,

@@ -541,15 +541,8 @@ func (s *sim) leaveAll() {
 
 // selfCPU is this process's CPU time (user + system).
 func selfCPU() time.Duration {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0
-	}
-	st := string(b)
-	f := strings.Fields(st[strings.LastIndexByte(st, ')')+2:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+stime) * 10 * time.Millisecond
+	d, _ := cpuTime(os.Getpid())
+	return d
 }
 
 func median(xs []float64) float64 {

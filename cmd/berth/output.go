@@ -2,8 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
+
+	"github.com/berthd/berth/limits"
 )
 
 // printJSON writes v as indented JSON (the --json of every command).
@@ -13,16 +14,6 @@ func printJSON(w io.Writer, v any) {
 	_ = enc.Encode(v)
 }
 
-// bytesHuman prints n in binary units (KiB, MiB, GiB), as limits are written.
-func bytesHuman(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%dB", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTP"[exp])
-}
+// bytesHuman prints n in binary units (KiB, MiB, GiB), as limits are
+// written: "512B", "32.0MiB".
+func bytesHuman(n uint64) string { return limits.FormatBytes(n, "") }

@@ -76,21 +76,11 @@ func printJobs(w io.Writer, jobs []api.Job, wide bool, now time.Time) {
 	}
 	fmt.Fprintln(tw, head+"REASON")
 	for _, j := range jobs {
-		cpu, cpuLimit, mem, limit, oom := "-", "-", "-", "-", "-"
-		if j.Limits.CPU > 0 {
-			cpuLimit = strconv.FormatFloat(j.Limits.CPU, 'f', -1, 64)
+		var gu *api.GroupUsage
+		if j.Usage != nil {
+			gu = &j.Usage.GroupUsage
 		}
-		if u := j.Usage; u != nil {
-			cpu = fmt.Sprintf("%.1fs", u.CPUSeconds)
-			if u.CPULimitCores > 0 {
-				cpuLimit = strconv.FormatFloat(u.CPULimitCores, 'f', -1, 64)
-			}
-			mem = bytesHuman(u.MemoryBytes)
-			if u.MemoryLimitBytes > 0 {
-				limit = bytesHuman(u.MemoryLimitBytes)
-			}
-			oom = fmt.Sprint(u.OOMKills)
-		}
+		cpu, cpuLimit, mem, limit, oom := usageCells(j.Limits.CPU, gu)
 		pid := "-"
 		if j.PID > 0 {
 			pid = fmt.Sprint(j.PID)
@@ -130,30 +120,42 @@ func printGroups(w io.Writer, groups []api.Group) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tJOBS\tCPU\tCPU LIMIT\tMEMORY\tMEM LIMIT\tPIDS\tPIDS LIMIT\tOOM\tIO READ\tIO WRITE\tCGROUP")
 	for _, g := range groups {
-		cpu, cpuLimit, mem, memLimit, pids, pidsLimit, oom, rd, wr := "-", "-", "-", "-", "-", "-", "-", "-", "-"
-		if g.Limits.CPU > 0 {
-			cpuLimit = strconv.FormatFloat(g.Limits.CPU, 'f', -1, 64)
-		}
+		cpu, cpuLimit, mem, memLimit, oom := usageCells(g.Limits.CPU, g.Usage)
+		pids, pidsLimit, rd, wr := "-", "-", "-", "-"
 		if u := g.Usage; u != nil {
-			cpu = fmt.Sprintf("%.1fs", u.CPUSeconds)
-			if u.CPULimitCores > 0 {
-				cpuLimit = strconv.FormatFloat(u.CPULimitCores, 'f', -1, 64)
-			}
-			mem = bytesHuman(u.MemoryBytes)
-			if u.MemoryLimitBytes > 0 {
-				memLimit = bytesHuman(u.MemoryLimitBytes)
-			}
 			pids = fmt.Sprint(u.Pids)
 			if u.PidsLimit > 0 {
 				pidsLimit = fmt.Sprint(u.PidsLimit)
 			}
-			oom = fmt.Sprint(u.OOMKills)
 			rd, wr = bytesHuman(u.IOReadBytes), bytesHuman(u.IOWriteBytes)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, strings.Join(g.Jobs, ","),
 			cpu, cpuLimit, mem, memLimit, pids, pidsLimit, oom, rd, wr, g.Cgroup)
 	}
 	tw.Flush()
+}
+
+// usageCells are the CPU, CPU LIMIT, MEMORY, MEM LIMIT and OOM cells of a
+// job or group whose configured CPU limit is cpuLimit (cores; 0: none) and
+// whose usage is u (nil: not read): "-" where unknown. The limits read
+// from the cgroup, when there are, are shown over the configured one.
+func usageCells(cpuLimit float64, u *api.GroupUsage) (cpu, cpuLim, mem, memLim, oom string) {
+	cpu, cpuLim, mem, memLim, oom = "-", "-", "-", "-", "-"
+	if cpuLimit > 0 {
+		cpuLim = strconv.FormatFloat(cpuLimit, 'f', -1, 64)
+	}
+	if u == nil {
+		return cpu, cpuLim, mem, memLim, oom
+	}
+	cpu = fmt.Sprintf("%.1fs", u.CPUSeconds)
+	if u.CPULimitCores > 0 {
+		cpuLim = strconv.FormatFloat(u.CPULimitCores, 'f', -1, 64)
+	}
+	mem = bytesHuman(u.MemoryBytes)
+	if u.MemoryLimitBytes > 0 {
+		memLim = bytesHuman(u.MemoryLimitBytes)
+	}
+	return cpu, cpuLim, mem, memLim, fmt.Sprint(u.OOMKills)
 }
 
 // humanDuration is d rounded for a table: "45s", "12m03s", "5h02m", "3d04h".

@@ -26,13 +26,13 @@ type ProcStat struct {
 // Errors: no command name, fewer than 24 fields, or a wanted field that
 // is not a number (naming the field).
 func ParseProcStat(b []byte) (ProcStat, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return ProcStat{}, fmt.Errorf("parse stat: no command name")
+	rest, err := afterComm(b)
+	if err != nil {
+		return ProcStat{}, err
 	}
 	var st ProcStat
 	field := 3
-	for f := range bytes.FieldsSeq(b[i+2:]) {
+	for f := range bytes.FieldsSeq(rest) {
 		var v uint64
 		switch field {
 		case 3:
@@ -59,6 +59,35 @@ func ParseProcStat(b []byte) (ProcStat, error) {
 		field++
 	}
 	return ProcStat{}, fmt.Errorf("parse stat: %d fields, want ≥ 24", field-1)
+}
+
+// afterComm is the content of /proc/PID/stat from field 3 on: after the
+// last ')', since the command name (field 2) may hold spaces and
+// parentheses. Errors: no command name, or nothing after it.
+func afterComm(b []byte) ([]byte, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return nil, fmt.Errorf("parse stat: no command name")
+	}
+	return b[i+2:], nil
+}
+
+// ProcStatField returns field n (numbered as in proc(5), n ≥ 3) of the
+// content of /proc/PID/stat, for a field ProcStat does not hold (exit_code,
+// field 52). Errors: no command name, or fewer than n fields.
+func ProcStatField(b []byte, n int) (string, error) {
+	rest, err := afterComm(b)
+	if err != nil {
+		return "", err
+	}
+	field := 3
+	for f := range bytes.FieldsSeq(rest) {
+		if field == n {
+			return string(f), nil
+		}
+		field++
+	}
+	return "", fmt.Errorf("parse stat: %d fields, want ≥ %d", field-1, n)
 }
 
 // ReadProcStat reads and parses /proc/PID/stat with one open, read and

@@ -24,6 +24,22 @@ func TestParseProcStat(t *testing.T) {
 	}
 }
 
+// ProcStatField counts from the last ')', as ParseProcStat does.
+func TestProcStatField(t *testing.T) {
+	line := []byte("4242 (a) 5 (c)) Z 1 4242 4242 0 -1 4194560 123 0 0 0 7 3 0 0 20 0 3 0 98765 1234567 89 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 256\n")
+	for n, want := range map[int]string{3: "Z", 4: "1", 14: "7", 52: "256"} {
+		if got, err := ProcStatField(line, n); err != nil || got != want {
+			t.Errorf("ProcStatField(%d) = %q, %v; want %q", n, got, err, want)
+		}
+	}
+	if _, err := ProcStatField(line, 53); err == nil {
+		t.Error("ProcStatField(53) of a 52-field line: no error")
+	}
+	if _, err := ProcStatField([]byte("1 (x"), 3); err == nil {
+		t.Error("ProcStatField of a line without a command name: no error")
+	}
+}
+
 // TestReadProcStatAgreesWithProcfs checks the reader against
 // prometheus/procfs on a live process (this test's own).
 func TestReadProcStatAgreesWithProcfs(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // Slack is the factor by which Eventually, Poll and Deadline stretch the
@@ -67,22 +69,18 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// Alive reports whether pid exists and is not a zombie.
+// Alive reports whether pid exists and is not a zombie (state Z in
+// /proc/PID/stat, read by prometheus/procfs).
 func Alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return false
 	}
-	// The state follows the last ')' of the command name.
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == ')' {
-			return i+2 < len(b) && b[i+2] != 'Z'
-		}
-	}
-	return true
+	st, err := p.Stat()
+	return err == nil && st.State != "Z"
 }
 
 // Poll calls cond every 20 ms until it holds (true) or Deadline(timeout)

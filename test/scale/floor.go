@@ -200,15 +200,11 @@ func userSys(pid int) (user, sys float64) {
 	if pid <= 0 {
 		return 0, 0
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procStat(pid)
 	if err != nil {
 		return 0, 0
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return ut / clockTicks, st / clockTicks
+	return float64(st.UTime) / clockTicks, float64(st.STime) / clockTicks
 }
 
 // fdsPerJob is how many descriptors the agent (and its lease guard, each

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/prometheus/procfs"
 )
 
 // exporterBin is the anchor: Debian's prometheus-process-exporter.
@@ -600,15 +601,20 @@ func scrapeValues(url string, names ...string) ([]float64, error) {
 
 // cpuSeconds is utime + stime of pid, seconds (proc(5), fields 14 and 15).
 func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / clockTicks, nil
+	return float64(st.UTime+st.STime) / clockTicks, nil
+}
+
+// procStat is /proc/PID/stat of pid, as prometheus/procfs parses it.
+func procStat(pid int) (procfs.ProcStat, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return procfs.ProcStat{}, err
+	}
+	return p.Stat()
 }
 
 // rss is VmRSS of pid, bytes.

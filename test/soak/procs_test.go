@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/procfs"
 )
 
 // proc is one live process as /proc shows it.
@@ -22,25 +24,19 @@ func (p proc) String() string {
 	return fmt.Sprintf("pid %d (%s) started at tick %d: %q", p.pid, p.comm, p.start, p.argv)
 }
 
-// stat reads /proc/pid/stat: the command name, the start time and whether
-// the process is a zombie. ok is false when the process is gone.
+// stat reads /proc/pid/stat (prometheus/procfs): the command name, the
+// start time and whether the process is a zombie. ok is false when the
+// process is gone.
 func stat(pid int) (comm string, start uint64, zombie, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return "", 0, false, false
 	}
-	s := string(b)
-	open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || close < open {
+	st, err := p.Stat()
+	if err != nil {
 		return "", 0, false, false
 	}
-	comm = s[open+1 : close]
-	f := strings.Fields(s[close+1:]) // f[0] is field 3, state
-	if len(f) < 20 {
-		return "", 0, false, false
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return comm, start, f[0] == "Z", err == nil
+	return st.Comm, st.Starttime, st.State == "Z", true
 }
 
 // liveSince reports whether pid is still the process that started at
