@@ -80,6 +80,32 @@ func decode(l *Limits, values map[string]any) map[string][]string {
 	return out
 }
 
+// memory_low is bytes > 0, at most memory and memory_high when they are
+// set (a protection above the throttle or the hard limit is never
+// reached); a refused value is not kept.
+func TestDecodeMemoryLowBounds(t *testing.T) {
+	for _, c := range []struct {
+		values map[string]any
+		want   string // the problem of memory_low; "" for none
+		kept   int64
+	}{
+		{map[string]any{"memory_low": int64(1)}, "", 1},
+		{map[string]any{"memory_low": int64(0)}, "must be > 0 bytes", 0},
+		{map[string]any{"memory": int64(64 << 20), "memory_low": int64(64 << 20)}, "", 64 << 20},
+		{map[string]any{"memory": int64(64 << 20), "memory_low": int64(64<<20 + 1)}, "67108865 bytes is above memory (67108864 bytes)", 0},
+		{map[string]any{"memory_high": int64(32 << 20), "memory_low": int64(32<<20 + 1)}, "33554433 bytes is above memory_high (33554432 bytes)", 0},
+		{map[string]any{"memory": int64(64 << 20), "memory_high": int64(32 << 20), "memory_low": int64(16 << 20)}, "", 16 << 20},
+		// A memory refused is no bound.
+		{map[string]any{"memory": int64(1), "memory_low": int64(2)}, "", 2},
+	} {
+		var l Limits
+		ps := decode(&l, c.values)
+		if got := strings.Join(ps["memory_low"], "; "); got != c.want || l.MemoryLow != c.kept {
+			t.Errorf("%v: memory_low problem %q, kept %d; want %q, %d", c.values, got, l.MemoryLow, c.want, c.kept)
+		}
+	}
+}
+
 // A CPU quota below the kernel's minimum is cpu's problem, found once the
 // period is known; a period without cpu is the period's.
 func TestDecodeCPUQuotaIsCPUsProblem(t *testing.T) {

@@ -28,6 +28,8 @@ type Limits struct {
 	Memory int64 `json:"memory,omitempty"`
 	// MemoryHigh is the v2 memory.high throttle limit in bytes.
 	MemoryHigh int64 `json:"memory_high,omitempty"`
+	// MemoryLow is the v2 memory.low best-effort protection in bytes.
+	MemoryLow int64 `json:"memory_low,omitempty"`
 	// MemorySwap is the swap allowed in addition to Memory, in bytes.
 	MemorySwap int64 `json:"memory_swap,omitempty"`
 	// Pids is the maximum number of processes and threads (pids.max).
@@ -246,6 +248,30 @@ var keys = []Key{
 			}
 		},
 		lift:  func(w *writer) { w.liftUnified(UnifiedMemoryHigh, "max") },
+		blind: true,
+	},
+	{
+		Name: "memory_low", Kind: KindBytes, DefaultNote: "none", Unit: "bytes", Bounds: "> 0; <= memory and memory_high", Example: `"256MiB"`,
+		Doc: "best-effort protection from reclaim: below this, the job's memory is reclaimed only when no unprotected memory is left; " +
+			"bounded by its parents' protection, so it holds against the other jobs of a sharing group that reaches its memory limit (v2 memory.low; ignored on v1)",
+		value: func(l *Limits) any { return set(l.MemoryLow > 0, l.MemoryLow) },
+		decode: func(l *Limits, in Input) []Problem {
+			return atMost(in, &l.MemoryLow, bound{"memory", l.Memory}, bound{"memory_high", l.MemoryHigh})
+		},
+		// Memory.Reservation, which containerd's cgroup2 writes to
+		// memory.low as runc does; the cgroup package drops it on v1
+		// (memory.soft_limit_in_bytes means the opposite).
+		write: func(l *Limits, w *writer) {
+			if l.MemoryLow > 0 {
+				w.memory().Reservation = ptr(l.MemoryLow)
+			}
+		},
+		// memory.low 0.
+		lift: func(w *writer) {
+			if w.removed(func(r *specs.LinuxResources) bool { return r.Memory != nil && r.Memory.Reservation != nil }) {
+				w.memory().Reservation = ptr(int64(0))
+			}
+		},
 		blind: true,
 	},
 	{
