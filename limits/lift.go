@@ -4,23 +4,10 @@ import specs "github.com/opencontainers/runtime-spec/specs-go"
 
 // The kernel's defaults, written for a limit a definition no longer sets
 // (Documentation/admin-guide/cgroup-v2.rst; cgroup-v1/memory.rst,
-// sched-bwc.rst, pids.rst, blkio-controller.rst), in runtime-spec terms as
-// the cgroup package writes them (each key's lift in its row, Keys):
-//
-//   - memory.max, memory.swap.max (v1 memory.limit_in_bytes,
-//     memory.memsw.limit_in_bytes): Memory.Limit and Memory.Swap -1, "max";
-//   - memory.high: Unified "max";
-//   - cpu.max (v1 cpu.cfs_quota_us): CPU.Quota -1, "max", the period kept;
-//   - cpu.weight 100 (v1 cpu.shares 1024): CPU.Shares DefaultShares and
-//     Unified "100";
-//   - pids.max: Pids.Limit -1, "max";
-//   - io.weight "default 100": Unified, and BlockIO.Weight its v1
-//     equivalent (IOWeightToBlkioWeight, as an io_weight of 100 would be);
-//   - io.max (v1 blkio.throttle.*_device): a throttle entry of rate 0 for
-//     each device and rate dropped; the v1 files take 0 as "no rule", on
-//     v2 the cgroup package writes that rate as "max".
-//
-// A cpuset cannot be lifted in place this way (a v1 cpuset has no value
+// sched-bwc.rst, pids.rst, blkio-controller.rst), are in runtime-spec terms
+// as the cgroup package writes them: each key's lift, in its row of the
+// table of limits (keys, limits.go), names the files and the value. A
+// cpuset cannot be lifted in place this way (a v1 cpuset has no value
 // meaning "the parent's"; see CpusetRemoved).
 const (
 	// DefaultWeight is the kernel's cpu.weight and io.weight.
@@ -95,8 +82,10 @@ func (w *writer) liftUnified(k, v string) {
 	}
 }
 
-// liftIO is io's lift: a throttle entry of rate 0 for each device and
-// rate prev throttles and next does not.
+// liftIO is io's lift (io.max, v1 blkio.throttle.*_device): a throttle
+// entry of rate 0 for each device and rate prev throttles and next does
+// not; the v1 files take 0 as "no rule", on v2 the cgroup package writes
+// that rate as "max".
 func liftIO(w *writer) {
 	if w.prev == nil || w.prev.BlockIO == nil {
 		return

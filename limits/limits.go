@@ -247,6 +247,7 @@ var keys = []Key{
 				w.unified(UnifiedMemoryHigh, strconv.FormatInt(l.MemoryHigh, 10))
 			}
 		},
+		// memory.high "max".
 		lift:  func(w *writer) { w.liftUnified(UnifiedMemoryHigh, "max") },
 		blind: true,
 	},
