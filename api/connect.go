@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
 )
@@ -141,6 +142,12 @@ func flattenProcess(cfg map[string]string, prefix string, p *spec.Process) {
 	if p.StopTimeout > 0 {
 		cfg[prefix+".stop_timeout"] = p.StopTimeout.String()
 	}
+	if p.KillMode != "" {
+		cfg[prefix+".kill_mode"] = string(p.KillMode)
+	}
+	if p.KillSignal != "" {
+		cfg[prefix+".kill_signal"] = string(p.KillSignal)
+	}
 	// Environment values are where operators keep passwords: the API
 	// names them and never serves them, as Kafka Connect shows its
 	// PASSWORD-type configs.
@@ -150,22 +157,17 @@ func flattenProcess(cfg map[string]string, prefix string, p *spec.Process) {
 	if p.EnvFile != "" {
 		cfg[prefix+".env_file"] = p.EnvFile
 	}
-	l := p.Limits
-	set := func(k string, ok bool, v any) {
-		if ok {
-			cfg[prefix+".limits."+k] = fmt.Sprint(v)
+	// Every limit set (limits.Keys), its value as Go prints it; the io
+	// entries as one JSON array.
+	for _, k := range limits.Keys() {
+		v, ok := k.Value(&p.Limits)
+		switch {
+		case !ok:
+		case k.Kind == limits.KindDevices:
+			cfg[prefix+".limits."+k.Name] = enc(v)
+		default:
+			cfg[prefix+".limits."+k.Name] = fmt.Sprint(v)
 		}
-	}
-	set("cpu", l.CPU > 0, l.CPU)
-	set("cpu_weight", l.CPUWeight > 0, l.CPUWeight)
-	set("cpuset", l.Cpuset != "", l.Cpuset)
-	set("memory", l.Memory > 0, l.Memory)
-	set("memory_high", l.MemoryHigh > 0, l.MemoryHigh)
-	set("memory_swap", l.MemorySwap > 0, l.MemorySwap)
-	set("pids", l.Pids > 0, l.Pids)
-	set("io_weight", l.IOWeight > 0, l.IOWeight)
-	if len(l.IO) > 0 {
-		cfg[prefix+".limits.io"] = enc(l.IO)
 	}
 }
 

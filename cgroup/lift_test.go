@@ -16,15 +16,16 @@ import (
 
 // A limit removed from a definition, written in place as the kernel's
 // default (limits.Lift), is gone from the cgroup: memory, swap, CPU quota
-// and weight, pids (and memory.high on v2) read as the kernel's defaults,
-// and the kernel no longer enforces the old memory limit: a process that
-// was OOM-killed at 64 MiB allocating 96 MiB now allocates them, in the
-// same cgroup, under the same shell.
+// and weight, pids (and memory.high and memory.low on v2) read as the
+// kernel's defaults, and the kernel no longer enforces the old memory
+// limit: a process that was OOM-killed at 64 MiB allocating 96 MiB now
+// allocates them, in the same cgroup, under the same shell.
 func TestRemovedLimitsLiftedInPlace(t *testing.T) {
 	h := testHierarchy(t)
 	old := limits.Limits{CPU: 0.5, CPUWeight: 300, Memory: 64 << 20, Pids: 20}
 	if h.Mode() == Unified {
 		old.MemoryHigh = 48 << 20
+		old.MemoryLow = 32 << 20
 	}
 	prev, _, err := old.Resources(nil)
 	if err != nil {
@@ -90,7 +91,7 @@ func TestRemovedLimitsLiftedInPlace(t *testing.T) {
 	var unl string
 	if h.Mode() == Unified {
 		d := h.unifiedDir("jobs/lift")
-		checks = []want{{"memory.max", "max"}, {"memory.high", "max"}, {"cpu.max", "max 100000"}, {"cpu.weight", "100"}, {"pids.max", "max"}}
+		checks = []want{{"memory.max", "max"}, {"memory.high", "max"}, {"memory.low", "0"}, {"cpu.max", "max 100000"}, {"cpu.weight", "100"}, {"pids.max", "max"}}
 		if _, err := os.Stat(filepath.Join(d, "memory.swap.max")); err == nil {
 			checks = append(checks, want{"memory.swap.max", "max"})
 		}
@@ -118,7 +119,7 @@ func TestRemovedLimitsLiftedInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.Limits.MemoryLimitBytes != 0 || u.Limits.CPUQuotaCores != 0 || u.Limits.PidsLimit != 0 {
+	if u.Limits != (Limits{}) {
 		t.Errorf("usage limits %+v, want none", u.Limits)
 	}
 }

@@ -1,13 +1,15 @@
 package cgroup
 
-// The memory controller: the hard limit, the swap limit, and the memory
-// charged and OOM kills the kernel accounts. Sources:
+// The memory controller: the hard limit, the swap limit, the protection,
+// and the memory charged and OOM kills the kernel accounts. Sources:
 // Documentation/admin-guide/cgroup-v2.rst "Memory" (memory.max,
-// memory.high, memory.swap.max, memory.current, memory.events) and
-// Documentation/admin-guide/cgroup-v1/memory.rst (memory.limit_in_bytes,
-// memory.memsw.limit_in_bytes, memory.usage_in_bytes,
-// memory.oom_control). The limits are written by containerd with the
-// corrections below; memory.high, v2 only, is a res.Unified key.
+// memory.high, memory.low, memory.swap.max, memory.current,
+// memory.events) and Documentation/admin-guide/cgroup-v1/memory.rst
+// (memory.limit_in_bytes, memory.memsw.limit_in_bytes,
+// memory.usage_in_bytes, memory.oom_control). The limits are written by
+// containerd with the corrections below; memory.high, v2 only, is a
+// res.Unified key; memory.low, v2 only, is res.Memory.Reservation, which
+// containerd's cgroup2 writes to memory.low.
 
 import (
 	"fmt"
@@ -34,8 +36,11 @@ var oomKillKey = []string{"oom_kill"}
 
 // memoryV1 is m as the v1 memory controller can take it: the deprecated
 // kernel memory limit dropped (the kernel no longer accepts it,
-// cgroup-v1/memory.rst), the swap limit dropped (logged) where swap
-// accounting is off.
+// cgroup-v1/memory.rst), the reservation dropped (noted by Unenforced:
+// containerd's cgroup1 would write it to memory.soft_limit_in_bytes, which
+// is no protection but the opposite, the level above which the cgroup is
+// the first reclaimed under pressure, cgroup-v1/memory.rst 7), the swap
+// limit dropped (logged) where swap accounting is off.
 func (h *Hierarchy) memoryV1(rel string, m *specs.LinuxMemory) *specs.LinuxMemory {
 	if m == nil {
 		return nil
@@ -43,6 +48,7 @@ func (h *Hierarchy) memoryV1(rel string, m *specs.LinuxMemory) *specs.LinuxMemor
 	mm := *m
 	//lint:ignore SA1019 cleared precisely because the kernel no longer accepts it
 	mm.Kernel = nil
+	mm.Reservation = nil
 	if mm.Swap != nil && !h.memswAvailable() {
 		h.log.Warn("cgroup swap limit not applied: swap accounting is off (no memory.memsw.limit_in_bytes)", "cgroup", rel)
 		mm.Swap = nil
@@ -150,7 +156,7 @@ func (h *Hierarchy) setSwapMax(rel string, swap *int64) error {
 
 // readMemoryV2 reads memory.current and the oom_kill count of
 // memory.events (which counts the group's descendants: a sharing group's
-// node counts its jobs' kills) and, when full, memory.max.
+// node counts its jobs' kills) and, when full, memory.max and memory.low.
 func readMemoryV2(d mountDir, buf []byte, u *Usage, full bool) error {
 	var err error
 	if u.MemoryBytes, err = d.number("memory.current", buf); err != nil {
@@ -161,9 +167,13 @@ func readMemoryV2(d mountDir, buf []byte, u *Usage, full bool) error {
 		return err
 	}
 	u.OOMKills = n[0]
-	if full {
-		u.Limits.MemoryLimitBytes, err = d.number("memory.max", buf) // "max" reads as 0
+	if !full {
+		return nil
 	}
+	if u.Limits.MemoryLimitBytes, err = d.number("memory.max", buf); err != nil { // "max" reads as 0
+		return err
+	}
+	u.Limits.MemoryLowBytes, err = d.number("memory.low", buf)
 	return err
 }
 

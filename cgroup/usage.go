@@ -67,6 +67,10 @@ type Limits struct {
 	MemoryLimitBytes uint64
 	// PidsLimit is pids.max, 0 when unlimited.
 	PidsLimit uint64
+	// MemoryLowBytes is the best-effort memory protection, bytes, in whole
+	// pages as the kernel stores it (v2 memory.low), 0 when none and
+	// always on v1, which has no such protection.
+	MemoryLowBytes uint64
 }
 
 // Usage reads what changes in the group from one scrape to the next: CPU
@@ -132,8 +136,8 @@ type applied struct {
 }
 
 // merge returns a with the fields res sets (nil fields keep a's), as New
-// and Update write them.
-func (a applied) merge(res *specs.LinuxResources) applied {
+// and Update write them on a host in mode m.
+func (a applied) merge(res *specs.LinuxResources, m Mode) applied {
 	if res == nil {
 		return a
 	}
@@ -152,11 +156,17 @@ func (a applied) merge(res *specs.LinuxResources) applied {
 		}
 		a.CPUQuotaCores = float64(a.quota) / float64(p)
 	}
-	if m := res.Memory; m != nil && m.Limit != nil {
+	page := uint64(os.Getpagesize())
+	if mem := res.Memory; mem != nil && mem.Limit != nil {
 		a.MemoryLimitBytes = 0
-		if *m.Limit > 0 {
-			page := uint64(os.Getpagesize())
-			a.MemoryLimitBytes = uint64(*m.Limit) / page * page
+		if *mem.Limit > 0 {
+			a.MemoryLimitBytes = uint64(*mem.Limit) / page * page
+		}
+	}
+	if mem := res.Memory; mem != nil && mem.Reservation != nil && m == Unified {
+		a.MemoryLowBytes = 0
+		if *mem.Reservation > 0 {
+			a.MemoryLowBytes = uint64(*mem.Reservation) / page * page
 		}
 	}
 	if p := res.Pids; p != nil && p.Limit != nil {
@@ -189,7 +199,7 @@ func (g *Group) setApplied(res *specs.LinuxResources) {
 	if a := g.limits.Load(); a != nil {
 		cur = *a
 	}
-	next := cur.merge(res)
+	next := cur.merge(res, g.h.mode)
 	g.limits.Store(&next)
 }
 

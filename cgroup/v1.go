@@ -193,17 +193,21 @@ func (h *Hierarchy) v1HierarchyNoCpuset() ([]cgroup1.Subsystem, error) {
 // m does not enforce: on v1 (Legacy, Hybrid) every res.Unified key
 // (memory.high has no v1 equivalent; an exact cpu.weight is carried by
 // res.CPU.Shares instead), since Unified is a cgroup v2 map
-// (runtime-spec config-linux.md "Unified").
+// (runtime-spec config-linux.md "Unified"), and res.Memory.Reservation,
+// v2 memory.low, which v1 has no protection for (memoryV1).
 func Unenforced(m Mode, res *specs.LinuxResources) []string {
 	if res == nil || m == Unified {
 		return nil
+	}
+	var notes []string
+	if mem := res.Memory; mem != nil && mem.Reservation != nil && *mem.Reservation != 0 { // 0: the kernel's default (limits.Lift)
+		notes = append(notes, fmt.Sprintf("memory.low=%d is not enforced on cgroup v1 (no equivalent: memory.soft_limit_in_bytes makes a cgroup the first reclaimed above it); nothing is written", *mem.Reservation))
 	}
 	var keys []string
 	for k := range res.Unified {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	var notes []string
 	for _, k := range keys {
 		switch v := res.Unified[k]; {
 		case k == "memory.high" && v == "max", k == "cpu.weight" && v == "100", k == "io.weight" && v == "default 100":

@@ -257,27 +257,36 @@ func siUnitWarning(s string, b int64) string {
 		s, b, num, 3*exp, s, systemd, num+unit+"iB", num+[]string{"kB", "MB", "GB", "TB"}[exp-1], b)
 }
 
-// duration reads a Go duration string (time.ParseDuration), >= 0.
+// duration reads a Go duration string (time.ParseDuration), >= 0; def
+// when it is absent or wrong.
 func (t *table) duration(k string, def time.Duration) time.Duration {
+	if d, ok := t.durationOK(k); ok {
+		return d
+	}
+	return def
+}
+
+// durationOK is duration, false when k is absent or wrong (reported).
+func (t *table) durationOK(k string) (time.Duration, bool) {
 	v, ok := t.get(k)
 	if !ok {
-		return def
+		return 0, false
 	}
 	s, ok := v.(string)
 	if !ok {
 		t.wrongType(k, v, `a duration string like "10s"`)
-		return def
+		return 0, false
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		t.d.errs.add(t.key(k), "invalid duration %q (Go duration syntax, e.g. \"1m30s\", \"500ms\")", s)
-		return def
+		return 0, false
 	}
 	if d < 0 {
 		t.d.errs.add(t.key(k), "duration %q is negative", s)
-		return def
+		return 0, false
 	}
-	return d
+	return d, true
 }
 
 // strings reads an array of strings.
@@ -425,86 +434,59 @@ func validName(s string) error {
 	return nil
 }
 
-// limits reads a limits table (a job's or a group's).
+// limitsTable reads a limits table (a job's or a group's): each key of the
+// table of limits (limits.Keys) read as its Kind says, in the table's
+// order, then checked and kept by its row (Key.Decode).
 func (d *decoder) limitsTable(t *table) limits.Limits {
 	var l limits.Limits
 	if t == nil {
 		return l
 	}
 	defer t.done()
-	if cpu, ok := t.number("cpu"); ok {
-		switch n := d.host.NumCPU(); {
-		case cpu <= 0:
-			d.errs.add(t.key("cpu"), "must be > 0 cores, not %v", cpu)
-		case n > 0 && cpu > float64(n):
-			d.errs.add(t.key("cpu"), "%v cores is more than the %d CPUs of this host", cpu, n)
-		default:
-			l.CPU = cpu
-		}
-	}
-	if p := t.duration("cpu_period", 0); p != 0 {
-		if p < limits.MinCPUPeriod || p > limits.MaxCPUPeriod {
-			d.errs.add(t.key("cpu_period"), "must be between 1ms and 1s (Documentation/scheduler/sched-bwc.rst), not %v", p)
-		} else if p%time.Microsecond != 0 {
-			d.errs.add(t.key("cpu_period"), "must be a whole number of microseconds, not %v", p)
-		} else {
-			l.CPUPeriod = p
-		}
-	}
-	if l.CPU > 0 {
-		if q := l.QuotaMicros(); q < limits.MinCPUQuotaMicros {
-			d.errs.add(t.key("cpu"), "%v cores gives a quota of %d µs per %v period, below the kernel's minimum of 1000 µs (Documentation/scheduler/sched-bwc.rst)", l.CPU, q, l.Period())
-			l.CPU = 0
-		}
-	} else if _, cpuSet := t.m["cpu"]; !cpuSet && l.CPUPeriod != 0 {
-		d.errs.add(t.key("cpu_period"), "has no effect without cpu")
-	}
-	l.CPUWeight = d.weight(t, "cpu_weight")
-	if v, ok := t.m["cpuset"]; ok {
-		s := t.str("cpuset", "")
-		if _, isStr := v.(string); isStr {
-			if _, err := d.host.CheckCpuset(s); err != nil {
-				d.errs.add(t.key("cpuset"), "%v", err)
-			} else {
-				l.Cpuset = s
+	given := func(k string) bool { _, ok := t.m[k]; return ok }
+	for _, k := range limits.Keys() {
+		in := limits.Input{Given: given, Host: d.host}
+		in.Value, in.OK = d.limitValue(t, k)
+		for _, p := range k.Decode(&l, in) {
+			key := k.Name
+			if p.Key != "" {
+				key = p.Key
 			}
+			d.errs.add(t.key(key), "%s", p.Msg)
 		}
 	}
-	if m, ok := t.bytes("memory"); ok {
-		if m < limits.MinMemory {
-			d.errs.add(t.key("memory"), "%d bytes is below the minimum of 1MiB", m)
-		} else {
-			l.Memory = m
-		}
+	return l
+}
+
+// limitValue reads limit k of t as its Kind says; false when it is absent
+// or its value is wrong (reported).
+func (d *decoder) limitValue(t *table, k limits.Key) (any, bool) {
+	switch k.Kind {
+	case limits.KindNumber:
+		return t.number(k.Name)
+	case limits.KindInteger:
+		return t.inRange(k.Name)
+	case limits.KindBytes:
+		return t.bytes(k.Name)
+	case limits.KindDuration:
+		return t.durationOK(k.Name)
+	case limits.KindString:
+		v, ok := t.m[k.Name]
+		s := t.str(k.Name, "")
+		_, isStr := v.(string)
+		return s, ok && isStr
+	case limits.KindDevices:
+		_, ok := t.m[k.Name]
+		return d.ioTables(t, k.Name), ok
 	}
-	if m, ok := t.bytes("memory_high"); ok {
-		switch {
-		case m == 0:
-			d.errs.add(t.key("memory_high"), "must be > 0 bytes")
-		case l.Memory > 0 && m > l.Memory:
-			d.errs.add(t.key("memory_high"), "%d bytes is above memory (%d bytes)", m, l.Memory)
-		default:
-			l.MemoryHigh = m
-		}
-	}
-	if m, ok := t.bytes("memory_swap"); ok {
-		switch {
-		case m > 0 && l.Memory == 0:
-			if _, set := t.m["memory"]; !set {
-				d.errs.add(t.key("memory_swap"), "needs memory: swap is allowed in addition to the memory limit")
-			}
-		case l.Memory > math.MaxInt64-m:
-			d.errs.add(t.key("memory_swap"), "memory + memory_swap overflows")
-		default:
-			l.MemorySwap = m
-		}
-	}
-	if n, ok := t.inRange("pids"); ok {
-		l.Pids = n
-	}
-	l.IOWeight = d.weight(t, "io_weight")
-	for i, e := range t.tables("io") {
-		key := fmt.Sprintf("%s[%d]", t.key("io"), i)
+	panic("config: limit " + k.Name + " of no known kind")
+}
+
+// ioTables reads the io entries k of a limits table.
+func (d *decoder) ioTables(t *table, k string) []limits.IOLimit {
+	var out []limits.IOLimit
+	for i, e := range t.tables(k) {
+		key := fmt.Sprintf("%s[%d]", t.key(k), i)
 		var io limits.IOLimit
 		io.Device = e.str("device", "")
 		if _, ok := e.m["device"]; !ok {
@@ -543,19 +525,9 @@ func (d *decoder) limitsTable(t *table) limits.Limits {
 		if !set && e.m != nil {
 			d.errs.add(key, "sets no limit (give read_bps, write_bps, read_iops or write_iops)")
 		}
-		l.IO = append(l.IO, io)
+		out = append(out, io)
 	}
-	return l
-}
-
-// weight reads a cgroup v2 weight (cpu.weight, io.weight): 1..10000,
-// Documentation/admin-guide/cgroup-v2.rst "Weights"; 0 when absent.
-func (d *decoder) weight(t *table, k string) uint64 {
-	n, ok := t.inRange(k)
-	if !ok {
-		return 0
-	}
-	return uint64(n)
+	return out
 }
 
 // process reads [connector.run] or [connector.task].

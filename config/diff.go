@@ -201,24 +201,20 @@ func flattenProcess(prefix string, p *spec.Process, m map[string]string) {
 	flattenLimits(prefix+"limits.", p.Limits, m)
 }
 
+// flattenLimits adds each limit l sets (limits.Keys) to m under prefix,
+// valued as Key.Format writes it; each io entry is its own key, "io[0]".
 func flattenLimits(prefix string, l limits.Limits, m map[string]string) {
-	set := func(k string, ok bool, v string) {
-		if ok {
-			m[prefix+k] = v
+	for _, k := range limits.Keys() {
+		v, ok := k.Value(&l)
+		switch {
+		case !ok:
+		case k.Kind == limits.KindDevices:
+			for i, io := range v.([]limits.IOLimit) {
+				m[fmt.Sprintf("%s%s[%d]", prefix, k.Name, i)] = io.String()
+			}
+		default:
+			m[prefix+k.Name] = k.Format(&l)
 		}
-	}
-	set("cpu", l.CPU > 0, strconv.FormatFloat(l.CPU, 'f', -1, 64))
-	set("cpu_period", l.CPUPeriod > 0, l.CPUPeriod.String())
-	set("cpu_weight", l.CPUWeight > 0, strconv.FormatUint(l.CPUWeight, 10))
-	set("cpuset", l.Cpuset != "", l.Cpuset)
-	set("memory", l.Memory > 0, strconv.FormatInt(l.Memory, 10))
-	set("memory_high", l.MemoryHigh > 0, strconv.FormatInt(l.MemoryHigh, 10))
-	set("memory_swap", l.MemorySwap > 0, strconv.FormatInt(l.MemorySwap, 10))
-	set("pids", l.Pids > 0, strconv.FormatInt(l.Pids, 10))
-	set("io_weight", l.IOWeight > 0, strconv.FormatUint(l.IOWeight, 10))
-	for i, io := range l.IO {
-		m[fmt.Sprintf("%sio[%d]", prefix, i)] = fmt.Sprintf("device=%s read_bps=%d write_bps=%d read_iops=%d write_iops=%d",
-			io.Device, io.ReadBPS, io.WriteBPS, io.ReadIOPS, io.WriteIOPS)
 	}
 }
 

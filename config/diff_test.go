@@ -18,7 +18,7 @@ func TestDiffJobs(t *testing.T) {
 	new.Process.Env = map[string]string{"B": ""}
 	new.Process.User = "nobody"
 	new.Process.StopTimeout = 5 * time.Second
-	new.Process.Limits = limits.Limits{CPU: 0.5, Memory: 96 << 20, IO: []limits.IOLimit{{Device: "/", WriteBPS: 1 << 20}}}
+	new.Process.Limits = limits.Limits{CPU: 0.5, Memory: 96 << 20, MemoryLow: 32 << 20, IO: []limits.IOLimit{{Device: "/", WriteBPS: 1 << 20}}}
 	var got []string
 	for _, c := range DiffJobs(old, new) {
 		got = append(got, c.String())
@@ -30,6 +30,7 @@ func TestDiffJobs(t *testing.T) {
 		`group: g → (unset)`,
 		`limits.io[0]: (unset) → device=/ read_bps=0 write_bps=1048576 read_iops=0 write_iops=0`,
 		`limits.memory: 67108864 → 100663296`,
+		`limits.memory_low: (unset) → 33554432`,
 		`stop_timeout: (unset) → 5s`,
 		`user: (unset) → nobody`,
 	}

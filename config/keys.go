@@ -13,7 +13,9 @@ import (
 // decoder reads its enumerations and integer bounds from it (and records
 // which keys it reads, which the tests compare with it), docs/config.md and
 // berth.toml(5) are generated from it, and the tests check that each
-// documented default is what the decoder applies.
+// documented default is what the decoder applies. The keys of a limits
+// table are the table of limits (limits.Keys), which also checks and keeps
+// their values.
 
 // Type is the TOML type of a key as the reference names it.
 type Type string
@@ -371,27 +373,7 @@ var sections = []Section{
 		Headers: []string{"[connector.run.limits]", "[connector.task.limits]", "[group.limits]"},
 		Doc: "Resource limits of a job's (or a sharing group's) cgroup, on cgroup v1 and v2. " +
 			"Every key is optional; an absent key leaves the resource unlimited. Often written inline: limits = { cpu = 1.5, memory = \"512MiB\" }.",
-		Keys: []Key{
-			{Name: "cpu", Type: TypeNumber, DefaultNote: "unlimited", Unit: "cores", Bounds: "> 0; at most the CPUs online; quota >= 1000 µs per period", Example: "1.5",
-				Doc: "CPU bandwidth: quota = cpu times period (v2 cpu.max; v1 cpu.cfs_quota_us)"},
-			{Name: "cpu_period", Type: TypeDuration, DefaultNote: limits.DefaultCPUPeriod.String(), Bounds: "1ms to 1s, whole µs (Documentation/scheduler/sched-bwc.rst); needs cpu", Example: tomlString("100ms"),
-				Doc: "CFS enforcement period of cpu"},
-			{Name: "cpu_weight", Type: TypeInteger, DefaultNote: "the kernel's, 100", Range: &Range{Min: limits.MinWeight, Max: limits.MaxWeight, Source: "cgroup v2 weight"}, Example: "100",
-				Doc: "share of CPU under contention (v2 cpu.weight; v1 cpu.shares converted as runc does)"},
-			{Name: "cpuset", Type: TypeString, DefaultNote: "every CPU", Bounds: `CPU list syntax "0-3,6"; CPUs online on this host`, Example: tomlString("0-1"),
-				Doc: "CPUs the job may run on (cpuset.cpus)"},
-			{Name: "memory", Type: TypeBytes, DefaultNote: "unlimited", Unit: "bytes", Bounds: ">= 1MiB", Example: tomlString("512MiB"),
-				Doc: "hard memory limit; above it the kernel OOM-kills inside the cgroup (v2 memory.max; v1 memory.limit_in_bytes)"},
-			{Name: "memory_high", Type: TypeBytes, DefaultNote: "none", Unit: "bytes", Bounds: "> 0; <= memory", Example: tomlString("448MiB"),
-				Doc: "throttle and reclaim above this, no OOM kill (v2 memory.high; ignored on v1)"},
-			{Name: "memory_swap", Type: TypeBytes, Default: tomlString("0"), Unit: "bytes", Bounds: "needs memory", Example: tomlString("0"),
-				Doc: "swap allowed beyond memory; 0: swap off (v2 memory.swap.max; v1 memory.memsw.limit_in_bytes = memory + this)"},
-			{Name: "pids", Type: TypeInteger, DefaultNote: "unlimited", Range: &Range{Min: 1, Max: limits.MaxPids, Source: "the kernel's PID_MAX_LIMIT"}, Example: "128",
-				Doc: "processes and threads (pids.max)"},
-			{Name: "io_weight", Type: TypeInteger, DefaultNote: "the kernel's, 100", Range: &Range{Min: limits.MinWeight, Max: limits.MaxWeight, Source: "cgroup v2 weight"}, Example: "100",
-				Doc: "share of I/O under contention (v2 io.weight; v1 blkio.weight converted)"},
-			{Name: "io", Type: TypeTables, Section: SectionIO, Doc: "per-device bandwidth and IOPS limits"},
-		},
+		Keys: limitKeys(),
 	},
 	{
 		ID:      SectionIO,
@@ -411,6 +393,34 @@ var sections = []Section{
 				Doc: "write operations"},
 		},
 	},
+}
+
+// limitTypes is the Type of each kind of limit.
+var limitTypes = map[limits.Kind]Type{
+	limits.KindNumber:   TypeNumber,
+	limits.KindInteger:  TypeInteger,
+	limits.KindBytes:    TypeBytes,
+	limits.KindDuration: TypeDuration,
+	limits.KindString:   TypeString,
+	limits.KindDevices:  TypeTables,
+}
+
+// limitKeys is the limits section's keys: the table of limits
+// (limits.Keys), an io entry's keys in SectionIO.
+func limitKeys() []Key {
+	var out []Key
+	for _, k := range limits.Keys() {
+		key := Key{Name: k.Name, Type: limitTypes[k.Kind], Default: k.Default, DefaultNote: k.DefaultNote,
+			Unit: k.Unit, Bounds: k.Bounds, Example: k.Example, Doc: k.Doc}
+		if r := k.Range; r != nil {
+			key.Range = &Range{Min: r.Min, Max: r.Max, Source: r.Source}
+		}
+		if k.Kind == limits.KindDevices {
+			key.Section = SectionIO
+		}
+		out = append(out, key)
+	}
+	return out
 }
 
 // sectionIndex maps a section ID to its index in sections.

@@ -8,7 +8,7 @@ import (
 func fixedDevice(string) (Device, error) { return Device{Major: 8, Minor: 0}, nil }
 
 func TestLiftWritesTheDefaultOfEachRemovedLimit(t *testing.T) {
-	old := Limits{CPU: 0.5, CPUPeriod: 50e6, CPUWeight: 300, Memory: 64 << 20, MemoryHigh: 48 << 20, MemorySwap: 16 << 20, Pids: 50, IOWeight: 200,
+	old := Limits{CPU: 0.5, CPUPeriod: 50e6, CPUWeight: 300, Memory: 64 << 20, MemoryHigh: 48 << 20, MemoryLow: 32 << 20, MemorySwap: 16 << 20, Pids: 50, IOWeight: 200,
 		IO: []IOLimit{{Device: "/dev/sda", ReadBPS: 1 << 20, WriteIOPS: 100}}}
 	prev, _, err := old.Resources(fixedDevice)
 	if err != nil {
@@ -19,8 +19,8 @@ func TestLiftWritesTheDefaultOfEachRemovedLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := Lift(prev, next)
-	if r.Memory == nil || *r.Memory.Limit != -1 || *r.Memory.Swap != -1 {
-		t.Errorf("memory %+v, want limit and swap -1", r.Memory)
+	if r.Memory == nil || *r.Memory.Limit != -1 || *r.Memory.Swap != -1 || *r.Memory.Reservation != 0 {
+		t.Errorf("memory %+v, want limit and swap -1, reservation (memory.low) 0", r.Memory)
 	}
 	if r.CPU == nil || *r.CPU.Quota != -1 || *r.CPU.Period != 50000 || *r.CPU.Shares != 1024 {
 		t.Errorf("cpu %+v, want quota -1 over the old period 50000, shares 1024", r.CPU)
@@ -76,12 +76,32 @@ func TestLiftKeepsWhatTheNewDefinitionSets(t *testing.T) {
 func TestDefaultsFillsWhatIsUnset(t *testing.T) {
 	next, _, _ := (&Limits{Memory: 32 << 20}).Resources(fixedDevice)
 	r := Defaults(next)
-	if *r.Memory.Limit != 32<<20 || *r.Pids.Limit != -1 || *r.CPU.Quota != -1 || r.CPU.Period != nil || *r.CPU.Shares != 1024 ||
+	if *r.Memory.Limit != 32<<20 || *r.Memory.Reservation != 0 || *r.Pids.Limit != -1 || *r.CPU.Quota != -1 || r.CPU.Period != nil || *r.CPU.Shares != 1024 ||
 		r.Unified[UnifiedMemoryHigh] != "max" || r.Unified[UnifiedCPUWeight] != "100" {
 		t.Errorf("defaults %+v cpu %+v unified %v", r, r.CPU, r.Unified)
 	}
 	if r.BlockIO != nil || r.Unified[UnifiedIOWeight] != "" || r.CPU.Cpus != "" {
 		t.Errorf("defaults wrote an io limit or a cpuset: %+v %v", r.BlockIO, r.Unified)
+	}
+}
+
+// memory_low is runtime-spec's memory reservation (memory.low on v2),
+// kept by Lift when the next definition sets it, and left alone by Lift
+// and Defaults when it is set.
+func TestMemoryLowIsTheReservation(t *testing.T) {
+	r, _, err := (&Limits{MemoryLow: 16 << 20}).Resources(fixedDevice)
+	if err != nil || r.Memory == nil || *r.Memory.Reservation != 16<<20 || r.Memory.Limit != nil || r.Memory.Swap != nil || r.Unified != nil {
+		t.Fatalf("resources %+v, %v; want only the reservation", r.Memory, err)
+	}
+	prev, _, _ := (&Limits{MemoryLow: 8 << 20, Memory: 64 << 20}).Resources(fixedDevice)
+	if l := Lift(prev, r); *l.Memory.Reservation != 16<<20 || *l.Memory.Limit != -1 {
+		t.Errorf("lift %+v, want the new reservation and the memory limit lifted", l.Memory)
+	}
+	if d := Defaults(r); *d.Memory.Reservation != 16<<20 {
+		t.Errorf("defaults %+v, want the reservation kept", d.Memory)
+	}
+	if *r.Memory.Reservation != 16<<20 || r.Memory.Limit != nil {
+		t.Errorf("Lift or Defaults changed their argument: %+v", r.Memory)
 	}
 }
 

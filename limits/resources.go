@@ -3,7 +3,6 @@ package limits
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
@@ -13,14 +12,6 @@ import (
 // DeviceResolver maps an io device path to its whole disk; ResolveDevice is
 // the one for this host.
 type DeviceResolver func(path string) (Device, error)
-
-// Keys of specs.LinuxResources.Unified that Resources fills (cgroup v2 file
-// names, Documentation/admin-guide/cgroup-v2.rst).
-const (
-	UnifiedCPUWeight  = "cpu.weight"
-	UnifiedMemoryHigh = "memory.high"
-	UnifiedIOWeight   = "io.weight"
-)
 
 // Period is the effective CFS period: CPUPeriod, or DefaultCPUPeriod when
 // it is 0.
@@ -84,26 +75,18 @@ func IOWeightToBlkioWeight(weight uint64) uint16 {
 }
 
 // Resources converts l to runtime-spec resources for a job's or a sharing
-// group's cgroup. A zero field of l leaves the resource unset.
-//
-//   - CPU.Quota (µs) = cores × period rounded to the nearest µs
-//     (deterministic, failure case C6 in docs/cases.md); CPU.Period (µs) = cpu_period or 100000.
-//   - CPU.Shares = CPUWeightToShares(cpu_weight) for v1; the exact weight is
-//     also in Unified["cpu.weight"].
-//   - CPU.Cpus = cpuset.
-//   - Memory.Limit = memory; Memory.Swap = memory + memory_swap, runtime-spec's
-//     memory+swap total, so Swap == Limit (swap off) when memory_swap is 0.
-//     memory_high goes to Unified["memory.high"] (v2 only).
-//   - Pids.Limit = pids.
-//   - BlockIO.Weight = IOWeightToBlkioWeight(io_weight) for v1; the exact
-//     weight is also in Unified["io.weight"] ("default" weight).
-//   - BlockIO.Throttle{Read,Write}{Bps,IOPS}Device per io entry, on the whole
-//     disk that resolve (ResolveDevice when nil) gives for its device.
+// group's cgroup, each key as its row of the table of limits writes it
+// (keys, in limits.go): a zero field of l leaves its resource unset. The
+// CPU quota is a pure function of cores and period (failure case C6 in
+// docs/cases.md); the weights are converted for v1 (CPU.Shares,
+// BlockIO.Weight) and given exactly in Unified too; the io throttles are
+// on the whole disk that resolve (ResolveDevice when nil) gives for each
+// device.
 //
 // Unified holds cgroup v2 file names and values: a cgroup layer on v2
 // writes them (they agree with what it would derive from Shares/Weight);
-// on v1 it ignores Unified, and should warn that memory.high is not
-// enforced there.
+// on v1 it ignores Unified, and should warn that what it holds (an exact
+// weight, memory.high) is not enforced there.
 //
 // notes are the resolver's notes (a partition or a file system path mapped
 // to its disk), for the caller to log. err is non-nil when a device cannot
@@ -112,52 +95,35 @@ func (l *Limits) Resources(resolve DeviceResolver) (*specs.LinuxResources, []str
 	if resolve == nil {
 		resolve = ResolveDevice
 	}
-	r := &specs.LinuxResources{}
-	unified := map[string]string{}
-	if l.CPU > 0 || l.CPUWeight > 0 || l.Cpuset != "" {
-		r.CPU = &specs.LinuxCPU{}
+	w := newWriter(&specs.LinuxResources{}, nil)
+	w.resolve = resolve
+	for _, k := range keys {
+		if k.write != nil {
+			k.write(l, w)
+		}
 	}
-	if l.CPU > 0 {
-		period := uint64(l.Period().Microseconds())
-		quota := l.QuotaMicros()
-		r.CPU.Period, r.CPU.Quota = &period, &quota
+	if w.err != nil {
+		return nil, nil, w.err
 	}
-	if l.CPUWeight > 0 {
-		shares := CPUWeightToShares(l.CPUWeight)
-		r.CPU.Shares = &shares
-		unified[UnifiedCPUWeight] = strconv.FormatUint(l.CPUWeight, 10)
-	}
-	if l.Cpuset != "" {
-		r.CPU.Cpus = l.Cpuset
-	}
-	if l.Memory > 0 {
-		limit, swap := l.Memory, l.Memory+l.MemorySwap
-		r.Memory = &specs.LinuxMemory{Limit: &limit, Swap: &swap}
-	}
-	if l.MemoryHigh > 0 {
-		unified[UnifiedMemoryHigh] = strconv.FormatInt(l.MemoryHigh, 10)
-	}
-	if l.Pids > 0 {
-		pids := l.Pids
-		r.Pids = &specs.LinuxPids{Limit: &pids}
-	}
-	var notes []string
-	if l.IOWeight > 0 || len(l.IO) > 0 {
-		r.BlockIO = &specs.LinuxBlockIO{}
-	}
-	if l.IOWeight > 0 {
-		w := IOWeightToBlkioWeight(l.IOWeight)
-		r.BlockIO.Weight = &w
-		unified[UnifiedIOWeight] = "default " + strconv.FormatUint(l.IOWeight, 10)
-	}
+	return w.result(), w.notes, nil
+}
+
+// writeIO is io's write: one throttle entry per rate of each io entry, on
+// the whole disk its device resolves to.
+func writeIO(l *Limits, w *writer) {
 	for _, io := range l.IO {
-		dev, err := resolve(io.Device)
+		if w.err != nil {
+			return
+		}
+		dev, err := w.resolve(io.Device)
 		if err != nil {
-			return nil, nil, fmt.Errorf("io limit on %s: %w", io.Device, err)
+			w.err = fmt.Errorf("io limit on %s: %w", io.Device, err)
+			return
 		}
 		if dev.Note != "" {
-			notes = append(notes, dev.Note)
+			w.notes = append(w.notes, dev.Note)
 		}
+		b := w.blockIO()
 		add := func(list *[]specs.LinuxThrottleDevice, rate int64) {
 			if rate > 0 {
 				t := specs.LinuxThrottleDevice{Rate: uint64(rate)}
@@ -165,13 +131,69 @@ func (l *Limits) Resources(resolve DeviceResolver) (*specs.LinuxResources, []str
 				*list = append(*list, t)
 			}
 		}
-		add(&r.BlockIO.ThrottleReadBpsDevice, io.ReadBPS)
-		add(&r.BlockIO.ThrottleWriteBpsDevice, io.WriteBPS)
-		add(&r.BlockIO.ThrottleReadIOPSDevice, io.ReadIOPS)
-		add(&r.BlockIO.ThrottleWriteIOPSDevice, io.WriteIOPS)
+		add(&b.ThrottleReadBpsDevice, io.ReadBPS)
+		add(&b.ThrottleWriteBpsDevice, io.WriteBPS)
+		add(&b.ThrottleReadIOPSDevice, io.ReadIOPS)
+		add(&b.ThrottleWriteIOPSDevice, io.WriteIOPS)
 	}
-	if len(unified) > 0 {
-		r.Unified = unified
+}
+
+// writer builds the resources of Resources, Lift and Defaults from a base
+// it never modifies (Lift's next): each part of the base (memory, CPU,
+// pids, block I/O, the unified map) is copied the first time a key writes
+// into it, and the parts no key writes stay shared with the base.
+type writer struct {
+	r specs.LinuxResources
+	// prev is what the cgroup was last given (Lift's prev); nil when it
+	// is not known (Defaults: any limit may be there).
+	prev *specs.LinuxResources
+	// next is the base: what is asked now.
+	next *specs.LinuxResources
+	// resolve, notes and err are Resources' resolver, its notes and the
+	// first error.
+	resolve DeviceResolver
+	notes   []string
+	err     error
+	// own says which parts of r are copies already.
+	own struct{ memory, cpu, pids, blockIO, unified bool }
+}
+
+func newWriter(next, prev *specs.LinuxResources) *writer {
+	return &writer{r: *next, next: next, prev: prev}
+}
+
+// result is what was written.
+func (w *writer) result() *specs.LinuxResources {
+	r := w.r
+	return &r
+}
+
+// own returns a copy of *p to write into, made once (a new value when *p
+// is nil).
+func own[T any](done *bool, p **T) *T {
+	if !*done {
+		var v T
+		if *p != nil {
+			v = **p
+		}
+		*p, *done = &v, true
 	}
-	return r, notes, nil
+	return *p
+}
+
+func (w *writer) memory() *specs.LinuxMemory   { return own(&w.own.memory, &w.r.Memory) }
+func (w *writer) cpu() *specs.LinuxCPU         { return own(&w.own.cpu, &w.r.CPU) }
+func (w *writer) pids() *specs.LinuxPids       { return own(&w.own.pids, &w.r.Pids) }
+func (w *writer) blockIO() *specs.LinuxBlockIO { return own(&w.own.blockIO, &w.r.BlockIO) }
+
+// unified sets the cgroup v2 file k to v in Unified.
+func (w *writer) unified(k, v string) {
+	if !w.own.unified {
+		m := make(map[string]string, len(w.r.Unified)+1)
+		for k, v := range w.r.Unified {
+			m[k] = v
+		}
+		w.r.Unified, w.own.unified = m, true
+	}
+	w.r.Unified[k] = v
 }

@@ -91,6 +91,11 @@ func printHostPlan(w io.Writer, cfg *config.Config, host *host.Host) {
 	}
 }
 
+// ownColumn names the limits that limitCells shows in a column of their
+// own (CPU with its period, MEMORY with its swap, PIDS, IO); every other
+// limit is in OTHER.
+var ownColumn = map[string]bool{"cpu": true, "cpu_period": true, "memory": true, "memory_swap": true, "pids": true, "io": true}
+
 // limitCells formats limits as the kernel gets them: cores with the CFS
 // quota and period in µs, bytes (with the binary size beside), pids, io
 // rates per whole disk (major:minor), and the rest as key=value.
@@ -128,21 +133,18 @@ func limitCells(l limits.Limits, resolve limits.DeviceResolver) (cpu, mem, pids,
 	if len(ios) > 0 {
 		iol = strings.Join(ios, "; ")
 	}
+	// OTHER: every limit without a column of its own, as key=value from
+	// the table of limits; the swap beside a memory limit, 0 when off.
 	var o []string
-	if l.CPUWeight > 0 {
-		o = append(o, fmt.Sprintf("cpu_weight=%d", l.CPUWeight))
-	}
-	if l.Cpuset != "" {
-		o = append(o, "cpuset="+l.Cpuset)
-	}
-	if l.MemoryHigh > 0 {
-		o = append(o, fmt.Sprintf("memory_high=%d", l.MemoryHigh))
+	for _, k := range limits.Keys() {
+		if !ownColumn[k.Name] {
+			if v := k.Format(&l); v != "" {
+				o = append(o, k.Name+"="+v)
+			}
+		}
 	}
 	if l.Memory > 0 {
 		o = append(o, fmt.Sprintf("swap=%d", l.MemorySwap))
-	}
-	if l.IOWeight > 0 {
-		o = append(o, fmt.Sprintf("io_weight=%d", l.IOWeight))
 	}
 	sort.Strings(o)
 	other = "-"
