@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
@@ -107,9 +106,9 @@ type Input struct {
 	Want map[string]spec.Job
 	// Targets maps a connector to the target state operators set; absent
 	// means running.
-	Targets map[string]cluster.Target
+	Targets map[string]spec.Target
 	// Restarts maps a job to its pending restart request.
-	Restarts map[string]cluster.RestartRequest
+	Restarts map[string]spec.RestartRequest
 	// Handled maps a job to the revision of the restart request this agent
 	// has carried out already (its removal from the store may have failed).
 	Handled map[string]int64
@@ -163,7 +162,7 @@ type Block struct {
 // Hold is a wanted job held by its connector's target state.
 type Hold struct {
 	Job    spec.Job
-	Target cluster.Target
+	Target spec.Target
 }
 
 // EnvFailure is a job whose env_file cannot be read: it is not started.
@@ -174,7 +173,7 @@ type EnvFailure struct {
 
 // Note is a decision about a restart request worth one log line.
 type Note struct {
-	Request cluster.RestartRequest
+	Request spec.RestartRequest
 	Msg     string
 }
 
@@ -191,8 +190,8 @@ type Plan struct {
 	// Restart are the requests carried out in this pass (their jobs are in
 	// Stop and Start); Done the requests handled without a restart (held,
 	// not FAILED with only_failed, starting anyway, carried out before).
-	Restart map[string]cluster.RestartRequest
-	Done    []cluster.RestartRequest
+	Restart map[string]spec.RestartRequest
+	Done    []spec.RestartRequest
 	Notes   []Note
 	// Handled is Input.Handled without the requests that are gone from
 	// the store or were replaced by a newer one.
@@ -201,11 +200,11 @@ type Plan struct {
 	// job new here), to log what the pass changed.
 	Before map[string]spec.TargetState
 	// Held maps each held wanted job to its target.
-	Held map[string]cluster.Target
+	Held map[string]spec.Target
 }
 
 // TargetOf is connector's target in targets; running when none is set.
-func TargetOf(targets map[string]cluster.Target, connector string) cluster.Target {
+func TargetOf(targets map[string]spec.Target, connector string) spec.Target {
 	t, ok := targets[connector]
 	if !ok || t.State == "" {
 		t.State = spec.TargetRunning
@@ -227,8 +226,8 @@ func TargetOf(targets map[string]cluster.Target, connector string) cluster.Targe
 //   - a Failed or Waiting job starts again when its backoff is due (not a
 //     permanent failure), its definition changed, or on reload.
 func Decide(in Input) Plan {
-	p := Plan{Restart: map[string]cluster.RestartRequest{}, Handled: map[string]int64{},
-		Before: map[string]spec.TargetState{}, Held: map[string]cluster.Target{}}
+	p := Plan{Restart: map[string]spec.RestartRequest{}, Handled: map[string]int64{},
+		Before: map[string]spec.TargetState{}, Held: map[string]spec.Target{}}
 	for id, rev := range in.Handled {
 		if r, ok := in.Restarts[id]; ok && r.Rev == rev {
 			p.Handled[id] = rev

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
@@ -69,9 +68,9 @@ func TestDecide(t *testing.T) {
 	aNeverRestart := a
 	aNeverRestart.Process.Restart = spec.RestartNever
 	b := job("b", limits.Limits{})
-	paused := map[string]cluster.Target{"a": {State: spec.TargetPaused, By: "ops"}}
-	req := func(id string, rev int64, onlyFailed bool) map[string]cluster.RestartRequest {
-		return map[string]cluster.RestartRequest{id: {Connector: id, Job: id, Rev: rev, OnlyFailed: onlyFailed}}
+	paused := map[string]spec.Target{"a": {State: spec.TargetPaused, By: "ops"}}
+	req := func(id string, rev int64, onlyFailed bool) map[string]spec.RestartRequest {
+		return map[string]spec.RestartRequest{id: {Connector: id, Job: id, Rev: rev, OnlyFailed: onlyFailed}}
 	}
 	want := func(js ...spec.Job) map[string]spec.Job {
 		m := map[string]spec.Job{}
@@ -185,7 +184,7 @@ func TestDecideHandledAndBefore(t *testing.T) {
 	a, b := job("a", limits.Limits{}), job("b", limits.Limits{})
 	p := Decide(Input{Want: map[string]spec.Job{"a": a, "b": b},
 		Current:  map[string]Current{"a": {Spec: a, Phase: Held, Target: spec.TargetStopped}},
-		Restarts: map[string]cluster.RestartRequest{"a": {Job: "a", Rev: 9}},
+		Restarts: map[string]spec.RestartRequest{"a": {Job: "a", Rev: 9}},
 		Handled:  map[string]int64{"a": 8, "gone": 3}})
 	if len(p.Handled) != 0 {
 		t.Errorf("handled %v, want none (a's request was replaced, gone's removed)", p.Handled)
