@@ -32,20 +32,21 @@ func (e *executor) discard(ctx context.Context, ds []plan.Discard) {
 	wg.Wait()
 }
 
-// discardUnclaimed discards what l inherited when its job does not start
-// here after all (its claim is another member's or could not be taken, a
-// fence began, its cgroup could not be made): no claim of this agent
-// covers the run. While the agent stops (ctx ended) nothing is discarded:
-// the stop's clean-up kills the runs, or the next agent adopts them.
-func (e *executor) discardUnclaimed(ctx context.Context, l launch) {
+// discardLaunch discards what l inherited when its job does not start
+// here after all, for why: plan.DiscardGone when no claim of this agent
+// covers it (the claim is another member's or could not be taken, a fence
+// began), plan.DiscardNotStarted when its cgroup could not be made. While
+// the agent stops (ctx ended) nothing is discarded: the stop's clean-up
+// kills the runs, or the next agent adopts them.
+func (e *executor) discardLaunch(ctx context.Context, l launch, why plan.DiscardReason) {
 	if ctx.Err() != nil {
 		return
 	}
 	switch {
 	case l.run != nil:
-		e.killInherited(ctx, *l.run, plan.DiscardGone)
+		e.killInherited(ctx, *l.run, why)
 	case l.wait != nil:
-		e.dropWait(l.job.ID, plan.DiscardGone)
+		e.dropWait(l.job.ID, why)
 	}
 }
 

@@ -129,11 +129,11 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 		nj.claimed = true
 	}
 	if nj.claimed && e.fencing.Load() {
-		e.discardUnclaimed(ctx, l)
+		e.discardLaunch(ctx, l, plan.DiscardGone)
 		return // fencing: the claim goes with the lease
 	}
 	if !nj.claimed {
-		e.discardUnclaimed(ctx, l)
+		e.discardLaunch(ctx, l, plan.DiscardGone)
 		e.tbl.mu.Lock()
 		prev := e.tbl.jobs[j.ID]
 		e.tbl.jobs[j.ID] = nj
@@ -168,7 +168,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 		}
 	}
 	if err != nil {
-		e.discardUnclaimed(ctx, l)
+		e.discardLaunch(ctx, l, plan.DiscardNotStarted)
 		nj.phase, nj.err = plan.Failed, fmt.Sprintf("create cgroup: %v", err)
 		e.tbl.mu.Lock()
 		e.tbl.jobs[j.ID] = nj
