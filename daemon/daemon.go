@@ -206,6 +206,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// runs to adopt.
 	for _, sub := range cgroup.Subtrees() {
 		if err := hier.CleanupExcept(ctx, sub, inherited.Keep); err != nil {
+			a.notes.Close(false) // the waits stay for the next try
 			return fmt.Errorf("remove leftovers under %s/%s: %w", hier.Root(), sub, err)
 		}
 	}
