@@ -17,6 +17,7 @@ import (
 	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/guard"
+	"github.com/berthd/berth/handover"
 	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/metrics"
 	"github.com/berthd/berth/source"
@@ -40,8 +41,8 @@ type Agent struct {
 	guardCmd []string
 	guard    *guard.Client
 	// notes records the jobs waiting to restart for the next agent
-	// (BackoffFile); nil without a guard.
-	notes *backoffNotes
+	// (handover.BackoffFile); nil without a guard.
+	notes *handover.Notes
 
 	// Set by Run before the supervisor starts, then read only.
 	hier     *cgroup.Hierarchy
@@ -173,7 +174,6 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// agent that crashes or is upgraded, and the next agent adopts the
 	// runs it holds (docs/live-restart.md). A guard that still runs is
 	// connected to; else one is started.
-	var ad adoption
 	if len(a.guardCmd) > 0 {
 		g, err := guard.Start(ctx, guard.Options{DataDir: cfg.Agent.DataDir, CgroupRoot: root,
 			Command: a.guardCmd, Log: a.log})
@@ -187,21 +187,23 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}
 		a.guard = g
 		defer g.Close()
-		ad = a.adoptable(ctx, g)
-		rt.UseSpawner(g)
-		rt.Offer(ad.offered)
-		// Jobs that waited to restart under the earlier agent wait out
-		// the rest of their backoff, restart counts kept.
-		notes, waits := loadBackoff(cfg.Agent.DataDir, g.PID, a.log)
-		a.notes = notes
-		rt.UseBackoffNotes(notes)
-		rt.OfferPending(waits)
 	}
+	// What the earlier agent left (the guard's runs, checked; the jobs
+	// waiting to restart; the session), read once: the first reconcile
+	// adopts, resumes or discards each run and wait, the source resumes
+	// the session.
+	hopts := handover.Options{DataDir: cfg.Agent.DataDir, Log: a.log}
+	if a.guard != nil {
+		hopts.Guard = a.guard
+	}
+	inherited := handover.Load(ctx, hopts)
+	a.notes = inherited.Notes
 	// A job that nobody claims must not run: kill what an earlier run of the
 	// agent left behind before anything else (failure case C1), but the
 	// runs to adopt.
 	for _, sub := range cgroup.Subtrees() {
-		if err := hier.CleanupExcept(ctx, sub, ad.keep); err != nil {
+		if err := hier.CleanupExcept(ctx, sub, inherited.Keep); err != nil {
+			a.notes.Close(false) // the waits stay for the next try
 			return fmt.Errorf("remove leftovers under %s/%s: %w", hier.Root(), sub, err)
 		}
 	}
@@ -215,7 +217,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			err = a.guard.Release(rctx)
 			cancel()
 		}
-		a.notes.close(err == nil) // a clean stop leaves no wait for a next agent
+		a.notes.Close(err == nil) // a clean stop leaves no wait for a next agent
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if rerr := hier.Remove(rctx); rerr != nil {
@@ -259,7 +261,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		<-served
 	}()
 
-	if err := a.join(ctx, cfg, addr); err != nil {
+	if err := a.join(ctx, cfg, addr, inherited); err != nil {
 		if ctx.Err() != nil {
 			return nil // asked to stop while joining: a clean stop
 		}
@@ -273,7 +275,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	a.sup = supervisor.New(supervisor.Options{Config: cfg, Hierarchy: hier, Source: a.src, Runtime: rt, Logger: a.log, Host: a.host})
+	sopts := supervisor.Options{Config: cfg, Hierarchy: hier, Source: a.src, Runtime: rt, Logger: a.log, Host: a.host,
+		Inherited: inherited.Jobs}
+	if a.guard != nil {
+		sopts.Spawner, sopts.Notes = a.guard, a.notes
+	}
+	a.sup = supervisor.New(sopts)
 	close(a.started)
 	supDone := make(chan error, 1)
 	go func() { supDone <- a.sup.Run(runCtx) }()
@@ -297,13 +304,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			return errors.Join(serr, <-supDone)
 		case <-ready:
 			ready = nil
-			if a.guard != nil {
-				a.killUnadopted(runCtx, rt, hier)
-				a.noteAdopted(ad, rt)
-				for _, id := range rt.UntakenPending() {
-					a.notes.Done(id) // the job is gone, changed, or has a run
-				}
-			}
+			a.noteAdopted(inherited, a.sup.Adopted())
 			close(a.ready)
 			a.warnFile(runCtx, cfg, false)
 		case serr := <-serveErr:
@@ -321,10 +322,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 // join starts the store the cluster lives in when [cluster] names no
 // endpoints (an embedded etcd under data_dir), connects to it, stores the
 // agent file's workload (create or update, never delete) and joins as a
-// member whose API is at addr.
-func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string) error {
+// member whose API is at addr, resuming the session in inherited if its
+// lease still lives.
+func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string, inherited *handover.Inherited) error {
 	a.src = source.NewCluster(cfg, a.host, source.Options{Log: a.log, OnRenew: a.registry.Cluster.ObserveRenew,
-		OnDeadline: func(t time.Time) { a.guard.Deadline(t.Add(guardLag(cfg.Cluster.SessionTTL))) }})
+		OnDeadline: func(t time.Time) { a.guard.Deadline(t.Add(guardLag(cfg.Cluster.SessionTTL))) },
+		Resume:     inherited.Session, Record: inherited.SessionFile})
 	endpoints := cfg.Cluster.Endpoints
 	if len(endpoints) == 0 {
 		dir := cfg.Agent.DataDir

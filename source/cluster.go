@@ -48,13 +48,15 @@ type Cluster struct {
 
 	changed chan struct{}
 	lost    chan Loss
-	saved   sessionFile // the session saved for the agent's next run
 
 	mu       sync.Mutex
 	fencings uint64
 	member   assign.Member
 	session  *cluster.Session
 	state    State
+	// saved is the session an earlier run saved (Options.Resume), until
+	// it is resumed or found not resumable; zero then.
+	saved    SavedSession
 	stopping bool
 	// share is this member's share as last delivered (or read); head the
 	// newest publication head seen. confirmed is the newest generation
@@ -85,6 +87,33 @@ type Options struct {
 	// under it, and after every successful renewal: the lease guard kills
 	// every job when it passes (package guard). It must not block.
 	OnDeadline func(time.Time)
+	// Resume is the session an earlier run of this agent saved (package
+	// handover reads it at start): Join takes it over if its lease still
+	// lives and its member is this agent's (cluster.Client.Resume), the
+	// same lease, member record and claims; else Join joins anew. Zero:
+	// join anew.
+	Resume SavedSession
+	// Record saves the session for the agent's next run each time one is
+	// made or resumed, and removes it when it ends for good (the agent
+	// leaves, or the lease is lost); nil: nothing is saved.
+	Record SessionRecord
+}
+
+// SavedSession is a session as an agent saves it for its next run: its
+// member ID and lease ID.
+type SavedSession struct {
+	Member string
+	Lease  int64
+}
+
+// SessionRecord keeps the session for the agent's next run
+// (handover.SessionFile).
+type SessionRecord interface {
+	// Save records s. Errors: it cannot be written (the next run then
+	// joins anew).
+	Save(s SavedSession) error
+	// Remove forgets the saved session.
+	Remove()
 }
 
 // NewCluster returns the cluster source of the agent file cfg, whose
@@ -92,7 +121,7 @@ type Options struct {
 // the store, Join makes the agent a member.
 func NewCluster(cfg *config.Config, host *host.Host, opts Options) *Cluster {
 	c := &Cluster{cfg: cfg, host: host, clock: clockwork.NewRealClock(), opts: opts, log: opts.Log,
-		changed: make(chan struct{}, 1), lost: make(chan Loss), saved: newSessionFile(cfg.Agent.DataDir), member: memberOf(cfg), state: Joining}
+		changed: make(chan struct{}, 1), lost: make(chan Loss), member: memberOf(cfg), state: Joining, saved: opts.Resume}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -241,21 +270,24 @@ func (c *Cluster) join(ctx context.Context) error {
 	return nil
 }
 
-// resume takes over the session an earlier run of this agent saved in
-// data_dir (sessionFile), if its lease still lives: ok reports that the
-// agent is a member again. A session that cannot be resumed is forgotten
-// (the caller joins anew); err is a store error, to retry.
+// resume takes over the session an earlier run of this agent saved
+// (Options.Resume), if its lease still lives: ok reports that the agent
+// is a member again. A session that cannot be resumed is forgotten (the
+// caller joins anew); err is a store error, to retry.
 func (c *Cluster) resume(ctx context.Context) (ok bool, err error) {
 	id := c.declared().ID
-	lease, saved := c.saved.load(id)
-	if !saved {
+	c.mu.Lock()
+	saved := c.saved
+	c.mu.Unlock()
+	if saved.Lease == 0 || saved.Member != id {
 		return false, nil
 	}
+	lease := saved.Lease
 	s, err := c.client.Resume(ctx, c.declared(), c.addr, lease)
 	switch {
 	case errors.Is(err, cluster.ErrNotResumable):
 		c.log.Info("the previous run's session cannot be resumed; joining anew", "member", id, "lease", fmt.Sprintf("%x", lease), "reason", err)
-		c.saved.remove()
+		c.forgetSaved()
 		return false, nil
 	case err != nil:
 		return false, err
@@ -270,18 +302,31 @@ func (c *Cluster) resume(ctx context.Context) (ok bool, err error) {
 
 // becomeMember makes s the agent's session, saved for the agent's next run.
 func (c *Cluster) becomeMember(s *cluster.Session) {
-	if err := c.saved.save(s.Member().ID, int64(s.Lease())); err != nil {
-		// The next run then waits for the lease to expire, as before.
-		c.log.Warn("the session is not saved for the next run", "error", err)
+	if c.opts.Record != nil {
+		if err := c.opts.Record.Save(SavedSession{Member: s.Member().ID, Lease: int64(s.Lease())}); err != nil {
+			// The next run then waits for the lease to expire, as before.
+			c.log.Warn("the session is not saved for the next run", "error", err)
+		}
 	}
 	c.mu.Lock()
-	c.session, c.state = s, Member
+	c.session, c.state, c.saved = s, Member, SavedSession{}
 	c.mu.Unlock()
 	// The guard holds the deadline before any job is claimed under s.
 	if c.opts.OnDeadline != nil {
 		c.opts.OnDeadline(s.Deadline())
 	}
 	signal(c.changed)
+}
+
+// forgetSaved forgets the saved session: resumed no more, by this run
+// or the next.
+func (c *Cluster) forgetSaved() {
+	c.mu.Lock()
+	c.saved = SavedSession{}
+	c.mu.Unlock()
+	if c.opts.Record != nil {
+		c.opts.Record.Remove()
+	}
 }
 
 // declared is the member record the agent registers.
@@ -332,7 +377,7 @@ func (c *Cluster) keepMembership(ctx context.Context) {
 		c.mu.Lock()
 		c.state, c.session = Fenced, nil
 		c.mu.Unlock()
-		c.saved.remove() // the lease is gone: nothing to resume
+		c.forgetSaved() // the lease is gone: nothing to resume
 		// The last renewal tells when the store may expire the lease (at
 		// the earliest last_renewal + lease_ttl): every worker dies before.
 		// The cause is logged first, then what fencing did to each job.
@@ -615,7 +660,7 @@ func (c *Cluster) Close() {
 	c.wg.Wait()
 	if s := c.currentSession(); s != nil {
 		_ = s.Close()
-		c.saved.remove() // left: the lease is revoked
+		c.forgetSaved() // left: the lease is revoked
 	}
 	if c.client != nil {
 		_ = c.client.Close()

@@ -2,7 +2,8 @@
 // jobs: what a workload is (Workload, Connector, Group, Process), the jobs
 // it expands into (Job, Kind, TaskID, Workload.Jobs, the BERTH_* variables
 // of a job's environment), how they run and are assigned (Restart,
-// TargetState, Protocol, DefKind), and the client settings berth's own
+// TargetState, Protocol, DefKind), the operators' actions on them
+// (Target, RestartRequest), and the client settings berth's own
 // requests present (TLS, APIClient). Each name is declared here and
 // nowhere else.
 //

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/plan"
@@ -24,7 +23,7 @@ import (
 
 // hold records job j as Held by its connector's target t: no worker, no
 // cgroup, no claim (the pass stopped whatever ran before).
-func (e *executor) hold(j spec.Job, t cluster.Target) {
+func (e *executor) hold(j spec.Job, t spec.Target) {
 	e.tbl.mu.Lock()
 	defer e.tbl.mu.Unlock()
 	if cur := e.tbl.jobs[j.ID]; cur != nil && cur.phase == plan.Held {
@@ -79,7 +78,7 @@ func (e *executor) finishActions(ctx context.Context, d source.Desired, want map
 		e.log.Info(msg, "connector", k.connector, "jobs", strings.Join(jobs, ","), "by", t.By, "requested_at", t.At.Format(time.RFC3339))
 	}
 
-	done := append([]cluster.RestartRequest(nil), p.Done...)
+	done := append([]spec.RestartRequest(nil), p.Done...)
 	for _, id := range slices.Sorted(maps.Keys(p.Restart)) {
 		r := p.Restart[id]
 		st, reason := "", ""

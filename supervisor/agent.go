@@ -13,6 +13,7 @@ import (
 	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/source"
+	"github.com/berthd/berth/supervisor/plan"
 	"github.com/berthd/berth/worker"
 	"github.com/jonboulle/clockwork"
 )
@@ -56,6 +57,17 @@ type Options struct {
 	// Runtime starts and reaps the workers' processes; the caller closes
 	// it after Run returned. Required.
 	Runtime *worker.Runtime
+	// Spawner starts every run in the lease guard (worker.Spec.Spawner);
+	// nil: on the Runtime's launcher threads. Required to adopt a run.
+	Spawner worker.Spawner
+	// Notes records the jobs waiting to restart for the next agent
+	// (worker.Spec.Notes); nil: none are recorded.
+	Notes worker.BackoffNotes
+	// Inherited is what an earlier agent left (package handover): the
+	// first pass that knows the whole assignment adopts, resumes or
+	// discards every run and wait in it (plan.Decide), and the passes
+	// after it see none.
+	Inherited plan.Inherited
 	// Logger receives the agent's structured log; nil: slog.Default().
 	Logger *slog.Logger
 	// Host holds the facts a new definition is checked against before a
@@ -80,7 +92,8 @@ func New(opts Options) *Agent {
 		h = host.Local()
 	}
 	a.tbl = newTable(a.clock)
-	a.exec = &executor{log: a.log, host: h, rt: opts.Runtime, clock: a.clock, hier: a.hier, source: a.source, tbl: a.tbl}
+	a.exec = &executor{log: a.log, host: h, rt: opts.Runtime, spawner: opts.Spawner, notes: opts.Notes, inherited: opts.Inherited,
+		clock: a.clock, hier: a.hier, source: a.source, tbl: a.tbl}
 	return a
 }
 
@@ -128,6 +141,10 @@ func (a *Agent) loop(ctx context.Context) {
 		a.readyOnce.Do(func() { close(a.ready) })
 		readyC = nil
 	}
+	// waited is set once readyWait has passed with no assignment: from
+	// then on a pass hands over what an earlier agent left even without
+	// one, as the ready agent it reports it is.
+	waited := false
 	// retryTimer fires when the earliest transient failure (a held claim,
 	// a store error, a cgroup the kernel was busy with) is due again.
 	retryTimer := a.clock.NewTimer(time.Hour)
@@ -136,15 +153,17 @@ func (a *Agent) loop(ctx context.Context) {
 	pass := func(retryFailed bool) {
 		a.busySince.Store(time.Now().UnixNano())
 		desired := a.source.Desired()
-		a.exec.reconcile(ctx, a.Config(), desired, retryFailed)
+		// An assignment seen before the workload (the store is read in two
+		// watches) names jobs the agent cannot start yet, and is not
+		// "every assigned job started": what an earlier agent left waits
+		// for the whole assignment too.
+		complete := desired.Generation > 0 && desired.Workload != nil
+		a.exec.reconcile(ctx, a.Config(), desired, retryFailed, complete || waited)
 		a.busySince.Store(0)
 		if d, ok := a.tbl.nextRetry(); ok {
 			retryTimer.Reset(d)
 		}
-		// An assignment seen before the workload (the store is read in two
-		// watches) names jobs the agent cannot start yet, and is not
-		// "every assigned job started".
-		if desired.Generation > 0 && desired.Workload != nil {
+		if complete {
 			markReady()
 		}
 	}
@@ -155,6 +174,10 @@ func (a *Agent) loop(ctx context.Context) {
 			return
 		case <-readyC:
 			a.log.Warn("no assignment published yet; reporting ready anyway", "waited", readyWait)
+			waited = true
+			if a.exec.inheriting() {
+				pass(false) // what an earlier agent left is discarded
+			}
 			markReady()
 		case <-a.source.Changed():
 			pass(false)
@@ -170,6 +193,11 @@ func (a *Agent) loop(ctx context.Context) {
 		}
 	}
 }
+
+// Adopted is how many runs of an earlier agent the first pass took over
+// (worker.Adopt): those whose job is assigned here and claimed, with the
+// same command. Once Ready is closed it no longer changes.
+func (a *Agent) Adopted() int { return int(a.exec.adopted.Load()) }
 
 // Apply puts cfg, a re-read and validated agent file, in force: only the
 // jobs whose definition changed are started, stopped, restarted or updated

@@ -13,8 +13,10 @@ import (
 )
 
 // reconcileGroups makes or updates in place the parent cgroup of every
-// sharing group that has a job in want, with the group's limits.
-func (e *executor) reconcileGroups(wl *spec.Workload, want map[string]spec.Job) {
+// sharing group that has a job in want, with the group's limits; the
+// cgroup of a group in inherited is an earlier agent's (plan.Plan's
+// InheritedGroups).
+func (e *executor) reconcileGroups(wl *spec.Workload, want map[string]spec.Job, inherited map[string]bool) {
 	used := map[string]bool{}
 	for _, j := range want {
 		if j.Group != "" {
@@ -41,7 +43,7 @@ func (e *executor) reconcileGroups(wl *spec.Workload, want map[string]spec.Job) 
 		e.tbl.mu.RUnlock()
 		if cur == nil {
 			// The group of an adopted run is the earlier agent's.
-			cg, err := apply.New(e.hier, e.log, cgroup.GroupRel(g.Name), res, e.adopting(g.Name, want))
+			cg, err := apply.New(e.hier, e.log, cgroup.GroupRel(g.Name), res, inherited[g.Name])
 			if err != nil {
 				e.log.Error("create group cgroup", "group", g.Name, "error", err)
 				continue
@@ -98,16 +100,4 @@ func (e *executor) removeUnusedGroups(want map[string]spec.Job) {
 		delete(e.tbl.groups, g.name)
 		e.tbl.mu.Unlock()
 	}
-}
-
-// adopting reports whether a job of sharing group name in want has a run
-// of an earlier agent offered for adoption: the group's cgroup is then the
-// earlier agent's.
-func (e *executor) adopting(name string, want map[string]spec.Job) bool {
-	for id, j := range want {
-		if j.Group == name && e.rt.Offered(id) {
-			return true
-		}
-	}
-	return false
 }

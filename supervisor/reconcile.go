@@ -27,13 +27,19 @@ import (
 
 // executor makes, updates and removes jobs' cgroups and workers.
 type executor struct {
-	log    *slog.Logger
-	host   *host.Host
-	rt     *worker.Runtime
-	clock  clockwork.Clock
-	hier   *cgroup.Hierarchy
-	source source.Source
-	tbl    *table
+	log     *slog.Logger
+	host    *host.Host
+	rt      *worker.Runtime
+	spawner worker.Spawner      // nil: runs start on rt's launcher threads
+	notes   worker.BackoffNotes // nil: restart waits are not recorded
+	// inherited is what an earlier agent left, until the first pass that
+	// hands it over (reconcile); only the loop's goroutine touches it.
+	inherited plan.Inherited
+	adopted   atomic.Int64 // runs taken over (Agent.Adopted)
+	clock     clockwork.Clock
+	hier      *cgroup.Hierarchy
+	source    source.Source
+	tbl       *table
 
 	// fenceMu orders fencing against starting jobs: a start (claim, then
 	// worker) holds it shared; fencing holds it exclusively, so that no
@@ -65,20 +71,32 @@ func wanted(d source.Desired, defaults spec.ProcessDefaults) map[string]spec.Job
 
 // reconcile makes the running jobs match desired and the configuration in
 // force: it reads the table, lets Decide plan the pass and carries the plan
-// out. With retryFailed (a reload) every failed job is tried again.
-func (e *executor) reconcile(ctx context.Context, cfg *config.Config, desired source.Desired, retryFailed bool) {
+// out. With retryFailed (a reload) every failed job is tried again. With
+// handOver (desired is the whole assignment, or none came in time) the
+// pass also decides what an earlier agent left, if that is not done yet:
+// every inherited run and wait is adopted, resumed or discarded.
+func (e *executor) reconcile(ctx context.Context, cfg *config.Config, desired source.Desired, retryFailed, handOver bool) {
 	want := wanted(desired, cfg.Agent.ProcessDefaults())
 	in := plan.Input{Want: want, Targets: desired.Targets, Restarts: desired.Restarts,
 		EnvErrs: e.resolveEnvFiles(want), RetryFailed: retryFailed, CanStart: e.host.CheckJob}
 	in.Current, in.Handled = e.tbl.current(e.clock.Now())
+	if handOver && e.inheriting() {
+		in.Inherited, in.Fingerprint = e.inherited, func(j spec.Job) string { return e.fingerprint(cfg, j) }
+		e.inherited = plan.Inherited{}
+	}
 	p := plan.Decide(in)
 	e.execute(ctx, cfg, desired, want, p)
 }
 
+// inheriting reports whether what an earlier agent left is still to be
+// handed over.
+func (e *executor) inheriting() bool { return !e.inherited.Empty() }
+
 // execute carries out plan p, in its order: hold the blocked jobs' reasons,
-// stop (all at once), make the sharing groups' cgroups, hold, start (claims
-// in batches, then cgroups and workers), update in place, remove unused
-// group cgroups, then log and remove the handled restart requests.
+// stop (all at once), discard what an earlier agent left and no job
+// takes, make the sharing groups' cgroups, hold, start, adopt and resume
+// (claims in batches, then cgroups and workers), update in place, remove
+// unused group cgroups, then log and remove the handled restart requests.
 func (e *executor) execute(ctx context.Context, cfg *config.Config, desired source.Desired, want map[string]spec.Job, p plan.Plan) {
 	blocked := map[string]bool{}
 	for _, b := range p.Block {
@@ -119,6 +137,7 @@ func (e *executor) execute(ctx context.Context, cfg *config.Config, desired sour
 		stop = append(stop, j)
 	}
 	_ = e.stopJobs(stop, cfg.Agent.StopTimeout)
+	e.discard(ctx, p.Discard)
 
 	run := map[string]spec.Job{} // the wanted jobs that may run
 	for id, j := range want {
@@ -127,14 +146,14 @@ func (e *executor) execute(ctx context.Context, cfg *config.Config, desired sour
 		}
 	}
 	// Group nodes first: a job's cgroup lives inside its group's.
-	e.reconcileGroups(desired.Workload, run)
+	e.reconcileGroups(desired.Workload, run, p.InheritedGroups)
 	for _, h := range p.Hold {
 		e.hold(h.Job, h.Target)
 	}
 	for _, f := range p.EnvFailed {
 		e.envFailed(e.tbl.get(f.Job.ID), f.Job, f.Err)
 	}
-	e.startJobs(ctx, cfg, p.Start)
+	e.startJobs(ctx, cfg, launches(p))
 	for _, nj := range p.Update {
 		if cur := e.tbl.get(nj.ID); cur != nil {
 			e.updateJob(cur, nj)

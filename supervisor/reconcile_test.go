@@ -38,6 +38,14 @@ func runFakeAgent(t *testing.T) *fakeAgent { t.Helper(); return runFakeAgentWith
 // fake ones).
 func runFakeAgentWith(t *testing.T, opts Options) *fakeAgent {
 	t.Helper()
+	return runFakeAgentPrepared(t, func(*config.Config, *cgroup.Hierarchy) Options { return opts })
+}
+
+// runFakeAgentPrepared is runFakeAgentWith with the options prepare
+// returns once the agent's file and prepared hierarchy exist, before the
+// agent starts.
+func runFakeAgentPrepared(t *testing.T, prepare func(*config.Config, *cgroup.Hierarchy) Options) *fakeAgent {
+	t.Helper()
 	testutil.NeedRoot(t)
 	dir := t.TempDir()
 	root := testutil.TrackCgroupRoot(t, fmt.Sprintf("berth-sv-%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano()))
@@ -63,6 +71,7 @@ func runFakeAgentWith(t *testing.T, opts Options) *fakeAgent {
 		t.Fatal(err)
 	}
 	fa := &fakeAgent{src: newFakeSource(), clock: clockwork.NewFakeClock(), path: path}
+	opts := prepare(cfg, hier)
 	opts.Config, opts.Hierarchy, opts.Source, opts.Clock, opts.Runtime = cfg, hier, fa.src, fa.clock, rt
 	fa.Agent = New(opts)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,18 +34,43 @@ const claimTimeout = 5 * time.Second
 // default --max-txn-ops is 128).
 const claimBatch = 127
 
-// startJobs takes the claims of js claimBatch at a time, one store
+// launch is one job to start: with a new run, or by adopting run or
+// resuming wait (what an earlier agent left it, plan.Adopt and
+// plan.Resume).
+type launch struct {
+	job  spec.Job
+	run  *worker.Adoptable
+	wait *worker.Pending
+}
+
+// launches are p's starts, adoptions and resumptions, in job ID order.
+func launches(p plan.Plan) []launch {
+	ls := make([]launch, 0, len(p.Start)+len(p.Adopt)+len(p.Resume))
+	for _, j := range p.Start {
+		ls = append(ls, launch{job: j})
+	}
+	for _, a := range p.Adopt {
+		ls = append(ls, launch{job: a.Job, run: &a.Run})
+	}
+	for _, r := range p.Resume {
+		ls = append(ls, launch{job: r.Job, wait: &r.Wait})
+	}
+	slices.SortFunc(ls, func(a, b launch) int { return strings.Compare(a.job.ID, b.job.ID) })
+	return ls
+}
+
+// startJobs takes the claims of ls claimBatch at a time, one store
 // transaction each (source.ClaimInBatches), and starts the jobs of each
 // batch as soon as its claims are known, startParallel at a time
 // (startJob), while the store takes the next batch's. A claim held by
 // another member leaves its job Waiting; a claim that could not be taken
 // (the store failed) is retried with backoff.
-func (e *executor) startJobs(ctx context.Context, cfg *config.Config, js []spec.Job) {
+func (e *executor) startJobs(ctx context.Context, cfg *config.Config, ls []launch) {
 	e.fenceMu.RLock()
 	defer e.fenceMu.RUnlock()
-	ids := make([]string, len(js))
-	for i, j := range js {
-		ids[i] = j.ID
+	ids := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i] = l.job.ID
 	}
 	sem := make(chan struct{}, startParallel())
 	var wg sync.WaitGroup
@@ -53,8 +80,8 @@ func (e *executor) startJobs(ctx context.Context, cfg *config.Config, js []spec.
 		for _, id := range b.Won {
 			ours[id] = true
 		}
-		for _, j := range js[next : next+len(b.Jobs)] {
-			c := claim{got: ours[j.ID], holder: b.Held[j.ID]}
+		for _, l := range ls[next : next+len(b.Jobs)] {
+			c := claim{got: ours[l.job.ID], holder: b.Held[l.job.ID]}
 			if !c.got && c.holder == "" {
 				c.err = b.Err
 				if c.err == nil {
@@ -66,7 +93,7 @@ func (e *executor) startJobs(ctx context.Context, cfg *config.Config, js []spec.
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				e.startJob(ctx, cfg, j, c)
+				e.startJob(ctx, cfg, l, c)
 			}()
 		}
 		next += len(b.Jobs)
@@ -82,13 +109,16 @@ type claim struct {
 }
 
 // startJob makes the job's cgroup with its limits and starts its worker in
-// it, once startJobs has tried its claim (c). A claim held by another
-// member leaves the job Waiting; a failure leaves it Failed with the
-// reason: a transient one (the store, a busy kernel) is retried with
-// backoff, a permanent one (the kernel refuses a limit, a device is gone)
-// only on reload or when the definition changes. Neither stops the agent.
-// The caller holds fenceMu shared.
-func (e *executor) startJob(ctx context.Context, cfg *config.Config, j spec.Job, c claim) {
+// it (a new run, the run to adopt or the wait to resume: l), once
+// startJobs has tried its claim (c). A claim held by another member
+// leaves the job Waiting; a failure leaves it Failed with the reason: a
+// transient one (the store, a busy kernel) is retried with backoff, a
+// permanent one (the kernel refuses a limit, a device is gone) only on
+// reload or when the definition changes. Neither stops the agent. A run
+// or wait the job does not take then is discarded: no claim of this
+// agent covers it. The caller holds fenceMu shared.
+func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c claim) {
+	j := l.job
 	nj := &job{spec: j}
 	switch {
 	case c.err != nil:
@@ -99,9 +129,11 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j spec.Job,
 		nj.claimed = true
 	}
 	if nj.claimed && e.fencing.Load() {
+		e.discardLaunch(ctx, l, plan.DiscardGone)
 		return // fencing: the claim goes with the lease
 	}
 	if !nj.claimed {
+		e.discardLaunch(ctx, l, plan.DiscardGone)
 		e.tbl.mu.Lock()
 		prev := e.tbl.jobs[j.ID]
 		e.tbl.jobs[j.ID] = nj
@@ -123,7 +155,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j spec.Job,
 		nj.res = res
 		// An adopted run's cgroup holds the earlier agent's limits: one
 		// removed from the definition since is taken out.
-		nj.group, err = apply.New(e.hier, e.log, rel, res, e.rt.Offered(j.ID))
+		nj.group, err = apply.New(e.hier, e.log, rel, res, l.run != nil)
 		if err != nil {
 			nj.permanent = permanent(err)
 			// Leave no half-made cgroup behind (failure case C16).
@@ -136,6 +168,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j spec.Job,
 		}
 	}
 	if err != nil {
+		e.discardLaunch(ctx, l, plan.DiscardNotStarted)
 		nj.phase, nj.err = plan.Failed, fmt.Sprintf("create cgroup: %v", err)
 		e.tbl.mu.Lock()
 		e.tbl.jobs[j.ID] = nj
@@ -151,7 +184,18 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j spec.Job,
 		return
 	}
 	nj.phase = plan.Running
-	nj.w = worker.New(e.workerSpec(cfg, j, nj.group))
+	ws := e.workerSpec(cfg, j)
+	ws.Group = nj.group
+	ws.Log = e.logs.Writer(j.ID, cfg.Agent.LogDir, cfg.Agent.LogMaxSize, cfg.Agent.LogMaxFiles, cfg.Agent.LogSink == "journal", e.log)
+	switch {
+	case l.run != nil:
+		nj.w = worker.Adopt(ws, *l.run)
+		e.adopted.Add(1)
+	case l.wait != nil:
+		nj.w = worker.Resume(ws, *l.wait)
+	default:
+		nj.w = worker.New(ws)
+	}
 	e.tbl.mu.Lock()
 	e.tbl.jobs[j.ID] = nj
 	e.tbl.retries.Forget(j.ID)
@@ -160,8 +204,9 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, j spec.Job,
 	e.log.Info("job starting", "job_id", j.ID, "cgroup", e.cgroupPath(j))
 }
 
-// workerSpec is the worker of job j in cgroup g.
-func (e *executor) workerSpec(cfg *config.Config, j spec.Job, g *cgroup.Group) worker.Spec {
+// workerSpec is the worker of job j, but for its cgroup and log (Group,
+// Log), which a start sets.
+func (e *executor) workerSpec(cfg *config.Config, j spec.Job) worker.Spec {
 	stop := cfg.Agent.StopTimeout
 	if j.Process.StopTimeout > 0 {
 		stop = j.Process.StopTimeout
@@ -181,9 +226,17 @@ func (e *executor) workerSpec(cfg *config.Config, j spec.Job, g *cgroup.Group) w
 		StopTimeout: stop,
 		KillMode:    j.Process.KillMode,
 		KillSignal:  j.Process.KillSignal.Number(),
-		Group:       g,
 		Runtime:     e.rt,
-		Log:         e.logs.Writer(j.ID, cfg.Agent.LogDir, cfg.Agent.LogMaxSize, cfg.Agent.LogMaxFiles, cfg.Agent.LogSink == "journal", e.log),
+		Spawner:     e.spawner,
+		Notes:       e.notes,
 		OnChange:    worker.LogTransitions(e.log, j.ID, e.fencing.Load),
 	}
+}
+
+// fingerprint is the command fingerprint of job j's worker
+// (worker.Fingerprint), as plan.Decide compares it with an inherited
+// run's.
+func (e *executor) fingerprint(cfg *config.Config, j spec.Job) string {
+	s := e.workerSpec(cfg, j)
+	return worker.Fingerprint(&s, cgroup.JobRel(j.ID, j.Group))
 }

@@ -110,6 +110,15 @@ func TestCrashedAgentHandsJobsOver(t *testing.T) {
 
 	e.start()
 	after := e.waitRunning("sleeper", "counter", "quitter")
+	// The quitter's adopted run shows running until its exit reaches the
+	// worker (at once when the guard had recorded it at the listing, a
+	// moment later when the guard reaped it after): awaited, its restart
+	// being the proof that the exit was handled.
+	testutil.Eventually(t, 30*time.Second, "the quitter restarted after its exit", func() bool {
+		after = e.jobs()
+		q := after["quitter"]
+		return q.State == "running" && q.PID != 0 && q.PID != qpid
+	})
 	for _, id := range []string{"sleeper", "counter"} {
 		b, a := before[id], after[id]
 		if a.PID != b.PID {

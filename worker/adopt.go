@@ -2,7 +2,6 @@ package worker
 
 import (
 	"fmt"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,56 +16,26 @@ type discardMarks struct{}
 
 func (discardMarks) mark(string, ...any) {}
 
-// spawnVia starts the run through the Runtime's Spawner (the lease guard,
-// which stays the run's parent); step is held. The Spawner keeps a copy
-// of the log pipe's read end for a later agent; logw is a write end of it,
-// the run's stdout and stderr.
-func (w *Worker) spawnVia(sp Spawner, logw *os.File, onExit func(unix.WaitStatus)) (*proc, error) {
-	x, err := Resolve(&w.spec)
-	if err != nil {
-		return nil, err
-	}
-	rel := ""
-	if g, ok := w.spec.Group.(interface{ Path() string }); ok {
-		rel = g.Path()
-	}
-	restarts := w.Status().Restarts
-	r, err := sp.Spawn(x, Run{JobID: w.spec.JobID, Cgroup: rel, Fingerprint: Fingerprint(&w.spec), StartedAt: w.started, Restarts: restarts},
-		logw, w.logs.rfd, onExit)
-	if err != nil {
-		return nil, err
-	}
-	w.noteLeaf(r.Leaf)
-	return &proc{pid: r.PID, runID: r.ID}, nil
-}
-
-// noteLeaf tells the job's cgroup which run leaf its processes live in
-// (the Spawner made it): scrapes read that leaf alone.
-func (w *Worker) noteLeaf(leaf string) {
-	if g, ok := w.spec.Group.(interface{ SetRunLeaf(string) }); ok && leaf != "" {
-		g.SetRunLeaf(leaf)
-	}
-}
-
-// adopt is the first step of a worker whose job's run an earlier agent
-// started (Runtime.Offer) with the same command: it reads on from the
-// run's log pipe and waits for the run's exit as if it had started it,
-// keeping its pid, start time and restart count. step is held.
+// adopt is the first step of a worker made by Adopt: it reads on from
+// the run's log pipe and waits for the run's exit as if it had started
+// it, keeping its pid, start time and restart count. A run that cannot be
+// watched (its log cannot be read) is killed and the job started anew.
+// step is held.
 func (w *Worker) adopt(a Adoptable) {
-	sp := w.spec.Runtime.spawnerOf()
+	sp := w.spec.Spawner
 	if sp == nil {
 		a.Logr.Close()
-		w.killGroup(discardMarks{})
+		killGroup(w.spec.Group, discardMarks{})
 		w.fail(fmt.Errorf("adopt run %s of pid %d: no spawner", a.Run.ID, a.Run.PID))
 		w.end()
 		return
 	}
-	logs, err := w.openLog(a.Logr)
+	logs, err := w.spec.openLog(a.Logr)
 	if err != nil {
 		// The run cannot be watched: it goes, and the worker starts anew.
-		w.killGroup(discardMarks{})
+		killGroup(w.spec.Group, discardMarks{})
 		sp.Forget(a.Run)
-		if logs, err = w.openLog(nil); err != nil {
+		if logs, err = w.spec.openLog(nil); err != nil {
 			w.fail(err)
 			w.end()
 			return
@@ -78,7 +47,7 @@ func (w *Worker) adopt(a Adoptable) {
 	w.logs = logs
 	w.oomBefore, w.oomErr = w.spec.Group.OOMKills()
 	w.started = a.Run.StartedAt
-	w.noteLeaf(a.Run.Leaf)
+	w.spec.noteLeaf(a.Run.Leaf)
 	w.runs++
 	n := w.runs
 	p := &proc{pid: a.Run.PID, runID: a.Run.ID}
@@ -90,16 +59,5 @@ func (w *Worker) adopt(a Adoptable) {
 	sp.Adopt(a.Run, func(ws unix.WaitStatus) { go w.exited(n, ws) })
 	if w.stopping {
 		w.terminate(p)
-	}
-}
-
-// forget tells the Spawner that run p's exit has been handled (its
-// record and log pipe can go); step is held.
-func (w *Worker) forget(p *proc) {
-	if p.runID == "" {
-		return
-	}
-	if sp := w.spec.Runtime.spawnerOf(); sp != nil {
-		sp.Forget(Run{ID: p.runID})
 	}
 }

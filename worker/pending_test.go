@@ -35,8 +35,8 @@ func (n *notesRec) get(id string) (Pending, bool) {
 	return p, ok
 }
 
-// ownRuntime is a Runtime of the test's own (its notes and offers are
-// the test's), closed after its workers have stopped.
+// ownRuntime is a Runtime of the test's own, closed after its workers
+// have stopped.
 func ownRuntime(t *testing.T) *Runtime {
 	t.Helper()
 	rt, err := StartRuntime()
@@ -51,19 +51,18 @@ func ownRuntime(t *testing.T) *Runtime {
 	return rt
 }
 
-// A worker that backs off tells the Runtime's notes (restart count, delay,
-// due time), and forgets the note once the run starts or the worker
-// stops; a worker offered such a note (Runtime.OfferPending) for the same
-// command waits out its backoff with its count and grows its delay on
-// from it; for another command it starts anew.
+// A worker that backs off tells its notes (restart count, delay, due
+// time), and forgets the note once the run starts or the worker stops; a
+// worker made to resume such a note (Resume) waits out its backoff with
+// its count and grows its delay on from it.
 func TestBackoffCarriedOver(t *testing.T) {
 	rt := ownRuntime(t)
 	notes := &notesRec{jobs: map[string]Pending{}}
-	rt.UseBackoffNotes(notes)
 
 	g := newTestGroup(t, 0)
 	spec := sh(g, "exit 1")
 	spec.Runtime = rt
+	spec.Notes = notes
 	spec.Restart = jobspec.RestartAlways
 	spec.Backoff = Backoff{Initial: time.Hour, Reset: time.Hour}
 	w := startWorker(t, spec)
@@ -76,7 +75,7 @@ func TestBackoffCarriedOver(t *testing.T) {
 		return ok
 	})
 	if !ok || p.Restarts != 0 || p.Delay != time.Hour || !p.NextRestart.Equal(st.NextRestart) ||
-		p.Fingerprint != Fingerprint(&spec) || p.LastExit == nil || p.LastExit.Code != 1 {
+		p.Fingerprint != Fingerprint(&spec, groupPath(g)) || p.LastExit == nil || p.LastExit.Code != 1 {
 		t.Fatalf("note %+v (%v), want restart 0, delay 1h, due %v, exit 1", p, ok, st.NextRestart)
 	}
 	stop := func(w *Worker) {
@@ -94,9 +93,11 @@ func TestBackoffCarriedOver(t *testing.T) {
 	// The next agent's worker: due soon, 4 restarts so far, delay 30 min
 	// in force (the next one is an hour).
 	spec.Backoff = Backoff{Initial: 10 * time.Millisecond, Max: 2 * time.Hour, Reset: time.Hour}
-	rt.OfferPending([]Pending{{JobID: "job", Fingerprint: Fingerprint(&spec), Restarts: 4, Delay: 30 * time.Minute,
-		NextRestart: time.Now().Add(50 * time.Millisecond), LastExit: p.LastExit}})
-	w2 := startWorker(t, spec)
+	w2 := started(t, Resume(spec, Pending{JobID: "job", Fingerprint: p.Fingerprint, Restarts: 4, Delay: 30 * time.Minute,
+		NextRestart: time.Now().Add(50 * time.Millisecond), LastExit: p.LastExit}))
+	if st := w2.Status(); st.Restarts != 4 || st.LastExit == nil || st.LastExit.Code != 1 {
+		t.Errorf("status %+v at Start, want the 4 restarts and the exit carried over", st)
+	}
 	testutil.Eventually(t, 20*time.Second, "the fifth restart, then its backoff", func() bool {
 		s := w2.Status()
 		return s.State == BackingOff && s.Restarts == 5
@@ -114,23 +115,7 @@ func TestBackoffCarriedOver(t *testing.T) {
 		t.Errorf("note %+v (%v), want 5 restarts, delay 1h", p, ok)
 	}
 	stop(w2)
-	if left := rt.UntakenPending(); len(left) != 0 {
-		t.Errorf("untaken waits %v, want none (the worker took it)", left)
-	}
-
-	// Another command: the note is dropped and the job starts anew.
-	rt.OfferPending([]Pending{{JobID: "job", Fingerprint: "another command", Restarts: 9, Delay: time.Hour,
-		NextRestart: time.Now().Add(time.Hour)}})
-	notes.Waiting(Pending{JobID: "job", Restarts: 9})
-	spec3 := spec
-	spec3.Args = []string{"sh", "-c", "exec sleep 1000"}
-	w3 := startWorker(t, spec3)
-	waitRunning(t, w3)
-	if st := w3.Status(); st.Restarts != 0 {
-		t.Errorf("restarts %d for a changed command, want 0", st.Restarts)
-	}
 	if _, ok := notes.get("job"); ok {
-		t.Error("the note of a changed command was kept")
+		t.Error("the note outlived the resumed worker's stop")
 	}
-	stop(w3)
 }

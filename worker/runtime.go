@@ -26,14 +26,9 @@ type Runtime struct {
 	muxes    []*logMux
 
 	mu      sync.Mutex
-	spawner Spawner              // nil: starts run on the launcher threads
-	offered map[string]Adoptable // runs of an earlier agent, by job ID
-	adopted int                  // offered runs taken over
-	notes   BackoffNotes         // nil: no restart waits are recorded
-	waits   map[string]Pending   // restart waits of an earlier agent, by job ID
-	nextMux int                  // round robin over muxes
-	live    int                  // workers started on this Runtime that have not ended
-	closed  bool                 // Close has begun: no worker may start
+	nextMux int  // round robin over muxes
+	live    int  // workers started on this Runtime that have not ended
+	closed  bool // Close has begun: no worker may start
 
 	starts chan struct{} // one slot per start under way (startSlots)
 }

@@ -121,9 +121,9 @@ func TestStartsUnderWayAreBounded(t *testing.T) {
 		specs[i] = sh(newTestGroup(t, 0), "sleep 1000")
 		specs[i].JobID = fmt.Sprintf("job%d", i)
 		specs[i].Runtime = rt
+		specs[i].Spawner = sp
 		sp.groups[specs[i].JobID] = specs[i].Group
 	}
-	rt.UseSpawner(sp)
 	ws := make([]*Worker, n)
 	for i := range ws {
 		ws[i] = startWorker(t, specs[i])

@@ -12,9 +12,9 @@ import (
 
 // Spawner starts jobs' processes in another process that stays their
 // parent while agents come and go: the lease guard (package guard). With
-// one set (Runtime.UseSpawner) the agent's workers start every run
-// through it, and a restarted agent can take over the runs an earlier one
-// started (Runtime.Offer, live restart: docs/live-restart.md).
+// one set (Spec.Spawner) a worker starts every run through it, and a
+// restarted agent can take over the runs an earlier one started (Adopt,
+// live restart: docs/live-restart.md).
 type Spawner interface {
 	// Spawn starts x inside the cgroup r.Cgroup (relative to the cgroup
 	// root) with stdout and stderr on logw, and keeps a copy of logr (the
@@ -26,7 +26,7 @@ type Spawner interface {
 	// the Spawner's own (unreachable: the start never happened).
 	Spawn(x *Exec, r Run, logw *os.File, logr int, onExit func(unix.WaitStatus)) (Run, error)
 	// Adopt has onExit told the wait status of a run an earlier agent
-	// started (taken from Runtime.Offer): at once if it has already
+	// started (the run of worker.Adopt): at once if it has already
 	// exited.
 	Adopt(run Run, onExit func(unix.WaitStatus))
 	// Forget drops the Spawner's record of run: its exit has been
@@ -62,108 +62,24 @@ type Run struct {
 	Restarts int `json:"restarts"`
 }
 
-// Fingerprint hashes what a run of spec executes (command, environment,
-// working directory, user, cgroup): two specs with the same fingerprint
-// start the same process, so a run of one may be adopted for the other.
-// Limits and stop settings are not part of it: they change in place.
-func Fingerprint(spec *Spec) string {
-	var cg string
-	if g, ok := spec.Group.(interface{ Path() string }); ok {
-		cg = g.Path()
-	}
-	b, _ := json.Marshal([]any{spec.JobID, spec.Path, spec.Args, spec.Env, spec.Dir, spec.User, cg})
+// Fingerprint hashes what a run of spec executes in cgroup (the job's
+// cgroup relative to the cgroup root, as Run.Cgroup names it): command,
+// environment, working directory, user and cgroup. Two specs with the
+// same fingerprint start the same process, so a run of one may be adopted
+// for the other. Limits and stop settings are not part of it: they change
+// in place.
+func Fingerprint(spec *Spec, cgroup string) string {
+	b, _ := json.Marshal([]any{spec.JobID, spec.Path, spec.Args, spec.Env, spec.Dir, spec.User, cgroup})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
 
-// Adoptable is a run an earlier agent started, offered to this one's
-// workers (Runtime.Offer): the worker of its job takes it over instead of
-// starting a run.
+// Adoptable is a run an earlier agent started, for the worker of its job
+// to take over instead of starting a run (Adopt).
 type Adoptable struct {
 	Run Run
 	// Logr is the read end of the run's log pipe (the Spawner kept it).
 	Logr *os.File
-}
-
-// UseSpawner has every later start go through s (nil: the Runtime's own
-// launcher threads).
-func (rt *Runtime) UseSpawner(s Spawner) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.spawner = s
-}
-
-// Offer hands rt the runs an earlier agent started, for the workers of
-// their jobs to adopt (the first worker of the job takes it).
-func (rt *Runtime) Offer(runs []Adoptable) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.offered == nil {
-		rt.offered = map[string]Adoptable{}
-	}
-	for _, a := range runs {
-		rt.offered[a.Run.JobID] = a
-	}
-}
-
-// Unadopted removes and returns the offered runs no worker took: the
-// caller kills their cgroups (no claim covers them).
-func (rt *Runtime) Unadopted() []Adoptable {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	var out []Adoptable
-	for _, a := range rt.offered {
-		out = append(out, a)
-	}
-	rt.offered = nil
-	return out
-}
-
-// Offered reports whether a run of an earlier agent is offered for jobID
-// and not yet taken (false on a nil Runtime): the job's cgroup is then the
-// run's, made by the earlier agent, with limits this agent did not write.
-func (rt *Runtime) Offered(jobID string) bool {
-	if rt == nil {
-		return false
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	_, ok := rt.offered[jobID]
-	return ok
-}
-
-// take removes and returns the run offered for jobID, if any.
-func (rt *Runtime) take(jobID string) (Adoptable, bool) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	a, ok := rt.offered[jobID]
-	if ok {
-		delete(rt.offered, jobID)
-	}
-	return a, ok
-}
-
-// spawnerOf returns the Spawner in use (nil: none).
-func (rt *Runtime) spawnerOf() Spawner {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.spawner
-}
-
-// Adopted is how many offered runs workers of rt have taken (Start) to
-// take over: those of the same command (a run whose watch cannot be set
-// up is killed and started anew by its worker, and still counts).
-func (rt *Runtime) Adopted() int {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.adopted
-}
-
-// noteAdopted counts one run taken over.
-func (rt *Runtime) noteAdopted() {
-	rt.mu.Lock()
-	rt.adopted++
-	rt.mu.Unlock()
 }
 
 // Pending is a job that waits to restart (BackingOff: its run has exited,
@@ -189,8 +105,8 @@ type Pending struct {
 }
 
 // BackoffNotes records the jobs of this agent that wait to restart, for
-// the next agent (Runtime.OfferPending). Its methods are called from the
-// workers' steps: they must not block.
+// the next agent (which resumes them: Resume). Its methods are called
+// from the workers' steps: they must not block.
 type BackoffNotes interface {
 	// Waiting records that p.JobID waits to restart.
 	Waiting(p Pending)
@@ -199,57 +115,61 @@ type BackoffNotes interface {
 	Done(jobID string)
 }
 
-// UseBackoffNotes has every worker that enters or leaves a backoff tell n
-// (nil: none).
-func (rt *Runtime) UseBackoffNotes(n BackoffNotes) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.notes = n
+// groupPath is g's path relative to the cgroup root ("" for a Group
+// without one).
+func groupPath(g Group) string {
+	if p, ok := g.(interface{ Path() string }); ok {
+		return p.Path()
+	}
+	return ""
 }
 
-// notesOf returns the BackoffNotes in use (nil: none).
-func (rt *Runtime) notesOf() BackoffNotes {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.notes
+// spawnVia starts run r of s through the Spawner sp (the lease guard,
+// which stays the run's parent); the worker's step is held. The Spawner
+// keeps a copy of the log pipe's read end logr for a later agent; logw is
+// a write end of it, the run's stdout and stderr.
+func (s *Spec) spawnVia(sp Spawner, r Run, logw *os.File, logr int, onExit func(unix.WaitStatus)) (*proc, error) {
+	x, err := Resolve(s)
+	if err != nil {
+		return nil, err
+	}
+	r.JobID, r.Cgroup = s.JobID, groupPath(s.Group)
+	r.Fingerprint = Fingerprint(s, r.Cgroup)
+	r, err = sp.Spawn(x, r, logw, logr, onExit)
+	if err != nil {
+		return nil, err
+	}
+	s.noteLeaf(r.Leaf)
+	return &proc{pid: r.PID, runID: r.ID}, nil
 }
 
-// OfferPending hands rt the jobs an earlier agent had waiting to restart:
-// the worker of such a job that has no run to adopt waits out the rest of
-// the backoff with the restart count carried over, if its command is the
-// same.
-func (rt *Runtime) OfferPending(ps []Pending) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.waits == nil {
-		rt.waits = map[string]Pending{}
-	}
-	for _, p := range ps {
-		rt.waits[p.JobID] = p
+// noteLeaf tells the job's cgroup which run leaf its processes live in
+// (the Spawner made it): scrapes read that leaf alone.
+func (s *Spec) noteLeaf(leaf string) {
+	if g, ok := s.Group.(interface{ SetRunLeaf(string) }); ok && leaf != "" {
+		g.SetRunLeaf(leaf)
 	}
 }
 
-// UntakenPending removes and returns the IDs of the offered restart waits
-// no worker took (the job is gone, or has a run): the caller drops their
-// notes.
-func (rt *Runtime) UntakenPending() []string {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	var out []string
-	for id := range rt.waits {
-		out = append(out, id)
+// forget tells the Spawner that run p's exit has been handled (its
+// record and log pipe can go).
+func (s *Spec) forget(p *proc) {
+	if p.runID != "" && s.Spawner != nil {
+		s.Spawner.Forget(Run{ID: p.runID})
 	}
-	rt.waits = nil
-	return out
 }
 
-// takePending removes and returns the restart wait offered for jobID.
-func (rt *Runtime) takePending(jobID string) (Pending, bool) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	p, ok := rt.waits[jobID]
-	if ok {
-		delete(rt.waits, jobID)
+// noteWaiting tells Notes that the job waits to restart (state st, delay
+// in force); noteDone that it no longer does.
+func (s *Spec) noteWaiting(st Status, delay time.Duration) {
+	if s.Notes != nil {
+		s.Notes.Waiting(Pending{JobID: s.JobID, Fingerprint: Fingerprint(s, groupPath(s.Group)), Restarts: st.Restarts, Delay: delay,
+			NextRestart: st.NextRestart, LastExit: st.LastExit})
 	}
-	return p, ok
+}
+
+func (s *Spec) noteDone() {
+	if s.Notes != nil {
+		s.Notes.Done(s.JobID)
+	}
 }

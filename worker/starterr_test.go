@@ -41,12 +41,12 @@ func setPidsMax(t *testing.T, g *testGroup, v string) {
 func TestTransientStartFailureIsRetried(t *testing.T) {
 	rt := ownRuntime(t)
 	notes := &notesRec{jobs: map[string]Pending{}}
-	rt.UseBackoffNotes(notes)
 	g := newTestGroup(t, 0)
 	setPidsMax(t, g, "0")
 	var logs, agentLog testutil.SyncBuffer
 	spec := sh(g, "sleep 1000")
 	spec.Runtime = rt
+	spec.Notes = notes
 	spec.Log = &logs
 	spec.OnChange = LogTransitions(slog.New(slog.NewTextHandler(&agentLog, nil)), "job", func() bool { return false })
 	spec.Backoff = Backoff{Initial: 50 * time.Millisecond, Max: 50 * time.Millisecond}

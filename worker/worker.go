@@ -88,6 +88,12 @@ type Spec struct {
 	// Runtime starts the job's processes and reads their output; required.
 	// It must stay open until the worker has ended (Done).
 	Runtime *Runtime
+	// Spawner, when set, starts every run in the lease guard instead of on
+	// the Runtime's launcher threads (live restart); required by Adopt.
+	Spawner Spawner
+	// Notes, when set, is told when the job enters and leaves a backoff,
+	// for the next agent (Resume).
+	Notes BackoffNotes
 }
 
 // Worker supervises the runs of one job: start inside the cgroup, wait for
@@ -115,9 +121,8 @@ type Worker struct {
 	startOnce sync.Once
 	stopOnce  sync.Once
 	entered   bool          // counted by Spec.Runtime (enter) until done is closed
-	offered   *Adoptable    // the run to adopt, taken by Start for begin
-	pending   *Pending      // the restart wait to carry on, taken by Start for begin
-	firstRun  bool          // begin starts a run (no adoption, no carried wait), set by Start
+	adopted   *Adoptable    // the run to take over (Adopt), for begin
+	pending   *Pending      // the restart wait to carry on (Resume), for begin
 	stopCh    chan struct{} // closed by Stop
 	done      chan struct{} // closed when the worker has ended and its log copy too
 
@@ -143,7 +148,8 @@ type Worker struct {
 	ended     bool
 }
 
-// New returns a worker for s in state Stopped; it does not start it.
+// New returns a worker for s in state Stopped whose Start starts a new
+// run; it does not start it.
 func New(s Spec) *Worker {
 	if s.StopTimeout <= 0 {
 		s.StopTimeout = spec.DefaultStopTimeout
@@ -166,8 +172,33 @@ func New(s Spec) *Worker {
 	}
 }
 
+// Adopt returns a worker for s in state Stopped whose Start takes over
+// run, a run of the job an earlier agent started through s.Spawner with
+// the same command (the caller compared the fingerprints: plan.Decide):
+// it reads on from the run's log pipe and waits for its exit, keeping its
+// pid, start time and restart count; a run that has exited meanwhile has
+// its exit handled at once by the restart policy. It does not start it.
+func Adopt(s Spec, run Adoptable) *Worker {
+	w := New(s)
+	w.adopted = &run
+	return w
+}
+
+// Resume returns a worker for s in state Stopped whose Start carries on
+// the backoff the job had under an earlier agent, with the same command
+// (the caller compared the fingerprints: plan.Decide): the restart count
+// and last exit it had, the restart at the time it was due (at once if
+// that has passed), the next delay grown from the one in force. It does
+// not start it.
+func Resume(s Spec, p Pending) *Worker {
+	w := New(s)
+	w.pending = &p
+	return w
+}
+
 // Start starts the first run (in a goroutine that ends once the job's
-// process is running) and returns at once; Status reports the progress. A
+// process is running), or takes over the adopted run, or begins the
+// resumed backoff, and returns at once; Status reports the progress. A
 // second Start, or a Start after Stop, does nothing.
 func (w *Worker) Start() {
 	w.startOnce.Do(func() {
@@ -188,32 +219,16 @@ func (w *Worker) Start() {
 			return
 		}
 		w.entered = true
-		// A run an earlier agent started is taken now, so that once
-		// Start has returned for every job the agent knows which offered
-		// runs no worker wants (Runtime.Unadopted).
-		if a, ok := w.spec.Runtime.take(w.spec.JobID); ok {
-			w.offered = &a
-			if a.Run.Fingerprint == Fingerprint(&w.spec) {
-				w.spec.Runtime.noteAdopted()
-			}
-		} else if p, ok := w.spec.Runtime.takePending(w.spec.JobID); ok {
-			if p.Fingerprint == Fingerprint(&w.spec) {
-				w.pending = &p
-			} else {
-				w.noteDone() // the command changed: the job starts anew
-			}
-		}
 		// The count carried over shows from the first answer on.
 		w.setState(func(s *Status) {
 			s.State = Starting
-			if a := w.offered; a != nil && a.Run.Fingerprint == Fingerprint(&w.spec) {
+			if a := w.adopted; a != nil {
 				s.Restarts = a.Run.Restarts
 			}
 			if p := w.pending; p != nil {
 				s.Restarts, s.LastExit = p.Restarts, p.LastExit
 			}
 		})
-		w.firstRun = (w.offered == nil || w.offered.Run.Fingerprint != Fingerprint(&w.spec)) && w.pending == nil
 		go w.begin()
 	})
 }
@@ -311,15 +326,16 @@ func (w *Worker) setState(f func(*Status)) {
 // start slot taken before the step), adopt an earlier agent's run, or
 // carry on its restart wait.
 func (w *Worker) begin() {
+	newRun := w.adopted == nil && w.pending == nil
 	var release func()
-	if w.firstRun {
+	if newRun {
 		if release = w.spec.Runtime.startSlot(w.stopCh); release != nil {
 			defer release()
 		}
 	}
 	w.step.Lock()
 	defer w.step.Unlock()
-	if w.firstRun && release == nil { // stopped while waiting for a slot
+	if newRun && release == nil { // stopped while waiting for a slot
 		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
 		w.end()
 		return
@@ -329,21 +345,12 @@ func (w *Worker) begin() {
 		w.end()
 		return
 	}
-	if a := w.offered; a != nil {
-		w.offered = nil
-		if a.Run.Fingerprint == Fingerprint(&w.spec) {
-			w.adopt(*a)
-			return
-		}
-		// The job's command changed while no agent ran: the earlier
-		// run goes, as a changed definition's run does on a reload.
-		a.Logr.Close()
-		w.killGroup(discardMarks{})
-		if sp := w.spec.Runtime.spawnerOf(); sp != nil {
-			sp.Forget(a.Run)
-		}
+	if a := w.adopted; a != nil {
+		w.adopted = nil
+		w.adopt(*a)
+		return
 	}
-	logs, err := w.openLog(nil)
+	logs, err := w.spec.openLog(nil)
 	if err != nil {
 		w.fail(err)
 		w.end()
@@ -359,9 +366,8 @@ func (w *Worker) begin() {
 }
 
 // resumeBackoff carries on the backoff of an earlier agent's worker of the
-// job (Runtime.OfferPending): the restart count and last exit it had, and
-// the restart at the time it was due (at once if that has passed). step
-// is held.
+// job (Resume): the restart count and last exit it had, and the restart
+// at the time it was due (at once if that has passed). step is held.
 func (w *Worker) resumeBackoff(p Pending) {
 	if w.stopping {
 		w.setState(func(s *Status) { s.State = Stopped })
@@ -373,28 +379,10 @@ func (w *Worker) resumeBackoff(p Pending) {
 		s.State, s.Restarts, s.LastExit, s.NextRestart = BackingOff, p.Restarts, p.LastExit, p.NextRestart
 	})
 	w.logs.mark("restarting in %s: the backoff of an earlier agent (%d restarts so far)", max(0, time.Until(p.NextRestart)).Round(time.Millisecond), p.Restarts)
-	w.noteWaiting()
+	w.spec.noteWaiting(w.Status(), w.delay)
 	w.timers++
 	tn := w.timers
 	w.timer = time.AfterFunc(time.Until(p.NextRestart), func() { w.restart(tn) })
-}
-
-// noteWaiting tells the Runtime's BackoffNotes that the job waits to
-// restart; noteDone that it no longer does. step is held.
-func (w *Worker) noteWaiting() {
-	n := w.spec.Runtime.notesOf()
-	if n == nil {
-		return
-	}
-	st := w.Status()
-	n.Waiting(Pending{JobID: w.spec.JobID, Fingerprint: Fingerprint(&w.spec), Restarts: st.Restarts, Delay: w.delay,
-		NextRestart: st.NextRestart, LastExit: st.LastExit})
-}
-
-func (w *Worker) noteDone() {
-	if n := w.spec.Runtime.notesOf(); n != nil {
-		n.Done(w.spec.JobID)
-	}
 }
 
 // startRun starts one run; step is held. A stop that came meanwhile ends
@@ -434,8 +422,8 @@ func (w *Worker) startRun(release func()) (retrying bool) {
 	// the only write end the agent holds, for as long as the start takes.
 	logw, err := w.logs.writer()
 	if err == nil {
-		if sp := w.spec.Runtime.spawnerOf(); sp != nil {
-			p, err = w.spawnVia(sp, logw, onExit)
+		if sp := w.spec.Spawner; sp != nil {
+			p, err = w.spec.spawnVia(sp, Run{StartedAt: w.started, Restarts: w.Status().Restarts}, logw, w.logs.rfd, onExit)
 		} else {
 			p, err = spawn(&w.spec, w.spec.Group, logw, onExit)
 		}
@@ -448,7 +436,7 @@ func (w *Worker) startRun(release func()) (retrying bool) {
 		if logw != nil {
 			_ = logw.Close()
 		}
-		w.killGroup(w.logs)
+		killGroup(w.spec.Group, w.logs)
 		if w.passes(err) {
 			w.retryStart(err)
 			return true
@@ -515,7 +503,7 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 		w.timer = nil
 	}
 	// Once this step has recorded the exit, the Spawner may drop the run.
-	defer w.forget(p)
+	defer w.spec.forget(p)
 	exitAt := time.Now()
 	if w.stopping && w.spec.KillMode != spec.KillMixed && exitAt.Before(w.graceEnd) {
 		// A stop in mode control-group or process: the rest of the cgroup
@@ -528,7 +516,7 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 		w.drain()
 		return
 	}
-	w.killGroup(w.logs) // a job's descendants never outlive it
+	killGroup(w.spec.Group, w.logs) // a job's descendants never outlive it
 	oom := false
 	if ws.Signaled() && ws.Signal() == unix.SIGKILL && w.oomErr == nil {
 		if n, err := w.spec.Group.OOMKills(); err == nil && n > w.oomBefore {
@@ -553,7 +541,7 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 	next := exitAt.Add(w.delay)
 	w.setState(func(s *Status) { s.State, s.PID, s.LastExit, s.NextRestart = BackingOff, 0, &exit, next })
 	w.logs.mark("restarting in %s", w.delay)
-	w.noteWaiting()
+	w.spec.noteWaiting(w.Status(), w.delay)
 	w.timers++
 	tn := w.timers
 	w.timer = time.AfterFunc(time.Until(next), func() { w.restart(tn) })
@@ -569,7 +557,7 @@ func (w *Worker) retryStart(err error) {
 	next := time.Now().Add(w.delay)
 	w.setState(func(s *Status) { s.State, s.PID, s.Reason, s.NextRestart = BackingOff, 0, err.Error(), next })
 	w.logs.mark("start failed (%v): trying again in %s", err, w.delay)
-	w.noteWaiting()
+	w.spec.noteWaiting(w.Status(), w.delay)
 	w.timers++
 	tn := w.timers
 	w.timer = time.AfterFunc(time.Until(next), func() { w.restart(tn) })
@@ -596,7 +584,7 @@ func (w *Worker) restart(n uint64) {
 		// After the start: an agent that dies before it leaves the wait
 		// noted, and the next one finds the run the guard holds (it
 		// wins). A start that backs off again keeps its note.
-		w.noteDone()
+		w.spec.noteDone()
 	}
 }
 
@@ -613,7 +601,7 @@ func (w *Worker) stop() {
 		w.timer.Stop()
 		w.timer = nil
 		w.setState(func(s *Status) { s.State, s.NextRestart, s.Reason = Stopped, time.Time{}, "" })
-		w.noteDone()
+		w.spec.noteDone()
 		w.end()
 	}
 	// Otherwise the first run has not begun: startRun sees stopping.
@@ -652,7 +640,7 @@ func (w *Worker) terminate(p *proc) {
 			return // exited meanwhile
 		}
 		w.logs.mark("stop timeout after %s: killing cgroup", w.spec.StopTimeout)
-		w.killGroup(w.logs)
+		killGroup(w.spec.Group, w.logs)
 	})
 }
 
@@ -670,7 +658,7 @@ func (w *Worker) drain() {
 		}
 		exit := *w.draining
 		w.draining = nil
-		w.killGroup(w.logs)
+		killGroup(w.spec.Group, w.logs)
 		w.setState(func(s *Status) { s.State, s.PID, s.LastExit = Stopped, 0, &exit })
 		w.end()
 		return
@@ -691,34 +679,33 @@ func (w *Worker) drain() {
 }
 
 // end ends the worker for good: once the log copy has ended (every
-// process holding the pipe gone), Done is closed. step is held.
+// process holding the pipe gone), Done is closed and the Runtime told the
+// worker has ended. step is held.
 func (w *Worker) end() {
 	if w.ended {
 		return
 	}
 	w.ended = true
+	closeDone := func() {
+		if w.entered {
+			w.spec.Runtime.leave()
+		}
+		close(w.done)
+	}
 	if w.logs == nil {
-		w.closeDone()
+		closeDone()
 		return
 	}
-	w.logs.onDone(w.closeDone)
+	w.logs.onDone(closeDone)
 	w.logs.release()
 }
 
-// closeDone closes done and tells the Runtime the worker has ended.
-func (w *Worker) closeDone() {
-	if w.entered {
-		w.spec.Runtime.leave()
-	}
-	close(w.done)
-}
-
-// killGroup kills every process left in the cgroup and waits until it is
+// killGroup kills every process left in cgroup g and waits until it is
 // empty; it retries after an error, since a worker must not end while a
 // process of its job is alive.
-func (w *Worker) killGroup(logs marker) {
+func killGroup(g Group, logs marker) {
 	for {
-		err := w.spec.Group.Kill(context.Background())
+		err := g.Kill(context.Background())
 		if err == nil {
 			return
 		}
@@ -731,25 +718,25 @@ func (w *Worker) fail(err error) {
 	w.setState(func(s *Status) { s.State, s.PID, s.Reason = Failed, 0, err.Error() })
 }
 
-// openLog makes the worker's log pipe over Spec.Log or Spec.LogFile: a
-// new pipe, or the pipe of an adopted run when adopted is not nil.
-func (w *Worker) openLog(adopted *os.File) (*logPipe, error) {
+// openLog makes the job's log pipe over Log or LogFile: a new pipe, or
+// the pipe of an adopted run when adopted is not nil.
+func (s *Spec) openLog(adopted *os.File) (*logPipe, error) {
 	var (
 		sink   io.Writer = io.Discard
 		closer io.Closer
 	)
 	switch {
-	case w.spec.LogFile.Path != "":
-		f := w.spec.LogFile.Open()
+	case s.LogFile.Path != "":
+		f := s.LogFile.Open()
 		sink, closer = f, f
-		if w.spec.Log != nil {
-			sink = io.MultiWriter(f, w.spec.Log)
+		if s.Log != nil {
+			sink = io.MultiWriter(f, s.Log)
 		}
-	case w.spec.Log != nil:
-		sink = w.spec.Log
+	case s.Log != nil:
+		sink = s.Log
 	}
 	if adopted != nil {
-		return w.spec.Runtime.adoptLogPipe(adopted, sink, closer)
+		return s.Runtime.adoptLogPipe(adopted, sink, closer)
 	}
-	return w.spec.Runtime.newLogPipe(sink, closer)
+	return s.Runtime.newLogPipe(sink, closer)
 }

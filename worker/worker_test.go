@@ -35,7 +35,12 @@ func sh(g *testGroup, script string) Spec {
 // group's cleanup removes the cgroup).
 func startWorker(t testing.TB, spec Spec) *Worker {
 	t.Helper()
-	w := New(spec)
+	return started(t, New(spec))
+}
+
+// started starts w and stops it at the end of the test.
+func started(t testing.TB, w *Worker) *Worker {
+	t.Helper()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(30*time.Second))
 		defer cancel()

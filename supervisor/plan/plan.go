@@ -5,8 +5,8 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 
-	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
@@ -107,9 +107,9 @@ type Input struct {
 	Want map[string]spec.Job
 	// Targets maps a connector to the target state operators set; absent
 	// means running.
-	Targets map[string]cluster.Target
+	Targets map[string]spec.Target
 	// Restarts maps a job to its pending restart request.
-	Restarts map[string]cluster.RestartRequest
+	Restarts map[string]spec.RestartRequest
 	// Handled maps a job to the revision of the restart request this agent
 	// has carried out already (its removal from the store may have failed).
 	Handled map[string]int64
@@ -124,6 +124,85 @@ type Input struct {
 	// working directory) before a running job is stopped for it; nil
 	// accepts every definition.
 	CanStart func(spec.Job) error
+	// Inherited is what an earlier agent left this one's jobs, given to
+	// the first pass that knows the whole assignment and to no other:
+	// that pass adopts, resumes or discards every run and wait in it.
+	Inherited Inherited
+	// Fingerprint is the command fingerprint of a job's definition as its
+	// worker would run it (worker.Fingerprint), compared with an inherited
+	// run's or wait's; required when Inherited is not empty.
+	Fingerprint func(spec.Job) string
+}
+
+// Inherited is what an earlier agent on this data_dir left the jobs of
+// this one (package handover loads it at start), by job ID: the runs the
+// lease guard holds that passed their identity checks, one per job, and
+// the jobs that waited to restart, with their backoff.
+type Inherited struct {
+	Runs  map[string]worker.Adoptable
+	Waits map[string]worker.Pending
+}
+
+// Empty reports whether nothing is inherited.
+func (h Inherited) Empty() bool { return len(h.Runs) == 0 && len(h.Waits) == 0 }
+
+// Adopt is a job to start by taking over the run an earlier agent started
+// with the same command (worker.Adopt: the same pid, start time, restart
+// count and log), once its claim is taken.
+type Adopt struct {
+	Job spec.Job
+	Run worker.Adoptable
+}
+
+// Resume is a job to start by carrying on the backoff it waited out under
+// an earlier agent with the same command (worker.Resume: the same restart
+// count, last exit and due time), once its claim is taken.
+type Resume struct {
+	Job  spec.Job
+	Wait worker.Pending
+}
+
+// DiscardReason says why Decide discards what a job inherited.
+type DiscardReason uint8
+
+// Why an inherited run or wait is discarded.
+const (
+	// DiscardGone: the job is not assigned here (deleted, or another
+	// member's) or has no definition.
+	DiscardGone DiscardReason = iota + 1
+	// DiscardChanged: the job's command changed while no agent ran: it
+	// starts anew.
+	DiscardChanged
+	// DiscardHeld: the job's connector is paused or stopped.
+	DiscardHeld
+	// DiscardNotStarted: the job does not start in this pass (its
+	// env_file cannot be read, or it has a worker already).
+	DiscardNotStarted
+	// DiscardHasRun: a wait of a job that has an inherited run (the run
+	// wins: a crash came between its start and the wait's removal).
+	DiscardHasRun
+)
+
+var discardNames = [...]string{DiscardGone: "the job is not assigned here", DiscardChanged: "the job's command changed",
+	DiscardHeld: "the job's connector is held", DiscardNotStarted: "the job does not start", DiscardHasRun: "the job has a run"}
+
+// String says the reason as logs say it.
+func (r DiscardReason) String() string {
+	if int(r) < len(discardNames) && discardNames[r] != "" {
+		return discardNames[r]
+	}
+	return fmt.Sprintf("discard(%d)", r)
+}
+
+// Discard is an inherited run or wait that no job of this agent takes:
+// the run's cgroup is killed and removed and the guard forgets it; the
+// wait's note is dropped.
+type Discard struct {
+	ID     string
+	Reason DiscardReason
+	// Run is the run to kill; Wait the wait to drop; one of them is set.
+	Run  *worker.Adoptable
+	Wait *worker.Pending
 }
 
 // StopReason says why Decide stops a job.
@@ -163,7 +242,7 @@ type Block struct {
 // Hold is a wanted job held by its connector's target state.
 type Hold struct {
 	Job    spec.Job
-	Target cluster.Target
+	Target spec.Target
 }
 
 // EnvFailure is a job whose env_file cannot be read: it is not started.
@@ -174,25 +253,37 @@ type EnvFailure struct {
 
 // Note is a decision about a restart request worth one log line.
 type Note struct {
-	Request cluster.RestartRequest
+	Request spec.RestartRequest
 	Msg     string
 }
 
-// Plan is what one pass does, in this order: stops (all at once), sharing
-// groups' cgroups, holds, env failures, starts (claims first), in-place
-// updates, then the restart requests' removal from the store.
+// Plan is what one pass does, in this order: stops (all at once),
+// discards of inherited runs and waits, sharing groups' cgroups, holds,
+// env failures, starts, adoptions and resumptions (claims first),
+// in-place updates, then the restart requests' removal from the store.
 type Plan struct {
 	Stop      []Stop
 	Block     []Block
 	Hold      []Hold
 	EnvFailed []EnvFailure
 	Start     []spec.Job
-	Update    []spec.Job
+	// Adopt and Resume are jobs that start by taking over what they
+	// inherited (Input.Inherited); Discard what no job takes. Every
+	// inherited run and wait is in exactly one of them.
+	Adopt   []Adopt
+	Resume  []Resume
+	Discard []Discard
+	// InheritedGroups are the sharing groups whose cgroup an earlier agent
+	// made (a wanted job of theirs has an inherited run): their limits
+	// are written as over an adopted job's cgroup, every limit the
+	// definition does not set as the kernel's default.
+	InheritedGroups map[string]bool
+	Update          []spec.Job
 	// Restart are the requests carried out in this pass (their jobs are in
 	// Stop and Start); Done the requests handled without a restart (held,
 	// not FAILED with only_failed, starting anyway, carried out before).
-	Restart map[string]cluster.RestartRequest
-	Done    []cluster.RestartRequest
+	Restart map[string]spec.RestartRequest
+	Done    []spec.RestartRequest
 	Notes   []Note
 	// Handled is Input.Handled without the requests that are gone from
 	// the store or were replaced by a newer one.
@@ -201,11 +292,11 @@ type Plan struct {
 	// job new here), to log what the pass changed.
 	Before map[string]spec.TargetState
 	// Held maps each held wanted job to its target.
-	Held map[string]cluster.Target
+	Held map[string]spec.Target
 }
 
 // TargetOf is connector's target in targets; running when none is set.
-func TargetOf(targets map[string]cluster.Target, connector string) cluster.Target {
+func TargetOf(targets map[string]spec.Target, connector string) spec.Target {
 	t, ok := targets[connector]
 	if !ok || t.State == "" {
 		t.State = spec.TargetRunning
@@ -225,10 +316,14 @@ func TargetOf(targets map[string]cluster.Target, connector string) cluster.Targe
 //   - a restart request is carried out once (stop, then start) unless the
 //     job is held, starts anyway, or is not FAILED with only_failed;
 //   - a Failed or Waiting job starts again when its backoff is due (not a
-//     permanent failure), its definition changed, or on reload.
+//     permanent failure), its definition changed, or on reload;
+//   - a job that starts adopts the run it inherited when the run's
+//     command fingerprint is the job's (else the run is discarded and the
+//     job starts anew), or resumes the wait it inherited on the same
+//     terms; every other inherited run and wait is discarded.
 func Decide(in Input) Plan {
-	p := Plan{Restart: map[string]cluster.RestartRequest{}, Handled: map[string]int64{},
-		Before: map[string]spec.TargetState{}, Held: map[string]cluster.Target{}}
+	p := Plan{Restart: map[string]spec.RestartRequest{}, Handled: map[string]int64{},
+		Before: map[string]spec.TargetState{}, Held: map[string]spec.Target{}, InheritedGroups: map[string]bool{}}
 	for id, rev := range in.Handled {
 		if r, ok := in.Restarts[id]; ok && r.Rev == rev {
 			p.Handled[id] = rev
@@ -305,16 +400,107 @@ func Decide(in Input) Plan {
 		case in.EnvErrs[id] != nil:
 			p.EnvFailed = append(p.EnvFailed, EnvFailure{Job: nj, Err: in.EnvErrs[id]})
 		case !ok || cur.Phase == Held:
-			p.Start = append(p.Start, nj)
+			p.start(in, nj)
 		case cur.Phase == Failed || cur.Phase == Waiting:
 			if in.RetryFailed || (!cur.Permanent && cur.RetryDue) || !reflect.DeepEqual(cur.Spec, nj) {
-				p.Start = append(p.Start, nj) // replaces cur
+				p.start(in, nj) // replaces cur
 			}
 		default:
 			p.Update = append(p.Update, nj)
 		}
 	}
+	p.discardRest(in)
 	return p
+}
+
+// start plans the start of wanted job j: adopt the run it inherited if
+// the run's command is j's, else resume the wait it inherited on the
+// same terms, else start a new run; what j inherited and does not take
+// is discarded.
+func (p *Plan) start(in Input, j spec.Job) {
+	run, hasRun := in.Inherited.Runs[j.ID]
+	wait, hasWait := in.Inherited.Waits[j.ID]
+	if !hasRun && !hasWait {
+		p.Start = append(p.Start, j)
+		return
+	}
+	fp := in.Fingerprint(j)
+	switch {
+	case hasRun && run.Run.Fingerprint == fp:
+		p.Adopt = append(p.Adopt, Adopt{Job: j, Run: run})
+	case hasRun:
+		p.Discard = append(p.Discard, Discard{ID: j.ID, Reason: DiscardChanged, Run: &run})
+		p.Start = append(p.Start, j)
+	case wait.Fingerprint == fp:
+		p.Resume = append(p.Resume, Resume{Job: j, Wait: wait})
+		return
+	default:
+		p.Discard = append(p.Discard, Discard{ID: j.ID, Reason: DiscardChanged, Wait: &wait})
+		p.Start = append(p.Start, j)
+		return
+	}
+	if hasWait {
+		p.Discard = append(p.Discard, Discard{ID: j.ID, Reason: DiscardHasRun, Wait: &wait})
+	}
+}
+
+// discardRest discards every inherited run and wait that no start took
+// (start), in job ID order, and names the sharing groups whose cgroups
+// were inherited.
+func (p *Plan) discardRest(in Input) {
+	if in.Inherited.Empty() {
+		return
+	}
+	taken := map[string]bool{}
+	for _, a := range p.Adopt {
+		taken[a.Job.ID] = true
+	}
+	for _, r := range p.Resume {
+		taken[r.Job.ID] = true
+	}
+	for _, d := range p.Discard {
+		taken[d.ID] = true
+	}
+	why := func(id string) DiscardReason {
+		_, held := p.Held[id]
+		switch _, wanted := in.Want[id]; {
+		case !wanted:
+			return DiscardGone
+		case held:
+			return DiscardHeld
+		}
+		return DiscardNotStarted
+	}
+	ids := slices.Sorted(maps.Keys(in.Inherited.Runs))
+	for id := range in.Inherited.Waits {
+		if _, ok := in.Inherited.Runs[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if j, ok := in.Want[id]; ok && j.Group != "" {
+			if _, run := in.Inherited.Runs[id]; run {
+				if _, held := p.Held[id]; !held {
+					p.InheritedGroups[j.Group] = true
+				}
+			}
+		}
+		if taken[id] {
+			continue
+		}
+		if run, ok := in.Inherited.Runs[id]; ok {
+			p.Discard = append(p.Discard, Discard{ID: id, Reason: why(id), Run: &run})
+		}
+		if wait, ok := in.Inherited.Waits[id]; ok {
+			r := why(id)
+			if _, ok := in.Inherited.Runs[id]; ok {
+				r = DiscardHasRun
+			}
+			p.Discard = append(p.Discard, Discard{ID: id, Reason: r, Wait: &wait})
+		}
+	}
+	slices.SortStableFunc(p.Discard, func(a, b Discard) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // decideRestarts sorts the restart requests for wanted jobs into those

@@ -2,10 +2,12 @@ package plan
 
 import (
 	"errors"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
-	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/worker"
@@ -69,9 +71,9 @@ func TestDecide(t *testing.T) {
 	aNeverRestart := a
 	aNeverRestart.Process.Restart = spec.RestartNever
 	b := job("b", limits.Limits{})
-	paused := map[string]cluster.Target{"a": {State: spec.TargetPaused, By: "ops"}}
-	req := func(id string, rev int64, onlyFailed bool) map[string]cluster.RestartRequest {
-		return map[string]cluster.RestartRequest{id: {Connector: id, Job: id, Rev: rev, OnlyFailed: onlyFailed}}
+	paused := map[string]spec.Target{"a": {State: spec.TargetPaused, By: "ops"}}
+	req := func(id string, rev int64, onlyFailed bool) map[string]spec.RestartRequest {
+		return map[string]spec.RestartRequest{id: {Connector: id, Job: id, Rev: rev, OnlyFailed: onlyFailed}}
 	}
 	want := func(js ...spec.Job) map[string]spec.Job {
 		m := map[string]spec.Job{}
@@ -185,7 +187,7 @@ func TestDecideHandledAndBefore(t *testing.T) {
 	a, b := job("a", limits.Limits{}), job("b", limits.Limits{})
 	p := Decide(Input{Want: map[string]spec.Job{"a": a, "b": b},
 		Current:  map[string]Current{"a": {Spec: a, Phase: Held, Target: spec.TargetStopped}},
-		Restarts: map[string]cluster.RestartRequest{"a": {Job: "a", Rev: 9}},
+		Restarts: map[string]spec.RestartRequest{"a": {Job: "a", Rev: 9}},
 		Handled:  map[string]int64{"a": 8, "gone": 3}})
 	if len(p.Handled) != 0 {
 		t.Errorf("handled %v, want none (a's request was replaced, gone's removed)", p.Handled)
@@ -201,5 +203,126 @@ func TestPhaseNames(t *testing.T) {
 		if p.String() != want {
 			t.Errorf("%d is %q, want %q", p, p.String(), want)
 		}
+	}
+}
+
+// inheritedSummary is what a plan does with inherited runs and waits, as
+// IDs with the reasons of the discards.
+type inheritedSummary struct {
+	Start, Adopt, Resume []string
+	Discard              []string // "<id> run|wait: <reason>"
+	Groups               []string
+}
+
+func summarizeInherited(p Plan) inheritedSummary {
+	var s inheritedSummary
+	for _, j := range p.Start {
+		s.Start = append(s.Start, j.ID)
+	}
+	for _, a := range p.Adopt {
+		s.Adopt = append(s.Adopt, a.Job.ID+" "+a.Run.Run.ID)
+	}
+	for _, r := range p.Resume {
+		s.Resume = append(s.Resume, r.Job.ID)
+	}
+	for _, d := range p.Discard {
+		what := "wait"
+		if d.Run != nil {
+			what = "run " + d.Run.Run.ID
+		}
+		s.Discard = append(s.Discard, d.ID+" "+what+": "+d.Reason.String())
+	}
+	s.Groups = append(s.Groups, slices.Sorted(maps.Keys(p.InheritedGroups))...)
+	return s
+}
+
+// The first pass decides every run and wait an earlier agent left: a
+// job that starts adopts its run when the command is the same, resumes
+// its wait on the same terms, and starts anew otherwise; a run or wait no
+// job takes (deleted or not assigned here, a held connector, an env_file
+// that cannot be read, a wait beside a run) is discarded with the reason.
+func TestDecideInherited(t *testing.T) {
+	a, b := job("a", limits.Limits{}), job("b", limits.Limits{})
+	g := job("g1", limits.Limits{})
+	g.Group = "pair"
+	fp := func(j spec.Job) string { return "fp:" + strings.Join(j.Process.Command, " ") }
+	run := func(id, fingerprint string) worker.Adoptable {
+		return worker.Adoptable{Run: worker.Run{ID: "r-" + id, JobID: id, Fingerprint: fingerprint}}
+	}
+	same, other := fp(a), "fp:sleep 2000"
+	want := func(js ...spec.Job) map[string]spec.Job {
+		m := map[string]spec.Job{}
+		for _, j := range js {
+			m[j.ID] = j
+		}
+		return m
+	}
+	runs := func(rs ...worker.Adoptable) map[string]worker.Adoptable {
+		m := map[string]worker.Adoptable{}
+		for _, r := range rs {
+			m[r.Run.JobID] = r
+		}
+		return m
+	}
+	waits := func(ps ...worker.Pending) map[string]worker.Pending {
+		m := map[string]worker.Pending{}
+		for _, p := range ps {
+			m[p.JobID] = p
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name string
+		in   Input
+		want inheritedSummary
+	}{
+		{"nothing inherited: a plain start", Input{Want: want(a)}, inheritedSummary{Start: []string{"a"}}},
+		{"a run of the same command is adopted", Input{Want: want(a), Inherited: Inherited{Runs: runs(run("a", same))}},
+			inheritedSummary{Adopt: []string{"a r-a"}}},
+		{"a run of another command is discarded and the job starts anew", Input{Want: want(a), Inherited: Inherited{Runs: runs(run("a", other))}},
+			inheritedSummary{Start: []string{"a"}, Discard: []string{"a run r-a: the job's command changed"}}},
+		{"a run of a job gone from the assignment is discarded", Input{Want: want(b), Inherited: Inherited{Runs: runs(run("a", same))}},
+			inheritedSummary{Start: []string{"b"}, Discard: []string{"a run r-a: the job is not assigned here"}}},
+		{"a run of a held connector's job is discarded",
+			Input{Want: want(a), Targets: map[string]spec.Target{"a": {State: spec.TargetPaused}}, Inherited: Inherited{Runs: runs(run("a", same))}},
+			inheritedSummary{Discard: []string{"a run r-a: the job's connector is held"}}},
+		{"a run of a job whose env_file cannot be read is discarded",
+			Input{Want: want(a), EnvErrs: map[string]error{"a": errors.New("no such file")}, Inherited: Inherited{Runs: runs(run("a", same))}},
+			inheritedSummary{Discard: []string{"a run r-a: the job does not start"}}},
+		{"a wait of the same command is resumed", Input{Want: want(a), Inherited: Inherited{Waits: waits(worker.Pending{JobID: "a", Fingerprint: same, Restarts: 3})}},
+			inheritedSummary{Resume: []string{"a"}}},
+		{"a wait of another command is discarded and the job starts anew",
+			Input{Want: want(a), Inherited: Inherited{Waits: waits(worker.Pending{JobID: "a", Fingerprint: other})}},
+			inheritedSummary{Start: []string{"a"}, Discard: []string{"a wait: the job's command changed"}}},
+		{"a wait of a job gone is discarded", Input{Inherited: Inherited{Waits: waits(worker.Pending{JobID: "a", Fingerprint: same})}},
+			inheritedSummary{Discard: []string{"a wait: the job is not assigned here"}}},
+		{"a run wins over a wait: adopted, the wait discarded",
+			Input{Want: want(a), Inherited: Inherited{Runs: runs(run("a", same)), Waits: waits(worker.Pending{JobID: "a", Fingerprint: same})}},
+			inheritedSummary{Adopt: []string{"a r-a"}, Discard: []string{"a wait: the job has a run"}}},
+		{"a run of another command beside a wait: both discarded, the job starts anew",
+			Input{Want: want(a), Inherited: Inherited{Runs: runs(run("a", other)), Waits: waits(worker.Pending{JobID: "a", Fingerprint: same})}},
+			inheritedSummary{Start: []string{"a"}, Discard: []string{"a run r-a: the job's command changed", "a wait: the job has a run"}}},
+		{"a run and a wait of a job gone: both discarded",
+			Input{Inherited: Inherited{Runs: runs(run("a", same)), Waits: waits(worker.Pending{JobID: "a", Fingerprint: same})}},
+			inheritedSummary{Discard: []string{"a run r-a: the job is not assigned here", "a wait: the job has a run"}}},
+		{"a job with a worker already takes nothing",
+			Input{Want: want(a), Current: map[string]Current{"a": running(a)}, Inherited: Inherited{Runs: runs(run("a", same))}},
+			inheritedSummary{Discard: []string{"a run r-a: the job does not start"}}},
+		{"a sharing group with an inherited run of a wanted job is inherited, whatever the run's command",
+			Input{Want: want(g, b), Inherited: Inherited{Runs: runs(run("g1", "fp:changed"), run("b", fp(b)))}},
+			inheritedSummary{Start: []string{"g1"}, Adopt: []string{"b r-b"}, Discard: []string{"g1 run r-g1: the job's command changed"}, Groups: []string{"pair"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.in.Fingerprint = fp
+			p := Decide(c.in)
+			if got := summarizeInherited(p); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("plan\n got %+v\nwant %+v", got, c.want)
+			}
+			// Every inherited run and wait is decided once.
+			n := len(c.in.Inherited.Runs) + len(c.in.Inherited.Waits)
+			if got := len(p.Adopt) + len(p.Resume) + len(p.Discard); got != n {
+				t.Errorf("%d inherited, %d decided", n, got)
+			}
+		})
 	}
 }

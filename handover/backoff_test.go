@@ -1,4 +1,4 @@
-package daemon
+package handover
 
 import (
 	"io"
@@ -17,7 +17,7 @@ func TestBackoffNotesFile(t *testing.T) {
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	self := func() int { return os.Getpid() } // a process whose start time is known stands for the guard
-	n, waits := loadBackoff(dir, self, log)
+	n, waits := loadNotes(dir, self, log)
 	if len(waits) != 0 {
 		t.Fatalf("waits %+v from an empty data_dir", waits)
 	}
@@ -26,9 +26,9 @@ func TestBackoffNotesFile(t *testing.T) {
 	n.Waiting(worker.Pending{JobID: "a", Fingerprint: "f", Restarts: 4, Delay: 8 * time.Second, NextRestart: due, LastExit: exit})
 	n.Waiting(worker.Pending{JobID: "b", Fingerprint: "g", Restarts: 1, Delay: time.Second, NextRestart: due})
 	n.Done("b")
-	n.close(false) // a crash: the file stays
+	n.Close(false) // a crash: the file stays
 
-	n2, waits := loadBackoff(dir, self, log)
+	n2, waits := loadNotes(dir, self, log)
 	if len(waits) != 1 {
 		t.Fatalf("waits %+v, want a's", waits)
 	}
@@ -41,14 +41,14 @@ func TestBackoffNotesFile(t *testing.T) {
 	if d := w.NextRestart.Sub(due).Abs(); d > time.Second {
 		t.Errorf("due %v, saved %v", w.NextRestart, due)
 	}
-	n2.close(false)
+	n2.Close(false)
 
 	other := func() int { return 1 } // another guard
-	n3, waits := loadBackoff(dir, other, log)
+	n3, waits := loadNotes(dir, other, log)
 	if len(waits) != 0 {
 		t.Errorf("waits %+v beside another guard, want none", waits)
 	}
-	n3.close(true)
+	n3.Close(true)
 	if _, err := os.Stat(BackoffFile(dir)); !os.IsNotExist(err) {
 		t.Errorf("a clean stop left %s: %v", BackoffFile(dir), err)
 	}

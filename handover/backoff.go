@@ -1,4 +1,4 @@
-package daemon
+package handover
 
 import (
 	"encoding/json"
@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthd/berth/internal/atomicfile"
+	"github.com/berthd/berth/internal/kernfile"
 	"github.com/berthd/berth/worker"
-	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,11 +41,11 @@ type savedWait struct {
 	Due int64 `json:"due_boottime_ns"`
 }
 
-// backoffNotes is the agent's worker.BackoffNotes: it keeps each waiting
-// job's note and writes them all to BackoffFile from a goroutine of its
-// own (a temporary file, synced, renamed over the old one, so that a
-// crash leaves the old file or the new), never in a worker's step.
-type backoffNotes struct {
+// Notes is the agent's worker.BackoffNotes: it keeps each waiting job's
+// note and writes them all to BackoffFile from a goroutine of its own
+// (atomicfile.WriteFile: a crash leaves the old file or the new), never in
+// a worker's step. A nil *Notes records nothing.
+type Notes struct {
 	path  string
 	guard func() int // the guard's pid now (0: none)
 	log   *slog.Logger
@@ -58,15 +59,16 @@ type backoffNotes struct {
 	done   chan struct{}
 }
 
-var _ worker.BackoffNotes = (*backoffNotes)(nil)
+var _ worker.BackoffNotes = (*Notes)(nil)
 
-// loadBackoff reads the waits an earlier agent left in dataDir's
+// loadNotes reads the waits an earlier agent left in dataDir's
 // BackoffFile, if the guard it names is the one of pid now (a different
 // guard, or none, means the jobs were not handed over: they start anew),
 // and starts the notes of this agent. The earlier waits stay in the file
-// until workers take them or UntakenPending drops them.
-func loadBackoff(dataDir string, guardPID func() int, log *slog.Logger) (*backoffNotes, []worker.Pending) {
-	n := &backoffNotes{path: BackoffFile(dataDir), guard: guardPID, log: log, jobs: map[string]worker.Pending{},
+// until their jobs' workers note them again or the first reconcile
+// discards them (Done).
+func loadNotes(dataDir string, guardPID func() int, log *slog.Logger) (*Notes, []worker.Pending) {
+	n := &Notes{path: BackoffFile(dataDir), guard: guardPID, log: log, jobs: map[string]worker.Pending{},
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	var out []worker.Pending
 	b, err := os.ReadFile(n.path)
@@ -103,8 +105,11 @@ func loadBackoff(dataDir string, guardPID func() int, log *slog.Logger) (*backof
 	return n, out
 }
 
-// Waiting records p (worker.BackoffNotes).
-func (n *backoffNotes) Waiting(p worker.Pending) {
+// Waiting records p (worker.BackoffNotes). Nil notes ignore it.
+func (n *Notes) Waiting(p worker.Pending) {
+	if n == nil {
+		return
+	}
 	n.mu.Lock()
 	n.jobs[p.JobID] = p
 	n.dirty = true
@@ -113,7 +118,7 @@ func (n *backoffNotes) Waiting(p worker.Pending) {
 }
 
 // Done drops jobID's note (worker.BackoffNotes). Nil notes ignore it.
-func (n *backoffNotes) Done(jobID string) {
+func (n *Notes) Done(jobID string) {
 	if n == nil {
 		return
 	}
@@ -127,7 +132,7 @@ func (n *backoffNotes) Done(jobID string) {
 	}
 }
 
-func (n *backoffNotes) kickWrite() {
+func (n *Notes) kickWrite() {
 	select {
 	case n.kick <- struct{}{}:
 	default:
@@ -135,7 +140,7 @@ func (n *backoffNotes) kickWrite() {
 }
 
 // write saves the notes at every kick until close.
-func (n *backoffNotes) write() {
+func (n *Notes) write() {
 	defer close(n.done)
 	for {
 		select {
@@ -143,7 +148,7 @@ func (n *backoffNotes) write() {
 			return
 		case <-n.kick:
 		}
-		if err := n.flush(); err != nil {
+		if err := n.Flush(); err != nil {
 			n.log.Warn("save the restart waits for the next agent", "error", err)
 		}
 	}
@@ -151,7 +156,7 @@ func (n *backoffNotes) write() {
 
 // save writes the notes if they changed since the last save. Errors: the
 // file cannot be written, synced or renamed.
-func (n *backoffNotes) save() error {
+func (n *Notes) save() error {
 	n.mu.Lock()
 	if !n.dirty {
 		n.mu.Unlock()
@@ -171,30 +176,16 @@ func (n *backoffNotes) save() error {
 	if err != nil {
 		return fmt.Errorf("save %s: %w", n.path, err)
 	}
-	tmp := n.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("save %s: %w", n.path, err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, n.path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("save %s: %w", n.path, err)
+	if err := atomicfile.WriteFile(n.path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save the restart waits: %w", err)
 	}
 	return nil
 }
 
-// flush saves the notes now (nil notes: nothing). Errors: save's.
-func (n *backoffNotes) flush() error {
+// Flush saves the notes now (nil notes: nothing): berth upgrade does
+// before the exec, which ends the writer's goroutine with the old image.
+// Errors: the file cannot be written.
+func (n *Notes) Flush() error {
 	if n == nil {
 		return nil
 	}
@@ -203,9 +194,9 @@ func (n *backoffNotes) flush() error {
 	return n.save()
 }
 
-// close stops the writer after a last save; with remove, the file goes
-// (a clean stop: no job waits for a next agent).
-func (n *backoffNotes) close(remove bool) {
+// Close stops the writer after a last save; with remove, the file goes
+// (a clean stop: no job waits for a next agent). Nil notes: nothing.
+func (n *Notes) Close(remove bool) {
 	if n == nil {
 		return
 	}
@@ -215,7 +206,7 @@ func (n *backoffNotes) close(remove bool) {
 		_ = os.Remove(n.path)
 		return
 	}
-	if err := n.flush(); err != nil {
+	if err := n.Flush(); err != nil {
 		n.log.Warn("save the restart waits for the next agent", "error", err)
 	}
 }
@@ -223,15 +214,11 @@ func (n *backoffNotes) close(remove bool) {
 // startTicks is pid's start time, clock ticks after boot (/proc/PID/stat
 // field 22); 0 when it cannot be read.
 func startTicks(pid int) uint64 {
-	p, err := procfs.NewProc(pid)
+	st, err := kernfile.ReadProcStat(pid)
 	if err != nil {
 		return 0
 	}
-	st, err := p.Stat()
-	if err != nil {
-		return 0
-	}
-	return st.Starttime
+	return st.StartTicks
 }
 
 // boottimeNow is CLOCK_BOOTTIME now, nanoseconds (clock_gettime(2)).

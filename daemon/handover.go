@@ -1,0 +1,52 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/handover"
+)
+
+// noteAdopted records for GET /v1/agent what this agent adopted of what
+// it inherited (in), once the first reconcile has decided every run: the
+// supervisor's count of runs taken over.
+func (a *Agent) noteAdopted(in *handover.Inherited, adopted int) {
+	if in.Held == 0 {
+		return
+	}
+	a.mu.Lock()
+	a.adoption = &api.Adoption{At: in.At, Held: in.Held, Adopted: adopted}
+	a.mu.Unlock()
+	a.log.Info("adopted the runs of an earlier agent", "held", in.Held, "adopted", adopted, "after", time.Since(in.At).Round(time.Millisecond))
+}
+
+// PrepareHandOver readies this agent for its replacement by a new program
+// with the same pid (berth upgrade): it renews the session's lease at once
+// and has the lease guard acknowledge the deadline of that renewal, so
+// that the new program has the whole session TTL (less the fencing
+// margin) to resume the session before the guard would kill the jobs.
+// Errors: no session, the renewal failed, or the guard did not acknowledge
+// within ctx; the caller then refuses the hand-over (this agent goes on).
+func (a *Agent) PrepareHandOver(ctx context.Context) error {
+	select {
+	case <-a.started:
+	default:
+		return errors.New("the agent has not joined the cluster yet")
+	}
+	d, err := a.src.RenewNow(ctx)
+	if err != nil {
+		return fmt.Errorf("renew the session before the hand-over: %w", err)
+	}
+	if err := a.guard.DeadlineSync(ctx, d.Add(guardLag(a.Config().Cluster.SessionTTL))); err != nil {
+		return fmt.Errorf("before the hand-over: %w", err)
+	}
+	// The jobs waiting to restart are saved as they are now: the exec
+	// ends the writer's goroutine with the old image.
+	if err := a.notes.Flush(); err != nil {
+		return fmt.Errorf("before the hand-over: %w", err)
+	}
+	return nil
+}
