@@ -8,8 +8,9 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
+
+	"github.com/berthd/berth/internal/atomicfile"
 )
 
 // The history file: every job's history in one file of data_dir, so that
@@ -103,7 +104,7 @@ func (m *Model) EncodedBytes(job string) int {
 //
 // Errors: the file cannot be written (wrapped with its path).
 func (m *Model) Save(path string) error {
-	if err := writeFileAtomic(path, m.Encode(), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, m.Encode(), 0o600); err != nil {
 		return fmt.Errorf("save usage history: %w", err)
 	}
 	return nil
@@ -125,43 +126,6 @@ func (m *Model) Load(path string) error {
 	}
 	if err := m.Decode(data); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-// writeFileAtomic writes data to path through a temporary file renamed
-// over it.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }
