@@ -1,4 +1,4 @@
-// Package fencing judges, from the resource's side, whether berth's runs of
+// Package fence judges, from the resource's side, whether berth's runs of
 // a job ever wrote twice: the history format that the soak's jobs and
 // fault injector append to (history.go), the checker that replays a
 // history as a store that fences by token would (check.go), the figures it
@@ -17,4 +17,4 @@
 // The package needs no root and no berth binary: its tests run in
 // `make test`; the soak that produces real histories is test/soak's
 // TestSoakFencing (build tag soak).
-package fencing
+package fence

@@ -1,4 +1,4 @@
-package fencing
+package fence
 
 import (
 	"fmt"
@@ -21,8 +21,9 @@ import (
 // it had none; <run> identifies one run (one start of the job's main
 // process, inherited by everything it forks), <run-start> is when that
 // run began; <agent> names the agent whose run it is (its BERTH_CGROUP);
-// <pid> is the writing process as the host sees it; <role> is which of the
-// run's processes wrote (main, child, setsid, double); <rule> is 1 when
+// <pid> is the writing process as the host sees it; <role> says which of
+// the run's processes wrote, free-form (the soak's "main/0": the process,
+// and the variant of the job's command); <rule> is 1 when
 // the job follows the claim rule (claim.go), else 0. <run-start> and <at>
 // are CLOCK_BOOTTIME in nanoseconds: one clock for every process of the
 // host, whatever its namespaces, that never jumps and counts through a
