@@ -32,6 +32,8 @@ type historyTail struct {
 	wrote  map[string]map[int]bool // job -> pids with an attempt
 	newest map[string]fence.Record // job -> an attempt of the run that began last
 	runs   map[string]bool         // job+" "+run seen
+	byJob  map[string]map[fence.RecordKind]int
+	last   map[string]fence.Record // job -> its last attempt or held write
 }
 
 // newHistoryTail makes the empty history file at path (emptying one
@@ -48,7 +50,8 @@ func newHistoryTail(t testing.TB, path string) *historyTail {
 	}
 	t.Cleanup(func() { out.Close(); in.Close() })
 	return &historyTail{t: t, path: path, out: out, in: in, check: fence.NewChecker(),
-		wrote: map[string]map[int]bool{}, newest: map[string]fence.Record{}, runs: map[string]bool{}}
+		wrote: map[string]map[int]bool{}, newest: map[string]fence.Record{}, runs: map[string]bool{},
+		byJob: map[string]map[fence.RecordKind]int{}, last: map[string]fence.Record{}}
 }
 
 // mark appends a round's begin or end line, stamped with CLOCK_BOOTTIME.
@@ -97,6 +100,13 @@ func (h *historyTail) feed(line string) {
 		return
 	}
 	h.check.Feed(r)
+	if r.Kind == fence.Held || r.Kind == fence.Attempt {
+		if h.byJob[r.Job] == nil {
+			h.byJob[r.Job] = map[fence.RecordKind]int{}
+		}
+		h.byJob[r.Job][r.Kind]++
+		h.last[r.Job] = r
+	}
 	if r.Kind != fence.Attempt {
 		return
 	}
