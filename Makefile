@@ -93,14 +93,14 @@ soak-short: build ## the soaks' short form, as CI runs it (10 kills, 10 partitio
 # store that fences by token. FENCING_ROUNDS (1,000) rounds; figures in
 # soak-fencing.md, method in RELIABILITY.md.
 FENCING_ROUNDS ?= 1000
-soak-fencing: build ## the fencing soak, long form (1,000 fault rounds, about 1.5 h), as root; figures in soak-fencing.md
+soak-fencing: build ## the fencing soak, long form (1,000 fault rounds, about an hour here), as root; figures in soak-fencing.md
 	test/deps.sh
 	rm -f soak-fencing.md
-	$(GO) test -tags soak -count=1 -v -timeout 6h ./test/soak -run '^TestSoakFencing$$' -soak.bin=$(CURDIR)/bin/berth \
+	$(GO) test -tags soak -count=1 -v -timeout 3h ./test/soak -run '^TestSoakFencing$$' -soak.bin=$(CURDIR)/bin/berth \
 		-soak.fencing.rounds=$(FENCING_ROUNDS) -soak.report=$(CURDIR)/soak-fencing.md $(SOAKFLAGS)
 	cat soak-fencing.md
 
-soak-fencing-short: build ## the fencing soak's short form, as CI runs it (50 fault rounds, about 5 minutes), as root
+soak-fencing-short: build ## the fencing soak's short form, for CI (50 fault rounds, about 3 minutes here), as root
 	test/deps.sh
 	$(GO) test -tags soak -count=1 -v -timeout 20m ./test/soak -run '^TestSoakFencing$$' -soak.bin=$(CURDIR)/bin/berth \
 		-soak.fencing.rounds=50 $(SOAKFLAGS)

@@ -41,6 +41,9 @@ type fencingSoak struct {
 	// failed counts the jobs found failed for good while a round
 	// settled, each started again by a reload of its agent.
 	failed int
+	// restarts counts the agents stopped and started again because a
+	// reload did not start such jobs.
+	restarts int
 }
 
 // fencingRound is what one round did.
@@ -99,7 +102,7 @@ func (r fencingRound) has(name string) (*member, bool) {
 // agent), every one of them rejected by the token there; and the failover
 // gap's 99th percentile within session TTL + 2 s. A job an agent holds
 // failed for good while a round settles is an error too (the agent is
-// then reloaded, so that the soak goes on). The figures, per fault kind,
+// then reloaded, or restarted, so that the soak goes on). The figures, per fault kind,
 // go to the log and to -soak.report; -soak.fencing.history keeps the
 // history and the agents' and guards' logs.
 func TestSoakFencing(t *testing.T) {
@@ -313,12 +316,15 @@ func (s *fencingSoak) round(i int, kinds []*faultKind) fencingRound {
 
 // settle waits up to 2 minutes until every agent runs its own jobs, each
 // writing (world.settled). A job an agent holds failed for good (a start
-// error it does not retry) is an error of the round; the agent is then
-// reloaded once, which starts it again, so that the soak goes on.
+// error it does not retry) is an error of the round; so that the soak
+// goes on, the agent is then reloaded (which retries such a job) and, if
+// a job of it is still failed 20 s later, stopped with SIGTERM and
+// started again (a new lease guard).
 func (s *fencingSoak) settle(r fencingRound) {
 	t := s.t
 	deadline := time.Now().Add(testutil.Deadline(2 * time.Minute))
-	reloaded := map[*member]bool{}
+	reloaded := map[*member]time.Time{}
+	restarted := map[*member]bool{}
 	for {
 		ok, why := s.w.settled()
 		if ok {
@@ -326,19 +332,33 @@ func (s *fencingSoak) settle(r fencingRound) {
 		}
 		for _, m := range s.w.agents {
 			js, err := jobsOf(m.addr)
-			if err != nil || reloaded[m] {
+			if err != nil || restarted[m] {
 				continue
 			}
+			var failed []string
 			for _, id := range sortedKeys(js) {
 				if j := js[id]; j.State == worker.Failed {
-					s.failed++
-					reloaded[m] = true
-					t.Errorf("round %d (%s): agent %s holds job %s failed for good: %s; reloading the agent to start it again",
-						r.index, r.name, m.id, id, j.Reason)
+					failed = append(failed, id+": "+j.Reason)
 				}
 			}
-			if reloaded[m] {
+			switch {
+			case len(failed) == 0:
+			case reloaded[m].IsZero():
+				s.failed += len(failed)
+				reloaded[m] = time.Now()
+				t.Errorf("round %d (%s): agent %s holds jobs failed for good: %s; reloading it to start them again",
+					r.index, r.name, m.id, strings.Join(failed, "; "))
 				m.proc.signal(syscall.SIGHUP)
+			case time.Since(reloaded[m]) > testutil.Deadline(20*time.Second):
+				restarted[m] = true
+				s.restarts++
+				t.Errorf("round %d (%s): agent %s, reloaded, still holds jobs failed: %s; stopping it and starting it again",
+					r.index, r.name, m.id, strings.Join(failed, "; "))
+				m.proc.signal(syscall.SIGTERM)
+				if err := m.proc.waitExit(60 * time.Second); err != nil {
+					t.Errorf("agent %s: exit after SIGTERM: %v", m.id, err)
+				}
+				m.start()
 			}
 		}
 		if time.Now().After(deadline) {
@@ -473,7 +493,7 @@ func (s *fencingSoak) verdict(rounds []fencingRound, setup, whole time.Duration)
 		{"history", fmt.Sprintf("%d lines, %d runs, %d of them without a token", s.hist.lines, runs, tokenless)},
 		{"time per round, begin to settled (mean, median, max)", fmt.Sprintf("%s, %s, %s", ms(mean), ms(fence.Percentile(took, 50)), ms(fence.Percentile(took, 100)))},
 		{"whole soak (of which the world's start)", fmt.Sprintf("%s (%s)", ms(whole), ms(setup))},
-		{"jobs found failed for good while a round settled (each started again by a reload)", fmt.Sprint(s.failed)},
+		{"jobs found failed for good while a round settled; agents restarted because a reload did not start them", fmt.Sprintf("%d; %d", s.failed, s.restarts)},
 	}
 	for _, k := range fence.ViolationKinds() {
 		rows = append(rows, [2]string{k.String(), fmt.Sprint(check.Count(k))})
