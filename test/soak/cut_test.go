@@ -30,9 +30,19 @@ const (
 	// (clsact, direct action TC_ACT_SHOT) on the agent's side, ingress and
 	// egress.
 	dropAll
+	// dropIn drops, silently, only what the store sends the agent (netem
+	// on the host side; the BPF filter on the agent's ingress): its
+	// requests, a lease renewal among them, still reach etcd, but no
+	// answer, not even a TCP acknowledgement, comes back.
+	dropIn
+	// dropOut drops only what the agent sends (netem on its side; the BPF
+	// filter on its egress): nothing it asks reaches etcd.
+	dropOut
 )
 
-func (m cutMode) String() string { return [...]string{"healed", "link-down", "drop"}[m] }
+func (m cutMode) String() string {
+	return [...]string{"healed", "link-down", "drop", "drop-in", "drop-out"}[m]
+}
 
 // partition cuts h's store link.
 func (h *nsHost) partition(m cutMode) error {
@@ -43,8 +53,8 @@ func (h *nsHost) partition(m cutMode) error {
 	switch m {
 	case linkDown:
 		err = netlink.LinkSetDown(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: h.storeHost}})
-	case dropAll:
-		err = h.dropAll()
+	case dropAll, dropIn, dropOut:
+		err = h.drop(m)
 	}
 	if err != nil {
 		return fmt.Errorf("cut %s (%s): %w", h.name, m, err)
@@ -59,7 +69,7 @@ func (h *nsHost) heal() error {
 	switch h.cut {
 	case linkDown:
 		err = netlink.LinkSetUp(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: h.storeHost}})
-	case dropAll:
+	case dropAll, dropIn, dropOut:
 		err = h.undrop()
 	}
 	if err != nil {
@@ -69,9 +79,12 @@ func (h *nsHost) heal() error {
 	return nil
 }
 
-// dropAll drops every packet on the store link: netem loss 100 % on both
-// ends, or where the kernel has no sch_netem, the BPF filter.
-func (h *nsHost) dropAll() error {
+// drop drops every packet on the store link in the directions of mode m
+// (dropAll, dropIn, dropOut): netem loss 100 % on the sending end of each,
+// or where the kernel has no sch_netem, the BPF filter on the agent's
+// side.
+func (h *nsHost) drop(m cutMode) error {
+	in, out := m != dropOut, m != dropIn
 	hostLink, err := netlink.LinkByName(h.storeHost)
 	if err != nil {
 		return err
@@ -85,13 +98,21 @@ func (h *nsHost) dropAll() error {
 			netlink.NetemQdiscAttrs{Loss: 100}))
 	}
 	root := netlink.Handle{}
-	if err := netem(&root, hostLink); err == nil {
-		if err := netem(h.handle, inside); err != nil {
-			return errors.Join(err, root.QdiscDel(&netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: hostLink.Attrs().Index, Parent: netlink.HANDLE_ROOT}}))
+	// The host side's egress is what the agent receives; the inside's,
+	// what it sends.
+	first, firstHandle, second := hostLink, &root, inside
+	if !in {
+		first, firstHandle, second = inside, h.handle, nil
+	}
+	if err := netem(firstHandle, first); err == nil {
+		if in && out {
+			if err := netem(h.handle, second); err != nil {
+				return errors.Join(err, root.QdiscDel(&netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: hostLink.Attrs().Index, Parent: netlink.HANDLE_ROOT}}))
+			}
 		}
 		return nil
 	} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EOPNOTSUPP) {
-		return fmt.Errorf("netem on %s: %w", h.storeHost, err)
+		return fmt.Errorf("netem on %s: %w", first.Attrs().Name, err)
 	}
 	// No sch_netem in this kernel: the BPF filter.
 	if h.n.drop == nil {
@@ -103,7 +124,14 @@ func (h *nsHost) dropAll() error {
 	if err := h.handle.QdiscAdd(&netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}); err != nil {
 		return fmt.Errorf("clsact on %s: %w", h.storeInside, err)
 	}
-	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+	var parents []uint32
+	if in {
+		parents = append(parents, netlink.HANDLE_MIN_INGRESS)
+	}
+	if out {
+		parents = append(parents, netlink.HANDLE_MIN_EGRESS)
+	}
+	for _, parent := range parents {
 		f := &netlink.BpfFilter{
 			FilterAttrs: netlink.FilterAttrs{LinkIndex: idx, Parent: parent, Handle: netlink.MakeHandle(0, 1), Protocol: unix.ETH_P_ALL, Priority: 1},
 			Fd:          h.n.drop.prog.FD(), Name: "soak-drop", DirectAction: true,
@@ -163,8 +191,9 @@ func (d *dropProgram) close() { _ = d.prog.Close() }
 
 // The cuts do what they say: a connection from an agent's namespace to the
 // store bridge works when healed; with the link down or every packet
-// dropped, a connect neither succeeds nor is refused (it times out: no
-// reset); healed again, it works; and the management link is never cut.
+// dropped, either way or one way only, a connect neither succeeds nor is
+// refused (it times out: no reset); healed again, it works; and the
+// management link is never cut.
 func TestSoakNetworkCuts(t *testing.T) {
 	testutil.NeedRoot(t)
 	n := newNetwork(t)
@@ -202,7 +231,7 @@ func TestSoakNetworkCuts(t *testing.T) {
 	if err := dial(store.Addr().String()); err != nil {
 		t.Fatalf("healed: connect to the store bridge from the namespace: %v", err)
 	}
-	for _, m := range []cutMode{linkDown, dropAll} {
+	for _, m := range []cutMode{linkDown, dropAll, dropIn, dropOut} {
 		if err := h.partition(m); err != nil {
 			t.Fatal(err)
 		}

@@ -19,9 +19,17 @@
 //   - TestSoakEtcd*: the etcd leader killed, one member lost, every member
 //     restarted.
 //   - TestSoakFull*: log_dir and data_dir on a full file system.
+//   - TestSoakFencing: the proof from the job's resource: heartbeat jobs
+//     that fork append every attempt with their BERTH_FENCING_TOKEN to
+//     one history, under partitions (either way), agent and guard kills
+//     and stops, a stalled host, etcd leader kills, upgrades and reload
+//     storms, one at a time and mixed; the history is replayed as a store
+//     that fences by token (package fence) and must show no stale write
+//     accepted, every run with a token of its own, in order.
 //
 // The test files carry the build tag "soak": `make soak` runs the long form
 // (100 kills, 100 partitions, 50 member kills), `make soak-short` (and
-// .ci/run) the short one. They need root; a test skips, saying why, where the host lacks what
+// .ci/run) the short one; `make soak-fencing` runs TestSoakFencing's
+// 1,000 rounds, `make soak-fencing-short` its 50. They need root; a test skips, saying why, where the host lacks what
 // it needs.
 package soak

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(stamperEnv) != "" {
 		os.Exit(runStamper())
 	}
+	if os.Getenv(heartbeatEnv) != "" {
+		os.Exit(runHeartbeat())
+	}
 	flag.Parse()
 	var err error
 	if selfBin, err = os.Executable(); err != nil {

@@ -31,6 +31,7 @@ type world struct {
 	tag    string
 	stamps string // the stamp files, <job>.log
 	ttl    time.Duration
+	load   workload
 	jobs   []string // every job
 	agents []*member
 	// crashes are the agents SIGKILLed and not started again before
@@ -45,6 +46,7 @@ type member struct {
 	host    *nsHost
 	file    agentFile
 	config  string
+	static  string // the [static] table of its file
 	logFile string
 	proc    *agentProc   // the agent running now (or the last one)
 	procs   []*agentProc // every run of its agent, oldest first
@@ -53,25 +55,51 @@ type member struct {
 	poller  *poller
 }
 
+// workload is what a world's agents run: the [[connector]] blocks of
+// every agent's file, and whether a job's worker has started working.
+type workload struct {
+	defs    func(w *world) string
+	started func(w *world, m *member, job string, pid int) bool
+}
+
+// stamping is the stamper (stamper_test.go) as both connectors' jobs.
+var stamping = workload{
+	defs: func(w *world) string {
+		var wl strings.Builder
+		for _, c := range w.connectors() {
+			cmd := stamperCommand(w.stamps, 5)
+			fmt.Fprintf(&wl, "[[connector]]\nname = %q\ntasks = 2\n  [connector.run]\n  %s\n  [connector.task]\n  %s\n\n", c, cmd, cmd)
+		}
+		return wl.String()
+	},
+	started: func(w *world, _ *member, job string, pid int) bool {
+		return stampedBy(filepath.Join(w.stamps, job+".log"), pid)
+	},
+}
+
+// connectors are the world's two connectors, P (declared by agent a) and
+// Q (by b), each a job and two tasks.
+func (w *world) connectors() []string { return []string{w.tag + "-p", w.tag + "-q"} }
+
 // newWorld builds the world with session TTL ttl (whole seconds, at least
-// 2 s) and starts its agents; it returns once each runs its own jobs.
-func newWorld(t *testing.T, ttl time.Duration) *world {
+// 2 s) running the stamping workload and starts its agents; it returns
+// once each runs its own jobs.
+func newWorld(t *testing.T, ttl time.Duration) *world { return newWorldOf(t, ttl, stamping) }
+
+// newWorldOf is newWorld with workload load.
+func newWorldOf(t *testing.T, ttl time.Duration, load workload) *world {
 	t.Helper()
 	testutil.NeedRoot(t)
-	w := &world{t: t, net: newNetwork(t), tag: randHex(3), stamps: t.TempDir(), ttl: ttl}
+	w := &world{t: t, net: newNetwork(t), tag: randHex(3), stamps: t.TempDir(), ttl: ttl, load: load}
 	w.etcd = startEtcd(t, 3, w.net.store.ip(1).String())
-	p, q := w.tag+"-p", w.tag+"-q"
+	p, q := w.connectors()[0], w.connectors()[1]
 	decl := map[string][]string{
 		"a": {p, p + "-0", p + "-1"},
 		"b": {q, q + "-0", q + "-1"},
 		"c": nil,
 	}
 	w.jobs = append(append([]string{}, decl["a"]...), decl["b"]...)
-	var wl strings.Builder
-	for _, c := range []string{p, q} {
-		cmd := stamperCommand(w.stamps, 5)
-		fmt.Fprintf(&wl, "[[connector]]\nname = %q\ntasks = 2\n  [connector.run]\n  %s\n  [connector.task]\n  %s\n\n", c, cmd, cmd)
-	}
+	wl := load.defs(w)
 	for i, id := range []string{"a", "b", "c"} {
 		m := &member{w: w, id: id, host: w.net.addHost(i), home: decl[id]}
 		dir := t.TempDir()
@@ -85,9 +113,10 @@ func newWorld(t *testing.T, ttl time.Duration) *world {
 				tasks = append(tasks, j)
 			}
 		}
+		m.static = fmt.Sprintf("[static]\nconnectors = [%s]\ntasks = [%s]\n\n", quoteAll(conns), quoteAll(tasks))
 		m.file = agentFile{id: id, dir: dir, listen: m.addr, root: fmt.Sprintf("berth-soak-%s-%s", w.tag, id),
 			cluster: "soak-" + w.tag, endpoints: w.etcd.endpoints(), ttl: w.ttl.String(), stopTimeout: "2s",
-			body: fmt.Sprintf("[static]\nconnectors = [%s]\ntasks = [%s]\n\n%s", quoteAll(conns), quoteAll(tasks), wl.String())}
+			body: m.static + wl}
 		m.config = m.file.write(t)
 		testutil.TrackCgroupRoot(t, m.file.root)
 		w.agents = append(w.agents, m)
@@ -128,8 +157,8 @@ func (w *world) settled() (bool, string) {
 			if !ok || j.State != worker.Running || j.PID == 0 {
 				return false, fmt.Sprintf("%s runs %s, want %v", m.id, describe(js), m.home)
 			}
-			if !stampedBy(filepath.Join(w.stamps, id+".log"), j.PID) {
-				return false, fmt.Sprintf("%s: job %s pid %d has not stamped yet", m.id, id, j.PID)
+			if !w.load.started(w, m, id, j.PID) {
+				return false, fmt.Sprintf("%s: job %s pid %d has not written yet", m.id, id, j.PID)
 			}
 		}
 	}
