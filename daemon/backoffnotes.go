@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthd/berth/internal/boottime"
 	"github.com/berthd/berth/worker"
 	"github.com/prometheus/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // BackoffFile is <data_dir>/backoff: the jobs of the running agent that
@@ -86,7 +86,7 @@ func loadBackoff(dataDir string, guardPID func() int, log *slog.Logger) (*backof
 				"guard_pid", s.GuardPID, "jobs", len(s.Jobs))
 			break
 		}
-		now := boottimeNow()
+		now := boottime.Now()
 		for _, w := range s.Jobs {
 			p := w.Pending
 			p.NextRestart = time.Now().Add(time.Duration(w.Due - now))
@@ -158,7 +158,7 @@ func (n *backoffNotes) save() error {
 		return nil
 	}
 	n.dirty = false
-	now := boottimeNow()
+	now := boottime.Now()
 	s := savedBackoff{Jobs: make([]savedWait, 0, len(n.jobs))}
 	for _, p := range n.jobs {
 		s.Jobs = append(s.Jobs, savedWait{Pending: p, Due: now + int64(time.Until(p.NextRestart))})
@@ -231,14 +231,5 @@ func startTicks(pid int) uint64 {
 	if err != nil {
 		return 0
 	}
-	return st.Starttime
-}
-
-// boottimeNow is CLOCK_BOOTTIME now, nanoseconds (clock_gettime(2)).
-func boottimeNow() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		panic("clock_gettime(CLOCK_BOOTTIME): " + err.Error()) // Linux ≥ 2.6.39 has it
-	}
-	return ts.Nano()
+	return boottime.StartTicks(st.Starttime) // one domain for agents in any time namespace
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/internal/boottime"
 	"github.com/prometheus/procfs"
 )
 
@@ -45,7 +46,7 @@ type Client struct {
 	log  *slog.Logger
 
 	mu     sync.Mutex
-	latest int64 // CLOCK_BOOTTIME ns of the newest deadline; 0: none yet
+	latest int64 // boottime.Now ns of the newest deadline; 0: none yet
 	acked  int64 // the newest deadline the guard acknowledged
 	conn   *net.UnixConn
 	pid    int // the guard's, from its hello
@@ -75,9 +76,13 @@ const hungAfter = 30 * time.Second
 // the first Deadline; a guard an earlier agent left keeps that agent's
 // until this one sends its own.
 //
-// Errors: the guard could not be started, did not listen within
-// readyTimeout, or did not answer the hello within answerTimeout.
+// Errors: this process's time namespace cannot be read
+// (internal/boottime); the guard could not be started, did not listen
+// within readyTimeout, or did not answer the hello within answerTimeout.
 func Start(ctx context.Context, opts Options) (*Client, error) {
+	if _, err := boottime.Offset(); err != nil {
+		return nil, fmt.Errorf("lease guard: %w", err)
+	}
 	c := &Client{opts: opts, log: opts.Log, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	c.runs.dataDir = opts.DataDir
 	c.runs.kick = func() {
@@ -126,7 +131,7 @@ func (c *Client) Deadline(t time.Time) {
 	c.deadline(t)
 }
 
-// deadline is Deadline, returning the CLOCK_BOOTTIME ns it hands on.
+// deadline is Deadline, returning the boottime.Now ns it hands on.
 func (c *Client) deadline(t time.Time) int64 {
 	c.mu.Lock()
 	v := onBoottime(t)

@@ -302,6 +302,45 @@ func TestDeadlinePassesKillsEveryJob(t *testing.T) {
 	}
 }
 
+// A guard in a time namespace whose clocks run 10 minutes ahead
+// (unshare --time --boottime 600 --monotonic 600, as an agent started in
+// one starts it) holds the deadline of an agent outside it at the real
+// time: it kills neither 10 minutes early (at once) nor late.
+func TestDeadlineAcrossTimeNamespaces(t *testing.T) {
+	unshare := testutil.Unshare(t)
+	w := newWorld(t)
+	_, pids := w.startJobs()
+	opts := w.options()
+	opts.Command = append([]string{unshare, "--time", "--boottime", "600", "--monotonic", "600"}, opts.Command...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	exited := w.reaped(c.PID())
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/timens_offsets", c.PID())); err != nil || !strings.Contains(string(b), "600") {
+		t.Fatalf("the guard's time namespace offsets: %q, %v; want 600 s", b, err)
+	}
+	const ttl = 3 * time.Second
+	deadline := time.Now().Add(ttl)
+	c.Deadline(deadline)
+	w.acked(c)
+	c.Close()
+	select {
+	case <-exited:
+	case <-time.After(testutil.Deadline(ttl + 20*time.Second)):
+		t.Fatalf("the guard in a time namespace still runs %s after the deadline", time.Since(deadline).Round(time.Millisecond))
+	}
+	if early := time.Until(deadline); early > 0 {
+		t.Errorf("the guard in a time namespace killed %s before the deadline", early)
+	}
+	if left := alive(pids); len(left) > 0 {
+		t.Errorf("processes %v of %v alive after the guard's kill", left, pids)
+	}
+}
+
 // inLeaf checks that pid sits in <root>/guard in every hierarchy berth
 // uses (/proc/PID/cgroup), never in a job's cgroup.
 func (w *world) inLeaf(pid int) {

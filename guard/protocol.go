@@ -22,9 +22,10 @@ const (
 	// kindHello opens a connection both ways: the agent sends its pid,
 	// the guard answers with its own.
 	kindHello kind = 1
-	// kindDeadline is the agent's fencing deadline, CLOCK_BOOTTIME
-	// nanoseconds (clock_gettime(2)): the guard kills every job once it
-	// passes without a later one. The guard answers kindAck.
+	// kindDeadline is the agent's fencing deadline, CLOCK_BOOTTIME of the
+	// initial time namespace, nanoseconds (internal/boottime): the guard
+	// kills every job once it passes without a later one. The guard
+	// answers kindAck.
 	kindDeadline kind = 2
 	// kindRelease says the agent stopped every job: the guard answers
 	// kindAck and exits without killing anything.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/internal/boottime"
 	"github.com/berthd/berth/internal/kernfile"
 	"github.com/berthd/berth/worker"
 	"golang.org/x/sys/unix"
@@ -222,7 +223,7 @@ func (r *runs) spawn(mc *msgConn, m runMsg, logw *os.File, logr int) {
 	}
 	run.Leaf = g.RunLeaf()
 	if st, serr := kernfile.ReadProcStat(run.PID); serr == nil {
-		run.StartTicks = st.StartTicks
+		run.StartTicks = boottime.StartTicks(st.StartTicks) // the initial time namespace's, as every agent reads it
 	}
 	r.mu.Lock()
 	if hr, ok := r.held[run.ID]; ok {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthd/berth/internal/boottime"
 	"github.com/berthd/berth/internal/kernfile"
 	"github.com/berthd/berth/worker"
 	"github.com/prometheus/procfs"
@@ -673,7 +674,8 @@ func (rc *runsClient) closeRuns() {
 // Verify proves that the run's process is still the one the guard
 // started (never a bare pid: docs/live-restart.md): the guard is its
 // parent and has not reaped it, so the pid names it; its start time
-// (/proc/PID/stat field 22) and its cgroup2 leaf (/proc/PID/cgroup) must
+// (/proc/PID/stat field 22, converted to the initial time namespace's
+// ticks on both sides) and its cgroup2 leaf (/proc/PID/cgroup) must
 // match the record too. Errors say which check failed.
 func (h HeldRun) Verify() error {
 	if h.Exited {
@@ -683,8 +685,9 @@ func (h HeldRun) Verify() error {
 	if err != nil {
 		return fmt.Errorf("run %s: pid %d: %w", h.ID, h.PID, err)
 	}
-	if st.StartTicks != h.StartTicks {
-		return fmt.Errorf("run %s: pid %d started at tick %d, the run at %d: another process", h.ID, h.PID, st.StartTicks, h.StartTicks)
+	// Both in ticks of the initial time namespace (boottime.StartTicks).
+	if start := boottime.StartTicks(st.StartTicks); start != h.StartTicks {
+		return fmt.Errorf("run %s: pid %d started at tick %d, the run at %d: another process", h.ID, h.PID, start, h.StartTicks)
 	}
 	if h.Leaf == "" {
 		return nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/internal/boottime"
 	"golang.org/x/sys/unix"
 )
 
@@ -80,7 +81,8 @@ const maxWait = time.Second
 //     hello within helloGrace of the start: the same kill at once (no
 //     lease is known that would let a job run).
 //
-// Errors: ErrRunning when another guard holds the data_dir; the hierarchy
+// Errors: ErrRunning when another guard holds the data_dir; the time
+// namespace's offset cannot be read (internal/boottime); the hierarchy
 // cannot be opened or has no <root>/jobs (the agent prepares it first); the leaf cannot be made or entered; the socket cannot
 // be made.
 func Serve(ctx context.Context, opts ServeOptions) error {
@@ -98,6 +100,9 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 			return fmt.Errorf("guard: %s: %w", lockPath(opts.DataDir), ErrRunning)
 		}
 		return fmt.Errorf("guard: lock %s: %w", lockPath(opts.DataDir), err)
+	}
+	if _, err := boottime.Offset(); err != nil {
+		return fmt.Errorf("guard: %w", err)
 	}
 	h, err := cgroup.Open(opts.CgroupRoot)
 	if err != nil {
@@ -256,7 +261,7 @@ func (s *server) run(ctx context.Context) error {
 	var (
 		agent    *net.UnixConn
 		agentPID uint64
-		deadline int64 // CLOCK_BOOTTIME ns; 0: none received
+		deadline int64 // boottime.Now ns; 0: none received
 	)
 	defer func() {
 		if agent != nil {
@@ -269,7 +274,7 @@ func (s *server) run(ctx context.Context) error {
 	for {
 		wait := maxWait
 		if deadline != 0 {
-			wait = min(maxWait, time.Duration(deadline-boottime()))
+			wait = min(maxWait, time.Duration(deadline-boottime.Now()))
 		}
 		timer.Reset(max(0, wait))
 		select {
@@ -294,7 +299,7 @@ func (s *server) run(ctx context.Context) error {
 			}
 			if cm.err != nil {
 				s.log.Warn("guard: the agent disconnected without release", "agent_pid", agentPID, "error", cm.err,
-					"deadline_in", time.Duration(deadline-boottime()).Round(time.Millisecond))
+					"deadline_in", time.Duration(deadline-boottime.Now()).Round(time.Millisecond))
 				agent.Close()
 				agent = nil
 				if deadline == 0 {
@@ -325,9 +330,9 @@ func (s *server) run(ctx context.Context) error {
 				s.log.Warn("guard: no agent connected since the start: killing every job now", "waited", helloGrace)
 				return s.killAll()
 			}
-			if deadline != 0 && boottime() >= deadline {
+			if deadline != 0 && boottime.Now() >= deadline {
 				s.log.Error("guard: the fencing deadline passed without a renewal from the agent: killing every job",
-					"agent_connected", agent != nil, "agent_pid", agentPID, "late", time.Duration(boottime()-deadline))
+					"agent_connected", agent != nil, "agent_pid", agentPID, "late", time.Duration(boottime.Now()-deadline))
 				return s.killAll()
 			}
 		}

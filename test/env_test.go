@@ -70,6 +70,9 @@ type env struct {
 	out    *testutil.SyncBuffer
 	waited chan error
 	bin    string // the agent's program; "": berthBin
+	// wrap, when set, is the command the agent's program runs under (its
+	// arguments before the program: unshare --time ...), which execs it.
+	wrap []string
 }
 
 func newEnv(t testing.TB) *env {
@@ -118,7 +121,8 @@ func (e *env) startWith(c *http.Client, base string) {
 	if e.bin != "" {
 		bin = e.bin
 	}
-	e.cmd = exec.Command(bin, "agent", "--config", e.config)
+	argv := append(append([]string(nil), e.wrap...), bin, "agent", "--config", e.config)
+	e.cmd = exec.Command(argv[0], argv[1:]...)
 	e.out = &testutil.SyncBuffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
 	if err := e.cmd.Start(); err != nil {
