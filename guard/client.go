@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/internal/boottime"
 	"github.com/prometheus/procfs"
 )
 
@@ -45,22 +44,14 @@ type Client struct {
 	log  *slog.Logger
 
 	mu     sync.Mutex
-	latest int64 // CLOCK_BOOTTIME ns of the newest deadline; 0: none yet
+	latest int64 // boottime.Now ns of the newest deadline; 0: none yet
 	acked  int64 // the newest deadline the guard acknowledged
-	conn   *net.UnixConn
-	pid    int // the guard's, from its hello
 	kick   chan struct{}
 	quit   chan struct{}
 	done   chan struct{} // closed when send has returned
 	closed bool
 
-	runs runsClient // the runs socket: worker.Spawner
-
-	// silentSince is when the guard first failed to answer a hello in
-	// time in the current run of failures (zero: it answers), silent how
-	// many hellos went unanswered since; see hung.
-	silentSince time.Time
-	silent      int
+	runs runsClient // the connection: the deadlines and the runs (worker.Spawner)
 }
 
 // hungAfter is how long a guard that runs (not stopped) may go without
@@ -73,16 +64,24 @@ const hungAfter = 30 * time.Second
 // listens (a detached `berth guard`: see spawn), and returns the client
 // whose Deadline calls reach it. The guard then holds no deadline until
 // the first Deadline; a guard an earlier agent left keeps that agent's
-// until this one sends its own.
+// until this one sends its own. A guard of the previous release (two
+// sockets: legacy.go) is used as it is, until it exits.
 //
-// Errors: the guard could not be started, did not listen within
-// readyTimeout, or did not answer the hello within answerTimeout.
+// Errors: this process's time namespace cannot be read
+// (internal/boottime); the guard could not be started, did not listen
+// within readyTimeout, or did not answer the hello within answerTimeout.
 func Start(ctx context.Context, opts Options) (*Client, error) {
+	if _, err := boottime.Offset(); err != nil {
+		return nil, fmt.Errorf("lease guard: %w", err)
+	}
 	c := &Client{opts: opts, log: opts.Log, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
-	c.runs.dataDir = opts.DataDir
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	c.runs.opts, c.runs.log = opts, c.log
 	c.runs.kick = func() {
 		c.mu.Lock()
-		none := c.latest == 0 // nothing to send: Start connected a guard
+		none := c.latest == 0 // nothing to send yet
 		c.mu.Unlock()
 		if none {
 			return
@@ -92,16 +91,17 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 		default:
 		}
 	}
-	if c.log == nil {
-		c.log = slog.Default()
-	}
-	c.runs.log = c.log
-	conn, pid, err := c.connect(ctx)
+	l, err := c.runs.attach(ctx, true)
 	if err != nil {
+		c.runs.closeRuns()
 		return nil, err
 	}
-	c.conn, c.pid = conn, pid
-	c.log.Info("lease guard connected", "guard_pid", pid, "socket", SocketPath(opts.DataDir))
+	if l.v1 != nil {
+		c.log.Info("lease guard of the previous release connected: its two sockets are used until it exits", "guard_pid", l.pid,
+			"socket", SocketPath(opts.DataDir), "runs_socket", legacyRunsSocketPath(opts.DataDir), "boottime_offset", time.Duration(l.offset))
+	} else {
+		c.log.Info("lease guard connected", "guard_pid", l.pid, "socket", SocketPath(opts.DataDir))
+	}
 	go c.send()
 	return c, nil
 }
@@ -109,9 +109,7 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 // PID returns the pid of the guard the client is connected to (0 while
 // it is not).
 func (c *Client) PID() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pid
+	return c.runs.pid()
 }
 
 // Deadline hands the guard the agent's new fencing deadline t (a time
@@ -126,7 +124,7 @@ func (c *Client) Deadline(t time.Time) {
 	c.deadline(t)
 }
 
-// deadline is Deadline, returning the CLOCK_BOOTTIME ns it hands on.
+// deadline is Deadline, returning the boottime.Now ns it hands on.
 func (c *Client) deadline(t time.Time) int64 {
 	c.mu.Lock()
 	v := onBoottime(t)
@@ -188,45 +186,53 @@ func (c *Client) Release(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	c.runs.closeRuns()
-	conn := c.stop()
-	if conn != nil {
-		if exchange(conn, message{kind: kindRelease}, kindAck) == nil {
-			return c.released(ctx, conn)
+	c.stop()
+	rc := &c.runs
+	defer rc.closeRuns()
+	rc.mu.Lock()
+	rc.releasing = true // a link that ends now is not made again
+	l := rc.live
+	rc.mu.Unlock()
+	if l != nil {
+		if rc.releaseOn(l) == nil {
+			return rc.released(ctx, l)
 		}
-		conn.Close() // the guard behind it is gone or hung: ask the one listening
+		l.mc.c.Close() // the guard behind it is gone or hung: ask the one listening
 	}
-	conn, _, err := c.dial(ctx)
+	l, err := rc.dial(ctx)
 	if errors.Is(err, errHung) {
 		// Every job is gone: a guard that does not answer has nothing
 		// to guard, and its leaf must empty for the root to go.
-		return c.endHung(ctx, err)
+		return rc.endHung(ctx, err)
 	}
 	if err != nil {
 		c.log.Info("no lease guard to release", "reason", err)
 		return nil
 	}
-	if err := exchange(conn, message{kind: kindRelease}, kindAck); err != nil {
-		conn.Close()
+	if err := rc.releaseOn(l); err != nil {
+		l.mc.c.Close()
 		return fmt.Errorf("release the lease guard: %w", err)
 	}
-	return c.released(ctx, conn)
+	return rc.released(ctx, l)
 }
 
-// released waits, within ctx, for the guard to close conn as it exits.
-func (c *Client) released(ctx context.Context, conn *net.UnixConn) error {
-	defer conn.Close()
+// released waits, within ctx (else answerTimeout), for the guard to
+// close l as it exits.
+func (rc *runsClient) released(ctx context.Context, l *link) error {
+	wait := answerTimeout
 	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetReadDeadline(d)
-	} else {
-		_ = conn.SetReadDeadline(time.Now().Add(answerTimeout))
+		wait = time.Until(d)
 	}
-	_, err := conn.Read(make([]byte, msgSize))
-	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("release the lease guard: it acknowledged but did not exit (%v)", err)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-l.done:
+		rc.logger().Info("lease guard released")
+		return nil
+	case <-t.C:
+		l.mc.c.Close()
+		return fmt.Errorf("release the lease guard: it acknowledged but did not exit within %s", wait.Round(time.Millisecond))
 	}
-	c.log.Info("lease guard released")
-	return nil
 }
 
 // Close ends the client without release: the guard keeps the last
@@ -235,28 +241,21 @@ func (c *Client) Close() {
 	if c == nil {
 		return
 	}
+	c.stop()
 	c.runs.closeRuns()
-	if conn := c.stop(); conn != nil {
-		conn.Close()
-	}
 }
 
-// stop ends send and returns the connection (nil if there is none), once.
-func (c *Client) stop() *net.UnixConn {
+// stop ends send, once.
+func (c *Client) stop() {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil
+		return
 	}
 	c.closed = true
 	c.mu.Unlock()
 	close(c.quit)
 	<-c.done
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	conn := c.conn
-	c.conn = nil
-	return conn
 }
 
 // send forwards the newest deadline at every kick, reconnecting when the
@@ -264,6 +263,11 @@ func (c *Client) stop() *net.UnixConn {
 // hung. It logs a failure when it first happens and the recovery.
 func (c *Client) send() {
 	defer close(c.done)
+	newest := func() int64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.latest
+	}
 	failing := false
 	for {
 		select {
@@ -271,83 +275,27 @@ func (c *Client) send() {
 			return
 		case <-c.kick:
 		}
-		c.mu.Lock()
-		conn, latest := c.conn, c.latest
-		c.mu.Unlock()
-		err := errors.New("not connected")
-		if conn != nil {
-			err = exchange(conn, message{kind: kindDeadline, value: uint64(latest)}, kindAck)
+		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+		v, err := c.runs.forward(ctx, newest)
+		cancel()
+		if errors.Is(err, errClientClosed) {
+			return
 		}
 		if err != nil {
-			if conn != nil {
-				conn.Close()
+			if !failing {
+				c.log.Error("lease guard unreachable: if this agent dies now its jobs' forked processes outlive it; retrying at the next renewal", "error", err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-			var pid int
-			conn, pid, err = c.connect(ctx)
-			cancel()
-			if err == nil {
-				// The reconnect may have taken seconds (a new guard
-				// started): send the newest deadline, not the one this
-				// round began with, which may have passed meanwhile.
-				c.mu.Lock()
-				latest = c.latest
-				c.mu.Unlock()
-				err = exchange(conn, message{kind: kindDeadline, value: uint64(latest)}, kindAck)
-			}
-			c.mu.Lock()
-			c.conn, c.pid = conn, pid
-			if err != nil {
-				c.conn, c.pid = nil, 0
-			}
-			c.mu.Unlock()
-			if err != nil {
-				if conn != nil {
-					conn.Close()
-				}
-				if !failing {
-					c.log.Error("lease guard unreachable: if this agent dies now its jobs' forked processes outlive it; retrying at the next renewal", "error", err)
-				}
-				failing = true
-				continue
-			}
-			c.log.Warn("lease guard reconnected", "guard_pid", pid)
+			failing = true
+			continue
 		}
 		c.mu.Lock()
-		c.acked = latest
-		c.silentSince, c.silent = time.Time{}, 0
+		c.acked = v
 		c.mu.Unlock()
 		if failing {
-			c.log.Info("lease guard holds the deadline again")
+			c.log.Info("lease guard holds the deadline again", "guard_pid", c.runs.pid())
 		}
 		failing = false
 	}
-}
-
-// connect dials the guard, starting one when none listens, and exchanges
-// hellos.
-func (c *Client) connect(ctx context.Context) (*net.UnixConn, int, error) {
-	conn, pid, err := c.dial(ctx)
-	if err == nil {
-		return conn, pid, nil
-	}
-	if errors.Is(err, errHung) {
-		// A guard that accepts but does not answer (stopped, stuck) would
-		// keep this agent from starting, and could kill its jobs at a
-		// deadline it held when it runs again: end it. One that runs and
-		// is only late (busy forking on a loaded host) is given
-		// hungAfter: ending it would kill every job.
-		if !c.hung() {
-			return nil, 0, fmt.Errorf("%w; it runs, so it is given %s before it is ended", err, hungAfter)
-		}
-		if kerr := c.endHung(ctx, err); kerr != nil {
-			return nil, 0, kerr
-		}
-	}
-	if err := spawn(ctx, c.opts); err != nil {
-		return nil, 0, err
-	}
-	return c.dial(ctx)
 }
 
 // hung reports whether the guard that did not answer in time is to be
@@ -355,18 +303,18 @@ func (c *Client) connect(ctx context.Context) (*net.UnixConn, int, error) {
 // /proc/PID/stat), or has not answered for hungAfter, or cannot be found
 // in its cgroup leaf. It starts the silence's clock at the first call of
 // a run of failures.
-func (c *Client) hung() bool {
-	c.mu.Lock()
-	if c.silentSince.IsZero() {
-		c.silentSince = time.Now()
+func (rc *runsClient) hung() bool {
+	rc.mu.Lock()
+	if rc.silentSince.IsZero() {
+		rc.silentSince = time.Now()
 	}
-	c.silent++
-	long := time.Since(c.silentSince) >= hungAfter
-	c.mu.Unlock()
+	rc.silent++
+	long := time.Since(rc.silentSince) >= hungAfter
+	rc.mu.Unlock()
 	if long {
 		return true
 	}
-	h, err := cgroup.Open(c.opts.CgroupRoot)
+	h, err := cgroup.Open(rc.opts.CgroupRoot)
 	if err != nil {
 		return true
 	}
@@ -400,17 +348,14 @@ func procState(pid int) (byte, bool) {
 	return st.State[0], true
 }
 
-// errHung marks a guard that accepted a connection but did not answer.
-var errHung = errors.New("the lease guard does not answer")
-
 // endHung kills a guard that does not answer (why), through its cgroup
 // leaf <cgroup_root>/guard: only a guard of this agent's runs there, and
 // the agent holds its cgroup root's lock. SIGKILL ends a stopped process
 // too.
 //
 // Errors: the leaf cannot be loaded or its processes killed.
-func (c *Client) endHung(ctx context.Context, why error) error {
-	h, err := cgroup.Open(c.opts.CgroupRoot)
+func (rc *runsClient) endHung(ctx context.Context, why error) error {
+	h, err := cgroup.Open(rc.opts.CgroupRoot)
 	if err == nil {
 		var g *cgroup.Group
 		if g, err = h.Load(CgroupLeaf); err == nil {
@@ -420,57 +365,6 @@ func (c *Client) endHung(ctx context.Context, why error) error {
 	if err != nil {
 		return fmt.Errorf("end the lease guard that does not answer (%v): %w", why, err)
 	}
-	c.log.Warn("ended a lease guard that did not answer (stopped or stuck); starting a new one", "reason", why)
+	rc.logger().Warn("ended a lease guard that did not answer (stopped or stuck); starting a new one", "reason", why)
 	return nil
-}
-
-// dial connects to the socket and exchanges hellos.
-func (c *Client) dial(ctx context.Context) (*net.UnixConn, int, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unixpacket", SocketPath(c.opts.DataDir))
-	if err != nil {
-		return nil, 0, fmt.Errorf("connect to the lease guard: %w", err)
-	}
-	conn := nc.(*net.UnixConn)
-	if uid, err := peerUID(conn); err != nil || uid != 0 {
-		conn.Close()
-		return nil, 0, fmt.Errorf("connect to the lease guard %s: its peer is uid %d, not root (%v)", SocketPath(c.opts.DataDir), uid, err)
-	}
-	_ = conn.SetDeadline(time.Now().Add(answerTimeout))
-	m, err := roundTrip(conn, message{kind: kindHello, value: uint64(os.Getpid())})
-	if err == nil && m.kind != kindHello {
-		err = fmt.Errorf("answered %s to hello", m.kind)
-	}
-	if err != nil {
-		conn.Close()
-		return nil, 0, fmt.Errorf("connect to the lease guard %s: %w: %w", SocketPath(c.opts.DataDir), errHung, err)
-	}
-	return conn, int(m.value), nil
-}
-
-// exchange sends m and waits, within answerTimeout, for an answer of kind
-// want with m's value.
-func exchange(conn *net.UnixConn, m message, want kind) error {
-	_ = conn.SetDeadline(time.Now().Add(answerTimeout))
-	a, err := roundTrip(conn, m)
-	if err != nil {
-		return err
-	}
-	if a.kind != want || a.value != m.value {
-		return fmt.Errorf("guard answered %s %d to %s %d", a.kind, a.value, m.kind, m.value)
-	}
-	return nil
-}
-
-// roundTrip writes m and reads one answer, within conn's deadline.
-func roundTrip(conn *net.UnixConn, m message) (message, error) {
-	if _, err := conn.Write(m.encode()); err != nil {
-		return message{}, fmt.Errorf("send %s: %w", m.kind, err)
-	}
-	buf := make([]byte, msgSize+1)
-	n, err := conn.Read(buf)
-	if err != nil {
-		return message{}, fmt.Errorf("wait for the answer to %s: %w", m.kind, err)
-	}
-	return decode(buf[:n])
 }

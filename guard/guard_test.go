@@ -302,6 +302,64 @@ func TestDeadlinePassesKillsEveryJob(t *testing.T) {
 	}
 }
 
+// oneSocket checks that the data_dir holds one socket, SocketPath: the
+// previous release's runs socket is gone.
+func (w *world) oneSocket() {
+	w.t.Helper()
+	ents, err := os.ReadDir(w.dataDir)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var socks []string
+	for _, e := range ents {
+		if e.Type()&os.ModeSocket != 0 {
+			socks = append(socks, e.Name())
+		}
+	}
+	if len(socks) != 1 || filepath.Join(w.dataDir, socks[0]) != SocketPath(w.dataDir) {
+		w.t.Errorf("sockets in the data_dir: %v, want %s alone", socks, filepath.Base(SocketPath(w.dataDir)))
+	}
+}
+
+// A guard in a time namespace whose clocks run 10 minutes ahead
+// (unshare --time --boottime 600 --monotonic 600, as an agent started in
+// one starts it) holds the deadline of an agent outside it at the real
+// time: it kills neither 10 minutes early (at once) nor late.
+func TestDeadlineAcrossTimeNamespaces(t *testing.T) {
+	unshare := testutil.Unshare(t)
+	w := newWorld(t)
+	_, pids := w.startJobs()
+	opts := w.options()
+	opts.Command = append([]string{unshare, "--time", "--boottime", "600", "--monotonic", "600"}, opts.Command...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	exited := w.reaped(c.PID())
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/timens_offsets", c.PID())); err != nil || !strings.Contains(string(b), "600") {
+		t.Fatalf("the guard's time namespace offsets: %q, %v; want 600 s", b, err)
+	}
+	const ttl = 3 * time.Second
+	deadline := time.Now().Add(ttl)
+	c.Deadline(deadline)
+	w.acked(c)
+	c.Close()
+	select {
+	case <-exited:
+	case <-time.After(testutil.Deadline(ttl + 20*time.Second)):
+		t.Fatalf("the guard in a time namespace still runs %s after the deadline", time.Since(deadline).Round(time.Millisecond))
+	}
+	if early := time.Until(deadline); early > 0 {
+		t.Errorf("the guard in a time namespace killed %s before the deadline", early)
+	}
+	if left := alive(pids); len(left) > 0 {
+		t.Errorf("processes %v of %v alive after the guard's kill", left, pids)
+	}
+}
+
 // inLeaf checks that pid sits in <root>/guard in every hierarchy berth
 // uses (/proc/PID/cgroup), never in a job's cgroup.
 func (w *world) inLeaf(pid int) {
@@ -337,6 +395,7 @@ func TestRenewedDeadlineKeepsJobsAndReleaseKillsNothing(t *testing.T) {
 	_, pids := w.startJobs()
 	c, exited := w.connect()
 	w.inLeaf(c.PID())
+	w.oneSocket()
 	// Renew as a session does, well past several deadlines' length.
 	const ttl = 800 * time.Millisecond
 	first := time.Now()
@@ -377,6 +436,7 @@ func TestSecondAgentTakesOver(t *testing.T) {
 	w := newWorld(t)
 	_, pids := w.startJobs()
 	first, exited := w.connect()
+	firstGuard := first.PID()
 	early := time.Now().Add(time.Second)
 	first.Deadline(early)
 	w.acked(first)
@@ -388,8 +448,8 @@ func TestSecondAgentTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	if second.PID() != first.PID() {
-		t.Fatalf("second agent started guard %d while %d runs", second.PID(), first.PID())
+	if second.PID() != firstGuard {
+		t.Fatalf("second agent started guard %d while %d runs", second.PID(), firstGuard)
 	}
 	second.Deadline(time.Now().Add(time.Minute))
 	w.acked(second)
@@ -411,25 +471,38 @@ func TestSecondAgentTakesOver(t *testing.T) {
 	<-exited
 }
 
-// A peer that speaks another protocol version is disconnected; the guard
-// goes on serving.
+// A peer that speaks another protocol version is told so and
+// disconnected, and one that sends anything before its hello is
+// disconnected; the guard goes on serving its agent.
 func TestOtherVersionRefused(t *testing.T) {
 	w := newWorld(t)
 	c, exited := w.connect()
 	pid := c.PID()
-	conn, err := net.Dial("unixpacket", SocketPath(w.dataDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	bad := message{kind: kindHello, value: 1}.encode()
-	bad[0] = Version + 1
-	if _, err := conn.Write(bad); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if n, err := conn.Read(make([]byte, msgSize)); err == nil {
-		t.Errorf("guard answered %d bytes to version %d", n, Version+1)
+	for name, first := range map[string]runMsg{
+		"other version":     {Op: opHello, Version: Version + 1, PID: os.Getpid()},
+		"list before hello": {Op: opList},
+	} {
+		conn, err := net.Dial("unixpacket", SocketPath(w.dataDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mc := &msgConn{c: conn.(*net.UnixConn)}
+		if err := mc.send(first); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(testutil.Deadline(20 * time.Second)))
+		buf, oob := newRecvBuffers()
+		a, _, err := mc.recv(buf, oob)
+		if first.Op == opHello && (err != nil || a.Op != opHello || a.Error == "" || a.Version != Version) {
+			t.Errorf("%s: answer %+v, %v; want a hello naming version %d, with an error", name, a, err, Version)
+		}
+		if first.Op == opHello {
+			a, _, err = mc.recv(buf, oob)
+		}
+		if err == nil {
+			t.Errorf("%s: the guard answered %+v and kept the connection", name, a)
+		}
+		conn.Close()
 	}
 	c.Deadline(time.Now().Add(time.Minute))
 	w.acked(c)
@@ -481,9 +554,10 @@ func TestGuardWithoutAgentKillsAndExits(t *testing.T) {
 	}
 }
 
-// Packets of another size, version or kind are refused; every kind
-// survives a round trip.
-func TestDecode(t *testing.T) {
+// Packets of the previous release's deadline protocol (legacy.go) of
+// another size, version or kind are refused; every kind survives a round
+// trip.
+func TestDecodeV1(t *testing.T) {
 	for _, k := range []kind{kindHello, kindDeadline, kindRelease, kindAck} {
 		m := message{kind: k, value: 1<<63 + 7}
 		got, err := decode(m.encode())
@@ -493,11 +567,11 @@ func TestDecode(t *testing.T) {
 	}
 	good := message{kind: kindHello}.encode()
 	otherVersion := append([]byte(nil), good...)
-	otherVersion[0] = Version + 1
+	otherVersion[0] = v1Version + 1
 	unknownKind := append([]byte(nil), good...)
 	unknownKind[1] = 9
 	for name, b := range map[string][]byte{
-		"short": good[:msgSize-1], "long": append(append([]byte(nil), good...), 0), "empty": nil,
+		"short": good[:v1Size-1], "long": append(append([]byte(nil), good...), 0), "empty": nil,
 		"other version": otherVersion, "unknown kind": unknownKind,
 	} {
 		if m, err := decode(b); err == nil {
@@ -599,13 +673,14 @@ func TestSlowGuardIsNotEnded(t *testing.T) {
 		}
 	}
 	defer thaw()
-	// Two hellos without an answer, each of which used to end the guard.
+	// Two deadlines without an answer, each of which used to end the
+	// guard.
 	for i := 1; i <= 2; i++ {
 		c.Deadline(time.Now().Add(time.Hour + time.Duration(i)*time.Minute))
-		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("hello %d to the frozen guard unanswered", i), func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			return c.silent >= i
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("deadline %d to the frozen guard unanswered", i), func() bool {
+			c.runs.mu.Lock()
+			defer c.runs.mu.Unlock()
+			return c.runs.silent >= i
 		})
 	}
 	select {

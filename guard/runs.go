@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/internal/boottime"
 	"github.com/berthd/berth/internal/kernfile"
 	"github.com/berthd/berth/worker"
 	"golang.org/x/sys/unix"
@@ -23,13 +24,12 @@ import (
 // or without an agent), keeps each run's record and the read end of its
 // log pipe, and hands them to the next agent (docs/live-restart.md).
 //
-// One connection on the runs socket is the agent's: the newest one. Exits
-// go to it; a run's record stays until the agent forgets it.
+// The agent's connection (setAgent: the newest that said hello) gets the
+// exits; a run's record stays until the agent forgets it.
 type runs struct {
 	log *slog.Logger
 	h   *cgroup.Hierarchy
 	rt  *worker.Runtime
-	ln  *net.UnixListener
 
 	mu     sync.Mutex
 	held   map[string]*heldRun
@@ -39,7 +39,7 @@ type runs struct {
 	groups map[string]*cgroup.Group
 	closed bool
 
-	wg sync.WaitGroup // accept, read loops, spawns, exit notices
+	wg sync.WaitGroup // spawns, exit notices, replaced notices
 }
 
 // guardSendTimeout bounds one write of the guard to its agent.
@@ -53,49 +53,28 @@ type heldRun struct {
 	status unix.WaitStatus
 }
 
-// listenRuns starts the runs socket of dataDir and the worker runtime
-// that launches jobs (this process becomes a child subreaper).
-func listenRuns(log *slog.Logger, h *cgroup.Hierarchy, dataDir string) (*runs, error) {
+// newRuns starts the worker runtime that launches jobs (this process
+// becomes a child subreaper).
+func newRuns(log *slog.Logger, h *cgroup.Hierarchy) (*runs, error) {
 	rt, err := worker.StartRuntime()
 	if err != nil {
 		return nil, fmt.Errorf("guard: %w", err)
 	}
-	sock := RunsSocketPath(dataDir)
-	_ = os.Remove(sock)
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
-	if err != nil {
-		_ = rt.Close()
-		return nil, fmt.Errorf("guard: listen on %s: %w", sock, err)
-	}
-	ln.SetUnlinkOnClose(true)
-	if err := os.Chmod(sock, 0o600); err != nil {
-		ln.Close()
-		_ = rt.Close()
-		return nil, fmt.Errorf("guard: chmod %s: %w", sock, err)
-	}
 	nonce := make([]byte, 4)
 	_, _ = rand.Read(nonce)
-	r := &runs{log: log, h: h, rt: rt, ln: ln, held: map[string]*heldRun{}, groups: map[string]*cgroup.Group{},
-		nonce: hex.EncodeToString(nonce)}
-	r.wg.Add(1)
-	go r.accept()
-	return r, nil
+	return &runs{log: log, h: h, rt: rt, held: map[string]*heldRun{}, groups: map[string]*cgroup.Group{},
+		nonce: hex.EncodeToString(nonce)}, nil
 }
 
-// close stops accepting and reading and waits for every goroutine. The
-// runtime's launcher threads end last: the main processes they forked die
-// with them (their parent-death signal), as a guard that ends must leave
-// no job running unseen.
+// close waits for every goroutine (the connections are closed first, by
+// the server). The runtime's launcher threads end last: the main
+// processes they forked die with them (their parent-death signal), as a
+// guard that ends must leave no job running unseen.
 func (r *runs) close() {
 	r.mu.Lock()
 	r.closed = true
-	conn := r.conn
 	r.conn = nil
 	r.mu.Unlock()
-	r.ln.Close()
-	if conn != nil {
-		conn.c.Close()
-	}
 	r.wg.Wait()
 	r.mu.Lock()
 	for _, hr := range r.held {
@@ -116,80 +95,72 @@ func (r *runs) count() int {
 	return len(r.held)
 }
 
-func (r *runs) accept() {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.AcceptUnix()
-		if err != nil {
-			return
-		}
-		if uid, err := peerUID(c); err != nil || uid != 0 {
-			r.log.Warn("guard: refused a runs connection not from root", "uid", uid, "error", err)
-			c.Close()
-			continue
-		}
-		// A write waits long for an agent that does not read (a burst of
-		// exits, a starved agent); one that fails closes the connection,
-		// and the agent then counts every run as lost.
-		mc := &msgConn{c: c, timeout: guardSendTimeout}
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			c.Close()
-			return
-		}
-		if r.conn != nil {
-			r.conn.c.Close() // a newer agent replaces it
-		}
-		r.conn = mc
-		r.wg.Add(1)
-		r.mu.Unlock()
-		go r.read(mc)
+// setAgent makes mc the agent's connection, where exits go; the one it
+// replaces is told so (opReplaced, so that its agent does not take the
+// guard back at once) and closed.
+func (r *runs) setAgent(mc *msgConn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := r.conn
+	r.conn = mc
+	if prev == nil || prev == mc || r.closed {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		_ = prev.send(runMsg{Op: opReplaced})
+		prev.c.Close()
+	}()
+}
+
+// isAgent reports whether mc is the agent's connection.
+func (r *runs) isAgent(mc *msgConn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conn == mc
+}
+
+// disconnected notes the end of mc: if it was the agent's, exits wait
+// for the next agent.
+func (r *runs) disconnected(mc *msgConn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == mc {
+		r.conn = nil
 	}
 }
 
-// read serves one agent connection until it ends.
-func (r *runs) read(mc *msgConn) {
-	defer r.wg.Done()
-	defer func() {
+// serve handles one runs message of the agent's connection mc, with the
+// descriptors that came with it (owned here).
+func (r *runs) serve(mc *msgConn, m runMsg, files []int) {
+	switch m.Op {
+	case opSpawn:
+		if len(files) != 2 || m.Exec == nil || m.Run == nil {
+			closeAll(files)
+			_ = mc.send(runMsg{Op: opSpawned, Seq: m.Seq, Error: "spawn without exec, run and two descriptors"})
+			return
+		}
 		r.mu.Lock()
-		if r.conn == mc {
-			r.conn = nil
+		if r.closed {
+			r.mu.Unlock()
+			closeAll(files)
+			return
 		}
+		r.wg.Add(1)
 		r.mu.Unlock()
-		mc.c.Close()
-	}()
-	buf, oob := newRecvBuffers()
-	for {
-		m, files, err := mc.recv(buf, oob)
-		if err != nil {
-			return
+		go func() {
+			defer r.wg.Done()
+			r.spawn(mc, m, os.NewFile(uintptr(files[0]), "log pipe"), files[1])
+		}()
+	case opForget:
+		closeAll(files)
+		if m.Run != nil {
+			r.forget(m.Run.ID)
 		}
-		switch m.Op {
-		case opSpawn:
-			if len(files) != 2 || m.Exec == nil || m.Run == nil {
-				closeAll(files)
-				_ = mc.send(runMsg{Op: opSpawned, Seq: m.Seq, Error: "spawn without exec, run and two descriptors"})
-				continue
-			}
-			r.wg.Add(1)
-			go func() {
-				defer r.wg.Done()
-				r.spawn(mc, m, os.NewFile(uintptr(files[0]), "log pipe"), files[1])
-			}()
-		case opForget:
-			closeAll(files)
-			if m.Run != nil {
-				r.forget(m.Run.ID)
-			}
-		case opList:
-			closeAll(files)
-			r.list(mc)
-		default:
-			closeAll(files)
-			r.log.Warn("guard: unexpected message on the runs socket; closing it", "op", m.Op)
-			return
-		}
+	case opList:
+		closeAll(files)
+		r.list(mc)
 	}
 }
 
@@ -222,7 +193,7 @@ func (r *runs) spawn(mc *msgConn, m runMsg, logw *os.File, logr int) {
 	}
 	run.Leaf = g.RunLeaf()
 	if st, serr := kernfile.ReadProcStat(run.PID); serr == nil {
-		run.StartTicks = st.StartTicks
+		run.StartTicks = boottime.StartTicks(st.StartTicks) // the initial time namespace's, as every agent reads it
 	}
 	r.mu.Lock()
 	if hr, ok := r.held[run.ID]; ok {

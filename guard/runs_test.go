@@ -257,7 +257,7 @@ func TestLateWaitAfterGuardLossAndLargeSpawn(t *testing.T) {
 	testutil.Eventually(t, 20*time.Second, "the runs connection ends", func() bool {
 		c2.runs.mu.Lock()
 		defer c2.runs.mu.Unlock()
-		return c2.runs.conn == nil
+		return c2.runs.live == nil
 	})
 	ch, onExit := exitCh()
 	c2.Adopt(held[0].Run, onExit)
@@ -272,28 +272,28 @@ func TestLateWaitAfterGuardLossAndLargeSpawn(t *testing.T) {
 	testutil.Eventually(t, 20*time.Second, "the run dies with its guard", func() bool { return !testutil.Alive(run.PID) })
 }
 
-// breakConn shuts the client's runs connection down under it, as a
+// breakConn shuts the client's connection down under it, as a
 // transport error would (shutdown(2) on its socket: both ends see the
 // connection end; the guard lives on).
 func breakConn(t *testing.T, c *Client) {
 	t.Helper()
 	c.runs.mu.Lock()
-	mc := c.runs.conn
+	l := c.runs.live
 	c.runs.mu.Unlock()
-	if mc == nil {
-		t.Fatal("no runs connection to break")
+	if l == nil {
+		t.Fatal("no connection to break")
 	}
-	sc, err := mc.c.SyscallConn()
+	sc, err := l.mc.c.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var serr error
 	if err := sc.Control(func(fd uintptr) { serr = unix.Shutdown(int(fd), unix.SHUT_RDWR) }); err != nil || serr != nil {
-		t.Fatalf("shutdown the runs connection: %v %v", err, serr)
+		t.Fatalf("shutdown the connection: %v %v", err, serr)
 	}
 }
 
-// A runs connection that breaks while its guard lives costs no run: the
+// A connection that breaks while its guard lives costs no run: the
 // client connects again and lists the runs; a run that runs on is waited
 // for on the new connection (its later exit comes with its status), and a
 // run that exited while no connection was up has its real status
@@ -389,8 +389,12 @@ func TestBrokenRunsConnectionRelists(t *testing.T) {
 		}
 		return err == nil && len(h) == 0
 	})
-	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// The deadlines go over the new connection too.
+	rctx, rcancel := context.WithTimeout(context.Background(), testutil.Deadline(20*time.Second))
 	defer rcancel()
+	if err := c.DeadlineSync(rctx, time.Now().Add(2*time.Minute)); err != nil {
+		t.Fatalf("a deadline after the reconnection: %v", err)
+	}
 	if err := c.Release(rctx); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthd/berth/internal/boottime"
 	"github.com/berthd/berth/internal/kernfile"
 	"github.com/berthd/berth/worker"
 	"github.com/prometheus/procfs"
@@ -22,42 +23,74 @@ import (
 // with it (their parent-death signal is SIGKILL).
 const lostStatus = unix.WaitStatus(unix.SIGKILL)
 
-// runsClient is the agent's side of the runs socket; Client embeds it
-// as the worker.Spawner the agent's workers start through.
+// runsClient is the agent's side of its one connection to the guard: the
+// live link, made again when it breaks, with the deadlines and the runs
+// it carries. Client embeds it; its Spawn, Adopt and Forget are the
+// worker.Spawner the agent's workers start through.
 type runsClient struct {
-	dataDir string
-	kick    func() // has the deadline sender reconnect, starting a guard if none runs
-	log     *slog.Logger
-	// beforeRelist, when set (tests), runs when a connection has ended,
+	opts Options
+	log  *slog.Logger
+	kick func() // has the deadline sender send the newest deadline (a new link)
+	// beforeRelist, when set (tests), runs when the live link has ended,
 	// before the client connects again to list the runs.
 	beforeRelist func()
 
-	dialMu sync.Mutex // one dial at a time; never held with mu
+	dialMu sync.Mutex // one link made at a time; never held with mu
 
-	mu      sync.Mutex
-	conn    *msgConn
-	closed  bool
-	seq     uint64
-	waiting map[uint64]chan runMsg           // spawn answers, by Seq
-	onExit  map[string]func(unix.WaitStatus) // by run ID
-	pending map[string]unix.WaitStatus       // exits nobody waits for yet
+	mu        sync.Mutex
+	live      *link
+	had       bool // a link was live before: the next one lists the runs first
+	links     map[*link]bool
+	closed    bool
+	releasing bool
+	seq       uint64
+	onExit    map[string]func(unix.WaitStatus) // by run ID
+	pending   map[string]unix.WaitStatus       // exits nobody waits for yet
 	// owned holds the run IDs the guard told of (spawned, held, exited),
 	// kept across a relist while the guard still holds them; lost those
 	// the guard no longer holds (relist) that no one waited for yet:
 	// their wait gets lostStatus at once.
-	owned   map[string]bool
-	lost    map[string]bool
-	listing *listing // during Held
-	// relisting is the connection a relist is listing the runs on, not
-	// yet the client's (conn): closeRuns ends it too.
-	relisting *msgConn
-	// gone holds the connections whose read loop has ended.
-	gone map[*msgConn]bool
-	wg   sync.WaitGroup
+	owned map[string]bool
+	lost  map[string]bool
+	// silentSince is when the guard first failed to answer in time in
+	// the current run of failures (zero: it answers), silent how many
+	// messages went unanswered since; see hung.
+	silentSince time.Time
+	silent      int
+
+	wg sync.WaitGroup // every link's read loop
 }
 
-// listing routes opHeld messages to one Held call; done is closed when
-// Held returns, so that the read loop never blocks on a list no one reads.
+// link is one connection to a guard. On a guard of this release it is
+// one socket, mc; on one of the previous release (legacy.go) mc is its
+// runs socket and v1 its deadline socket.
+type link struct {
+	mc  *msgConn
+	v1  *net.UnixConn
+	pid int // the guard's, from its hello
+	// offset is the boottime offset of the guard's time namespace, ns
+	// (boottime.OffsetOf): a guard of the previous release reads
+	// deadlines and start times on its own clock, not the initial
+	// namespace's.
+	offset int64
+	done   chan struct{} // closed when the read loop has ended
+
+	// Under runsClient.mu:
+	waiting  map[uint64]chan answer // answers by Seq
+	listing  *listing               // during a list
+	ended    bool
+	replaced bool // the guard took a newer connection for the agent's
+}
+
+// answer is the guard's answer to one request, or the link's end (err).
+type answer struct {
+	m   runMsg
+	err error
+}
+
+// listing routes opHeld messages to one list call; done is closed when
+// the call returns, so that the read loop never blocks on a list no one
+// reads.
 type listing struct {
 	ch   chan heldMsg
 	done chan struct{}
@@ -79,6 +112,10 @@ type HeldRun struct {
 	Status unix.WaitStatus
 	// Logr is the read end of the run's log pipe.
 	Logr *os.File
+	// tickSlack: the agent's or the guard's time namespace offset is not
+	// a whole start time tick, so StartTicks, converted to the initial
+	// namespace on either side, may differ by one (boottime.ShiftTicks).
+	tickSlack bool
 }
 
 var _ worker.Spawner = (*Client)(nil)
@@ -88,101 +125,315 @@ var _ worker.Spawner = (*Client)(nil)
 // and the worker reports it.
 const spawnTimeout = 30 * time.Second
 
-// ensure returns the runs connection, dialling it (and having a guard
-// started when none listens) if there is none. The dial runs without mu,
-// so that exits and waits go on meanwhile.
-func (rc *runsClient) ensure(ctx context.Context) (*msgConn, error) {
-	rc.mu.Lock()
-	if rc.closed {
-		rc.mu.Unlock()
-		return nil, errors.New("lease guard client closed")
-	}
-	if mc := rc.conn; mc != nil {
-		rc.mu.Unlock()
-		return mc, nil
-	}
-	rc.mu.Unlock()
-	rc.dialMu.Lock()
-	defer rc.dialMu.Unlock()
-	rc.mu.Lock()
-	if mc := rc.conn; mc != nil { // another caller dialled meanwhile
-		rc.mu.Unlock()
-		return mc, nil
-	}
-	rc.mu.Unlock()
-	c, err := rc.dial(ctx)
-	// No guard listens (it ended): the deadline sender brings one up
-	// (kick); look again until ctx ends.
-	for wait := 20 * time.Millisecond; err != nil && rc.kick != nil; wait = min(2*wait, 500*time.Millisecond) {
-		rc.kick()
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%w (and no guard came up: %w)", err, ctx.Err())
-		case <-t.C:
-		}
-		c, err = rc.dial(ctx)
-	}
-	if err != nil {
-		return nil, err
-	}
-	mc := &msgConn{c: c}
+// errHung marks a guard that accepted a connection but did not answer.
+var errHung = errors.New("the lease guard does not answer")
+
+// errNoAnswer is a request the guard did not answer in time.
+var errNoAnswer = errors.New("no answer in time")
+
+// errClientClosed is a connection cut short by closeRuns.
+var errClientClosed = errors.New("lease guard client closed")
+
+// liveLink returns the live link (nil: none), or errClientClosed.
+func (rc *runsClient) liveLink() (*link, error) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.closed {
-		c.Close()
-		return nil, errors.New("lease guard client closed")
+		return nil, errClientClosed
 	}
-	rc.conn, rc.owned = mc, map[string]bool{}
-	rc.wg.Add(1)
-	go rc.read(mc)
-	return mc, nil
+	return rc.live, nil
 }
 
-func (rc *runsClient) dial(ctx context.Context) (*net.UnixConn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unixpacket", RunsSocketPath(rc.dataDir))
+// pid is the pid of the guard of the live link, 0 while there is none.
+func (rc *runsClient) pid() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.live == nil {
+		return 0
+	}
+	return rc.live.pid
+}
+
+// attach returns the live link, or makes one (connect; start: a guard is
+// started when none listens, and one that is hung ended). A link made
+// after an earlier one ended lists the runs first (install).
+func (rc *runsClient) attach(ctx context.Context, start bool) (*link, error) {
+	if l, err := rc.liveLink(); l != nil || err != nil {
+		return l, err
+	}
+	rc.dialMu.Lock()
+	defer rc.dialMu.Unlock()
+	if l, err := rc.liveLink(); l != nil || err != nil { // made meanwhile
+		return l, err
+	}
+	l, err := rc.connect(ctx, start)
 	if err != nil {
-		return nil, fmt.Errorf("connect to the lease guard's runs socket: %w", err)
+		return nil, err
+	}
+	if err := rc.install(ctx, l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// connect dials the guard; with start, it starts one when none listens,
+// and ends one that accepts but does not answer when hung says so.
+func (rc *runsClient) connect(ctx context.Context, start bool) (*link, error) {
+	l, err := rc.dial(ctx)
+	if err == nil || !start || errors.Is(err, errClientClosed) {
+		return l, err
+	}
+	if errors.Is(err, errHung) {
+		// A guard that accepts but does not answer (stopped, stuck) would
+		// keep this agent from starting, and could kill its jobs at a
+		// deadline it held when it runs again: end it. One that runs and
+		// is only late (busy forking on a loaded host) is given
+		// hungAfter: ending it would kill every job.
+		if !rc.hung() {
+			return nil, fmt.Errorf("%w; it runs, so it is given %s before it is ended", err, hungAfter)
+		}
+		if kerr := rc.endHung(ctx, err); kerr != nil {
+			return nil, kerr
+		}
+	}
+	if err := spawn(ctx, rc.opts); err != nil {
+		return nil, err
+	}
+	return rc.dial(ctx)
+}
+
+// dial connects to the guard that listens and exchanges hellos. A guard
+// of the previous release is told by its runs socket, on which something
+// listens (a guard of this release removes it): it is dialled on both of
+// its sockets (legacy.go). Errors: no guard listens; its peer is not
+// root; it does not answer its hello within answerTimeout (errHung); it
+// speaks another protocol version; errClientClosed.
+func (rc *runsClient) dial(ctx context.Context) (*link, error) {
+	var d net.Dialer
+	if nc, err := d.DialContext(ctx, "unixpacket", legacyRunsSocketPath(rc.opts.DataDir)); err == nil {
+		return rc.dialLegacy(nc.(*net.UnixConn))
+	}
+	path := SocketPath(rc.opts.DataDir)
+	nc, err := d.DialContext(ctx, "unixpacket", path)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the lease guard: %w", err)
 	}
 	c := nc.(*net.UnixConn)
 	if uid, err := peerUID(c); err != nil || uid != 0 {
 		c.Close()
-		return nil, fmt.Errorf("connect to %s: its peer is uid %d, not root (%v)", RunsSocketPath(rc.dataDir), uid, err)
+		return nil, fmt.Errorf("connect to the lease guard %s: its peer is uid %d, not root (%v)", path, uid, err)
 	}
-	return c, nil
+	l, err := rc.open(&link{mc: &msgConn{c: c}})
+	if err != nil {
+		return nil, err
+	}
+	a, err := rc.call(l, runMsg{Op: opHello, Version: Version, PID: os.Getpid()}, answerTimeout)
+	if err == nil && (a.Error != "" || a.Version != Version) {
+		l.mc.c.Close()
+		return nil, fmt.Errorf("connect to the lease guard %s: it speaks protocol %d, this agent %d: %s", path, a.Version, Version, a.Error)
+	}
+	if err != nil {
+		l.mc.c.Close()
+		return nil, fmt.Errorf("connect to the lease guard %s: %w: %w", path, errHung, err)
+	}
+	off, err := boottime.OffsetOf(a.PID)
+	if err != nil {
+		l.mc.c.Close()
+		return nil, fmt.Errorf("the lease guard (pid %d): %w", a.PID, err)
+	}
+	rc.mu.Lock()
+	l.pid, l.offset = a.PID, off
+	rc.mu.Unlock()
+	return l, nil
 }
 
-// read routes the guard's messages until the connection ends; then, if
-// it was the live connection (conn), it has the runs listed again over a
-// new one (relist), which reports the runs the guard no longer holds lost
-// (SIGKILL). It never blocks on a send to the guard, so that exits keep
-// coming however busy the agent is.
-func (rc *runsClient) read(mc *msgConn) {
+// dialLegacy makes a link to a guard of the previous release, whose runs
+// socket runs is connected: it dials its deadline socket and reads the
+// boottime offset of its time namespace.
+func (rc *runsClient) dialLegacy(runs *net.UnixConn) (*link, error) {
+	path := legacyRunsSocketPath(rc.opts.DataDir)
+	if uid, err := peerUID(runs); err != nil || uid != 0 {
+		runs.Close()
+		return nil, fmt.Errorf("connect to %s: its peer is uid %d, not root (%v)", path, uid, err)
+	}
+	v1, pid, err := dialV1(SocketPath(rc.opts.DataDir))
+	if err != nil {
+		runs.Close()
+		return nil, err
+	}
+	off, err := boottime.OffsetOf(pid)
+	if err != nil {
+		runs.Close()
+		v1.Close()
+		return nil, fmt.Errorf("the lease guard of the previous release (pid %d): %w", pid, err)
+	}
+	return rc.open(&link{mc: &msgConn{c: runs}, v1: v1, pid: pid, offset: off})
+}
+
+// open registers l and starts its read loop. Errors: errClientClosed (l
+// is closed).
+func (rc *runsClient) open(l *link) (*link, error) {
+	l.done = make(chan struct{})
+	l.waiting = map[uint64]chan answer{}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.closed {
+		l.mc.c.Close()
+		if l.v1 != nil {
+			l.v1.Close()
+		}
+		return nil, errClientClosed
+	}
+	if rc.links == nil {
+		rc.links = map[*link]bool{}
+	}
+	rc.links[l] = true
+	rc.wg.Add(1)
+	go rc.read(l)
+	return l, nil
+}
+
+// call sends m (with fds) on l and waits within timeout for the answer
+// with its Seq. Errors: the send fails (a connection broken by it is
+// closed), the link ends first, or errNoAnswer.
+func (rc *runsClient) call(l *link, m runMsg, timeout time.Duration, fds ...int) (runMsg, error) {
+	ch := make(chan answer, 1)
+	rc.mu.Lock()
+	if l.ended {
+		rc.mu.Unlock()
+		return runMsg{}, fmt.Errorf("%s: the lease guard's connection ended", m.Op)
+	}
+	rc.seq++
+	m.Seq = rc.seq
+	l.waiting[m.Seq] = ch
+	rc.mu.Unlock()
+	forget := func() {
+		rc.mu.Lock()
+		delete(l.waiting, m.Seq)
+		rc.mu.Unlock()
+	}
+	if err := l.mc.send(m, fds...); err != nil {
+		forget()
+		var le localError
+		if !errors.As(err, &le) {
+			l.mc.c.Close() // broken: the read loop reports what ran through it
+		}
+		return runMsg{}, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case a := <-ch: // the read loop answers every waiter, also when the link ends
+		return a.m, a.err
+	case <-t.C:
+		forget()
+		return runMsg{}, fmt.Errorf("%s: %w", m.Op, errNoAnswer)
+	}
+}
+
+// deadlineOn hands the guard of l deadline d (boottime.Now ns) and waits
+// for its acknowledgement. Errors: as call's (errNoAnswer: it did not
+// answer within answerTimeout).
+func (rc *runsClient) deadlineOn(l *link, d int64) error {
+	if l.v1 != nil {
+		_, err := exchangeV1(l.v1, message{kind: kindDeadline, value: uint64(d + l.offset)}, kindAck, true)
+		return err
+	}
+	_, err := rc.call(l, runMsg{Op: opDeadline, Deadline: d}, answerTimeout)
+	return err
+}
+
+// releaseOn sends the release on l and waits for its acknowledgement.
+func (rc *runsClient) releaseOn(l *link) error {
+	if l.v1 != nil {
+		_, err := exchangeV1(l.v1, message{kind: kindRelease}, kindAck, true)
+		return err
+	}
+	_, err := rc.call(l, runMsg{Op: opRelease}, answerTimeout)
+	return err
+}
+
+// forward hands the guard the newest deadline (newest is read again
+// after a reconnection, which may take seconds) and returns it: on the
+// live link, else on a new one (attach, which starts a guard if none
+// listens). A guard that does not answer is ended only when hung says
+// so; a link that broke is closed and made again.
+func (rc *runsClient) forward(ctx context.Context, newest func() int64) (int64, error) {
+	l, err := rc.liveLink()
+	if err != nil {
+		return 0, err
+	}
+	if l != nil {
+		d := newest()
+		err := rc.deadlineOn(l, d)
+		if err == nil {
+			rc.heard()
+			return d, nil
+		}
+		if errors.Is(err, errNoAnswer) {
+			if !rc.hung() {
+				return 0, fmt.Errorf("the lease guard does not answer: %w; it runs, so it is given %s before it is ended", err, hungAfter)
+			}
+			if kerr := rc.endHung(ctx, err); kerr != nil {
+				return 0, kerr
+			}
+		}
+		// Its read loop ends it (and starts a relist) once it is closed.
+		l.mc.c.Close()
+		<-l.done
+	}
+	if l, err = rc.attach(ctx, true); err != nil {
+		return 0, err
+	}
+	d := newest()
+	if err := rc.deadlineOn(l, d); err != nil {
+		return 0, err
+	}
+	rc.heard()
+	return d, nil
+}
+
+// heard notes an answer: the guard is not silent.
+func (rc *runsClient) heard() {
+	rc.mu.Lock()
+	rc.silentSince, rc.silent = time.Time{}, 0
+	rc.mu.Unlock()
+}
+
+// read routes the guard's messages on l until it ends; then, if l was
+// the live link and the guard did not replace it with a newer agent's,
+// it has the runs listed again over a new one (reattach). It never
+// blocks on a send to the guard, so that exits keep coming however busy
+// the agent is.
+func (rc *runsClient) read(l *link) {
 	defer rc.wg.Done()
 	buf, oob := newRecvBuffers()
 	var err error
 	for {
 		var m runMsg
 		var fds []int
-		m, fds, err = mc.recv(buf, oob)
+		m, fds, err = l.mc.recv(buf, oob)
 		if err != nil {
 			break
 		}
 		switch m.Op {
-		case opSpawned:
+		case opSpawned, opHello, opAck:
 			closeAll(fds)
 			rc.mu.Lock()
-			ch := rc.waiting[m.Seq]
-			delete(rc.waiting, m.Seq)
-			if m.Run != nil && m.Error == "" {
-				rc.owned[m.Run.ID] = true
+			ch := l.waiting[m.Seq]
+			delete(l.waiting, m.Seq)
+			if m.Op == opSpawned && m.Run != nil && m.Error == "" {
+				rc.own(m.Run.ID)
 			}
 			rc.mu.Unlock()
 			if ch != nil {
-				ch <- m // room for one
+				ch <- answer{m: m} // room for one
 			}
+		case opReplaced:
+			closeAll(fds)
+			rc.mu.Lock()
+			l.replaced = true
+			rc.mu.Unlock()
 		case opExited:
 			closeAll(fds)
 			if m.Run != nil {
@@ -190,12 +441,12 @@ func (rc *runsClient) read(mc *msgConn) {
 			}
 		case opHeld, opListed:
 			rc.mu.Lock()
-			l := rc.listing
+			ls := l.listing
 			if m.Op == opHeld && m.Run != nil {
-				rc.owned[m.Run.ID] = true
+				rc.own(m.Run.ID)
 			}
 			rc.mu.Unlock()
-			if l == nil || m.Op == opHeld && (len(fds) != 1 || m.Run == nil) {
+			if ls == nil || m.Op == opHeld && (len(fds) != 1 || m.Run == nil) {
 				closeAll(fds)
 				continue
 			}
@@ -204,8 +455,8 @@ func (rc *runsClient) read(mc *msgConn) {
 				h = heldMsg{m: m, logr: fds[0]}
 			}
 			select {
-			case l.ch <- h:
-			case <-l.done:
+			case ls.ch <- h:
+			case <-ls.done:
 				closeAll(fds)
 			}
 		default:
@@ -213,81 +464,166 @@ func (rc *runsClient) read(mc *msgConn) {
 		}
 	}
 	rc.mu.Lock()
-	live := rc.conn == mc // a relist's connection is not live until its list is done
+	live := rc.live == l
 	if live {
-		rc.conn = nil
+		rc.live = nil
 	}
-	if rc.gone == nil {
-		rc.gone = map[*msgConn]bool{}
-	}
-	if !live {
-		rc.gone[mc] = true // a relist's connection: relist looks
-	}
-	mc.c.Close()
-	closing := rc.closed
-	waiting := rc.waiting
-	rc.waiting = map[uint64]chan runMsg{}
-	l := rc.listing
+	l.ended = true
+	delete(rc.links, l)
+	waiting, ls, replaced := l.waiting, l.listing, l.replaced
+	l.waiting = nil
+	closing := rc.closed || rc.releasing
 	rc.mu.Unlock()
-	for seq, ch := range waiting {
-		ch <- runMsg{Op: opSpawned, Seq: seq, Error: fmt.Sprintf("the lease guard's connection ended: %v", err)}
+	l.mc.c.Close()
+	if l.v1 != nil {
+		l.v1.Close()
 	}
-	if l != nil {
+	for _, ch := range waiting {
+		ch <- answer{m: runMsg{Error: fmt.Sprintf("the lease guard's connection ended: %v", err)}, err: fmt.Errorf("the lease guard's connection ended: %w", err)}
+	}
+	if ls != nil {
 		select {
-		case l.ch <- heldMsg{err: fmt.Errorf("the lease guard's connection ended: %w", err)}:
-		case <-l.done:
+		case ls.ch <- heldMsg{err: fmt.Errorf("the lease guard's connection ended: %w", err)}:
+		case <-ls.done:
 		}
 	}
+	close(l.done)
 	if closing || !live {
 		return
 	}
-	rc.relist(err)
+	if replaced {
+		// Another agent's connection took the guard over: taking it back
+		// at once would take it from that one, and so on. This client
+		// connects again (listing the runs) when it next needs the guard.
+		rc.logger().Warn("another agent connected to the lease guard; this agent connects again at its next renewal or start", "guard_pid", l.pid)
+		return
+	}
+	rc.reattach(err)
+}
+
+// own records that the guard holds run id (under mu).
+func (rc *runsClient) own(id string) {
+	if rc.owned == nil {
+		rc.owned = map[string]bool{}
+	}
+	rc.owned[id] = true
 }
 
 // relistTries is how many connections a relist tries before it counts
 // the runs lost.
 const relistTries = 3
 
-// relist follows the end of the live connection (cause): the guard may
-// live on (it closed a connection whose writes stalled for
-// guardSendTimeout, or the connection broke), so the client connects
-// again, without starting a guard, and lists the runs the guard holds.
-// A run this client knew of that the guard still holds is re-attached:
-// its exit, if it came meanwhile, is delivered with its real status,
-// else it is waited for on the new connection (a running run's process
-// is checked as adoption does, HeldRun.Verify). A run the guard no longer
-// holds, or every run when no guard answers (it is gone, and the runs'
-// main processes with it), is lost: its wait gets lostStatus, as before
-// relisting. A running run the client never heard of (a spawn whose
-// answer the broken connection lost; the worker has failed that start)
-// is killed and forgotten; an ended one is forgotten (its forget was
-// lost with the connection).
-func (rc *runsClient) relist(cause error) {
+// reattach follows the end of the live link (cause): the guard may live
+// on (it closed a connection whose writes stalled for guardSendTimeout,
+// or the connection broke), so the client connects again, without
+// starting a guard, and lists the runs the guard holds (install). When
+// no guard answers (it is gone, and the runs' main processes with it)
+// every run is lost: its wait gets lostStatus.
+func (rc *runsClient) reattach(cause error) {
 	if rc.beforeRelist != nil {
 		rc.beforeRelist()
 	}
 	rc.dialMu.Lock()
 	defer rc.dialMu.Unlock()
+	if l, err := rc.liveLink(); l != nil || err != nil { // made meanwhile, or closing
+		return
+	}
+	rc.mu.Lock()
+	n := len(rc.owned)
+	rc.mu.Unlock()
+	rc.logger().Warn("the connection to the lease guard ended; listing its runs again", "cause", cause, "runs", n)
+	var err error
+	for try := 1; try <= relistTries; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+		var l *link
+		if l, err = rc.connect(ctx, false); err == nil {
+			err = rc.install(ctx, l)
+		}
+		cancel()
+		if err == nil || errors.Is(err, errClientClosed) {
+			return
+		}
+	}
+	rc.mu.Lock()
+	var calls []func()
+	lost := 0
+	for id := range rc.owned {
+		lost++
+		calls = append(calls, rc.lose(id)...)
+	}
+	rc.mu.Unlock()
+	for _, f := range calls {
+		f()
+	}
+	rc.logger().Error("the lease guard is gone: its runs are lost and their jobs handled by their restart policy", "error", err, "lost", lost)
+}
+
+// lose counts run id lost (under mu): its wait, or the one to come, gets
+// lostStatus; the call to make after mu is returned.
+func (rc *runsClient) lose(id string) []func() {
+	delete(rc.owned, id)
+	if f := rc.onExit[id]; f != nil {
+		delete(rc.onExit, id)
+		return []func(){func() { f(lostStatus) }}
+	}
+	if _, done := rc.pending[id]; !done {
+		if rc.lost == nil {
+			rc.lost = map[string]bool{}
+		}
+		rc.lost[id] = true
+	}
+	return nil
+}
+
+// install makes l, a link just dialled, the live one. The first link is
+// live at once. A later one follows the end of another, whose runs this
+// client knew of: the runs are listed over l, which is not live yet, so
+// no spawn goes through it before the list is done and every running run
+// the client does not know of is a stray. A run this client knew of that
+// the guard still holds is re-attached: its exit, if it came meanwhile,
+// is delivered with its real status, else it is waited for on l (a
+// running run's process is checked as adoption does, HeldRun.Verify). A
+// run the guard no longer holds is lost: its wait gets lostStatus. A
+// running stray (a spawn whose answer the broken connection lost; the
+// worker has failed that start) is killed and forgotten; an ended one is
+// forgotten (its forget was lost with the connection). Errors: the list
+// fails (l is closed), or errClientClosed.
+func (rc *runsClient) install(ctx context.Context, l *link) error {
+	rc.mu.Lock()
+	first := !rc.had
+	if first {
+		rc.live, rc.had = l, true
+	}
+	rc.mu.Unlock()
+	if first {
+		return nil
+	}
+	// The runs known before the list, which marks every run it lists.
 	rc.mu.Lock()
 	known := make(map[string]bool, len(rc.owned))
 	for id := range rc.owned {
 		known[id] = true
 	}
 	rc.mu.Unlock()
-	rc.logger().Warn("the lease guard's runs connection ended; listing its runs again", "cause", cause, "runs", len(known))
-	var (
-		held []HeldRun
-		mc   *msgConn
-		err  error
-	)
-	for try := 1; try <= relistTries; try++ {
-		held, mc, err = rc.relistOnce()
-		if err == nil || errors.Is(err, errClientClosed) {
-			break
-		}
+	held, err := rc.list(ctx, l)
+	rc.mu.Lock()
+	closed, ended := rc.closed, l.ended
+	rc.mu.Unlock()
+	switch {
+	case closed:
+		err = errClientClosed
+	case err == nil && ended:
+		err = errors.New("the lease guard's connection ended during the list")
 	}
-	if errors.Is(err, errClientClosed) {
-		return
+	if err != nil {
+		for _, h := range held {
+			h.Logr.Close()
+		}
+		l.mc.c.Close()
+		if errors.Is(err, errClientClosed) {
+			return err
+		}
+		return fmt.Errorf("list the lease guard's runs again: %w", err)
 	}
 	byID := make(map[string]HeldRun, len(held))
 	for _, h := range held {
@@ -295,7 +631,7 @@ func (rc *runsClient) relist(cause error) {
 		byID[h.ID] = h
 	}
 	// Checks that read /proc run before the lock. A run whose process is
-	// gone was reaped by the guard after the list: its exit comes on mc.
+	// gone was reaped by the guard after the list: its exit comes on l.
 	bad, reaped := map[string]error{}, map[string]bool{}
 	for id, h := range byID {
 		if h.Exited || !known[id] {
@@ -312,43 +648,27 @@ func (rc *runsClient) relist(cause error) {
 	var calls []func()
 	lost, reattached, delivered := 0, 0, 0
 	rc.mu.Lock()
-	rc.relisting = nil // relistOnce left it set on success: closeRuns ends it until now
-	if err == nil && rc.closed {
+	if rc.closed || l.ended {
 		rc.mu.Unlock()
-		mc.c.Close()
-		return
-	}
-	if rc.lost == nil {
-		rc.lost = map[string]bool{}
-	}
-	if err == nil && rc.gone[mc] {
-		err = errors.New("the lease guard's connection ended after the list")
-		mc.c.Close()
-	}
-	delete(rc.gone, mc)
-	lose := func(id string) {
-		lost++
-		delete(rc.owned, id)
-		if f := rc.onExit[id]; f != nil {
-			delete(rc.onExit, id)
-			calls = append(calls, func() { f(lostStatus) })
-		} else if _, done := rc.pending[id]; !done {
-			rc.lost[id] = true
+		l.mc.c.Close()
+		if rc.closed {
+			return errClientClosed
 		}
+		return errors.New("list the lease guard's runs again: the connection ended after the list")
 	}
 	for id := range known {
 		h, ok := byID[id]
 		switch {
-		case err != nil || !ok:
-			lose(id)
+		case !ok:
+			lost++
+			calls = append(calls, rc.lose(id)...)
 		case bad[id] != nil:
 			rc.logger().Warn("a run the lease guard holds fails its identity check after the reconnection: lost", "run", id, "error", bad[id])
-			lose(id)
+			lost++
+			calls = append(calls, rc.lose(id)...)
 		case reaped[id]:
-			rc.owned[id] = true // its exit is on its way on mc
-			delivered++
+			delivered++ // its exit is on its way on l
 		case h.Exited:
-			rc.owned[id] = true
 			delivered++
 			if f := rc.onExit[id]; f != nil {
 				delete(rc.onExit, id)
@@ -361,90 +681,34 @@ func (rc *runsClient) relist(cause error) {
 				rc.pending[id] = h.Status
 			}
 		default:
-			rc.owned[id] = true
 			reattached++
 		}
 	}
 	var stray []HeldRun
-	if err == nil {
-		for id, h := range byID {
-			if !known[id] {
-				stray = append(stray, h)
-				delete(rc.owned, id) // marked by the list; nobody waits for it
-				delete(rc.pending, id)
-			}
+	for id, h := range byID {
+		if !known[id] {
+			stray = append(stray, h)
+			delete(rc.owned, id) // marked by the list; nobody waits for it
+			delete(rc.pending, id)
 		}
-		rc.conn = mc
 	}
+	rc.live = l
 	rc.mu.Unlock()
 	for _, f := range calls {
 		f()
 	}
-	if err != nil {
-		rc.logger().Error("the lease guard is gone: its runs are lost and their jobs handled by their restart policy", "error", err, "lost", lost)
-		return
-	}
 	for _, h := range stray {
 		if !h.Exited && h.Verify() == nil {
 			_ = unix.Kill(h.PID, unix.SIGKILL) // the guard's unreaped child: its pid names it
-			rc.logger().Warn("killed a run whose start was lost with the runs connection", "job_id", h.JobID, "run", h.ID, "pid", h.PID)
+			rc.logger().Warn("killed a run whose start was lost with the connection", "job_id", h.JobID, "run", h.ID, "pid", h.PID)
 		}
-		_ = mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: h.ID}})
+		_ = l.mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: h.ID}})
 	}
-	rc.logger().Info("runs re-attached after the runs connection ended", "running", reattached, "exited", delivered, "lost", lost)
-}
-
-// errClientClosed is a relist cut short by closeRuns.
-var errClientClosed = errors.New("lease guard client closed")
-
-// relistOnce connects to the runs socket and lists the runs held over the
-// new connection, which is not live (conn) yet: no spawn goes through it
-// before the list is done, so every running run the client does not know
-// of is a stray. On success the connection stays in relisting (closeRuns
-// ends it) until relist makes it live. Errors: no guard answers, the list
-// fails, or errClientClosed.
-func (rc *runsClient) relistOnce() ([]HeldRun, *msgConn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	c, err := rc.dial(ctx)
-	if err != nil {
-		return nil, nil, err
+	rc.logger().Info("runs re-attached after the connection to the lease guard ended", "guard_pid", l.pid, "running", reattached, "exited", delivered, "lost", lost)
+	if rc.kick != nil {
+		rc.kick() // the guard may be a new one, which holds no deadline yet
 	}
-	mc := &msgConn{c: c}
-	rc.mu.Lock()
-	if rc.closed {
-		rc.mu.Unlock()
-		c.Close()
-		return nil, nil, errClientClosed
-	}
-	rc.relisting = mc
-	rc.wg.Add(1)
-	rc.mu.Unlock()
-	go rc.read(mc)
-	held, err := rc.list(ctx, mc)
-	rc.mu.Lock()
-	closed, gone := rc.closed, rc.gone[mc]
-	rc.mu.Unlock()
-	switch {
-	case closed:
-		err = errClientClosed
-	case err == nil && gone:
-		err = errors.New("the lease guard's connection ended during the list")
-	}
-	if err != nil {
-		rc.mu.Lock()
-		rc.relisting = nil
-		delete(rc.gone, mc)
-		rc.mu.Unlock()
-	}
-	if err != nil {
-		for _, h := range held {
-			h.Logr.Close()
-		}
-		c.Close()
-		return nil, nil, fmt.Errorf("list the lease guard's runs again: %w", err)
-	}
-	return held, mc, nil
+	return nil
 }
 
 func (rc *runsClient) logger() *slog.Logger {
@@ -457,7 +721,7 @@ func (rc *runsClient) logger() *slog.Logger {
 // exit hands run id's status to whoever waits for it, or keeps it.
 func (rc *runsClient) exit(id string, ws unix.WaitStatus) {
 	rc.mu.Lock()
-	rc.owned[id] = true
+	rc.own(id)
 	f, ok := rc.onExit[id]
 	if ok {
 		delete(rc.onExit, id)
@@ -473,16 +737,16 @@ func (rc *runsClient) exit(id string, ws unix.WaitStatus) {
 	}
 }
 
-// wait registers f for run id's exit: a status already come (or lostStatus
-// when the connection that told of the run has ended) is delivered at
-// once.
+// wait registers f for run id's exit: a status already come (or
+// lostStatus when the link that told of the run has ended and no guard
+// holds it) is delivered at once.
 func (rc *runsClient) wait(id string, f func(unix.WaitStatus)) {
 	rc.mu.Lock()
 	ws, done := rc.pending[id]
 	switch {
 	case done:
 		delete(rc.pending, id)
-	case rc.lost[id] || !rc.owned[id] && rc.conn == nil:
+	case rc.lost[id] || !rc.owned[id] && rc.live == nil:
 		delete(rc.lost, id)
 		ws, done = lostStatus, true
 	default:
@@ -506,40 +770,28 @@ func (c *Client) Spawn(x *worker.Exec, r worker.Run, logw *os.File, logr int, on
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	rc := &c.runs
-	mc, err := rc.ensure(ctx)
+	l, err := rc.attach(ctx, true)
+	// A guard being replaced (a hung one ended, a new one starting):
+	// look again until ctx ends.
+	for wait := 20 * time.Millisecond; err != nil && !errors.Is(err, errClientClosed); wait = min(2*wait, 500*time.Millisecond) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return worker.Run{}, fmt.Errorf("start through the lease guard: %w (%w)", err, ctx.Err())
+		case <-t.C:
+		}
+		l, err = rc.attach(ctx, true)
+	}
 	if err != nil {
 		return worker.Run{}, fmt.Errorf("start through the lease guard: %w", err)
 	}
-	ch := make(chan runMsg, 1)
-	rc.mu.Lock()
-	rc.seq++
-	seq := rc.seq
-	if rc.waiting == nil {
-		rc.waiting = map[uint64]chan runMsg{}
-	}
-	rc.waiting[seq] = ch
-	rc.mu.Unlock()
-	forget := func() {
-		rc.mu.Lock()
-		delete(rc.waiting, seq)
-		rc.mu.Unlock()
-	}
-	if err := mc.send(runMsg{Op: opSpawn, Seq: seq, Exec: x, Run: &r}, int(logw.Fd()), logr); err != nil {
-		forget()
-		var le localError
-		if !errors.As(err, &le) {
-			mc.c.Close() // the connection is broken: the read loop reports what ran through it
-		}
-		return worker.Run{}, fmt.Errorf("start through the lease guard: %w", err)
-	}
-	t := time.NewTimer(spawnTimeout)
-	defer t.Stop()
-	var a runMsg
-	select {
-	case a = <-ch: // the read loop answers every waiter, also when the connection ends
-	case <-t.C:
-		forget()
+	a, err := rc.call(l, runMsg{Op: opSpawn, Exec: x, Run: &r}, spawnTimeout, int(logw.Fd()), logr)
+	switch {
+	case errors.Is(err, errNoAnswer):
 		return worker.Run{}, fmt.Errorf("start through the lease guard: no answer within %s", spawnTimeout)
+	case err != nil && a.Error == "":
+		return worker.Run{}, fmt.Errorf("start through the lease guard: %w", err)
 	}
 	if a.Error != "" || a.Run == nil {
 		msg := strings.TrimPrefix(a.Error, "start ")
@@ -549,7 +801,24 @@ func (c *Client) Spawn(x *worker.Exec, r worker.Run, logw *os.File, logr int, on
 		return worker.Run{}, errors.New(msg)
 	}
 	rc.wait(a.Run.ID, onExit)
-	return *a.Run, nil
+	return l.run(*a.Run), nil
+}
+
+// run is r as the guard of l told it, its start time in ticks of the
+// initial time namespace: a guard of the previous release read it in its
+// own.
+func (l *link) run(r worker.Run) worker.Run {
+	if l.v1 != nil {
+		r.StartTicks = boottime.ShiftTicks(r.StartTicks, l.offset)
+	}
+	return r
+}
+
+// tickSlack reports whether start times converted by the guard of l and
+// by this process may differ by a tick (HeldRun.tickSlack).
+func (l *link) tickSlack() bool {
+	own, _ := boottime.Offset() // read at Start
+	return !boottime.WholeTicks(own) || !boottime.WholeTicks(l.offset)
 }
 
 // Adopt has onExit told the status of run, which an earlier agent started
@@ -566,10 +835,10 @@ func (c *Client) Forget(run worker.Run) {
 	delete(rc.pending, run.ID)
 	delete(rc.lost, run.ID)
 	delete(rc.owned, run.ID)
-	mc := rc.conn
+	l := rc.live
 	rc.mu.Unlock()
-	if mc != nil {
-		_ = mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: run.ID}})
+	if l != nil {
+		_ = l.mc.send(runMsg{Op: opForget, Run: &worker.Run{ID: run.ID}})
 	}
 }
 
@@ -579,11 +848,11 @@ func (c *Client) Forget(run worker.Run) {
 // Errors: the guard cannot be reached, or the connection ends.
 func (c *Client) Held(ctx context.Context) ([]HeldRun, error) {
 	rc := &c.runs
-	mc, err := rc.ensure(ctx)
+	l, err := rc.attach(ctx, true)
 	if err != nil {
 		return nil, err
 	}
-	held, err := rc.list(ctx, mc)
+	held, err := rc.list(ctx, l)
 	if err != nil {
 		return nil, err
 	}
@@ -600,25 +869,29 @@ func (c *Client) Held(ctx context.Context) ([]HeldRun, error) {
 	return held, nil
 }
 
-// list asks the guard over mc for the runs it holds and collects them
-// (the read loop of mc routes them here). Errors: ctx ends, or the
-// connection does.
-func (rc *runsClient) list(ctx context.Context, mc *msgConn) ([]HeldRun, error) {
-	l := &listing{ch: make(chan heldMsg, 16), done: make(chan struct{})}
+// list asks the guard over l for the runs it holds and collects them
+// (the read loop of l routes them here). Errors: ctx ends, or the link
+// does.
+func (rc *runsClient) list(ctx context.Context, l *link) ([]HeldRun, error) {
+	ls := &listing{ch: make(chan heldMsg, 16), done: make(chan struct{})}
 	rc.mu.Lock()
-	rc.listing = l
+	if l.ended {
+		rc.mu.Unlock()
+		return nil, errors.New("list the lease guard's runs: the connection ended")
+	}
+	l.listing = ls
 	rc.mu.Unlock()
 	var out []HeldRun
 	defer func() {
 		rc.mu.Lock()
-		if rc.listing == l {
-			rc.listing = nil
+		if l.listing == ls {
+			l.listing = nil
 		}
 		rc.mu.Unlock()
-		close(l.done)
+		close(ls.done)
 		for {
 			select {
-			case h := <-l.ch: // sent before done was closed
+			case h := <-ls.ch: // sent before done was closed
 				if !h.done && h.err == nil {
 					unix.Close(h.logr)
 				}
@@ -627,13 +900,13 @@ func (rc *runsClient) list(ctx context.Context, mc *msgConn) ([]HeldRun, error) 
 			}
 		}
 	}()
-	if err := mc.send(runMsg{Op: opList}); err != nil {
+	if err := l.mc.send(runMsg{Op: opList}); err != nil {
 		return nil, err
 	}
 	for {
 		var h heldMsg
 		select {
-		case h = <-l.ch:
+		case h = <-ls.ch:
 		case <-ctx.Done():
 			for _, r := range out {
 				r.Logr.Close()
@@ -649,23 +922,23 @@ func (rc *runsClient) list(ctx context.Context, mc *msgConn) ([]HeldRun, error) 
 		if h.done {
 			return out, nil
 		}
-		out = append(out, HeldRun{Run: *h.m.Run, Exited: h.m.Exited, Status: unix.WaitStatus(h.m.Status),
-			Logr: os.NewFile(uintptr(h.logr), "log pipe of run "+h.m.Run.ID)})
+		out = append(out, HeldRun{Run: l.run(*h.m.Run), Exited: h.m.Exited, Status: unix.WaitStatus(h.m.Status),
+			Logr: os.NewFile(uintptr(h.logr), "log pipe of run "+h.m.Run.ID), tickSlack: l.tickSlack()})
 	}
 }
 
-// closeRuns ends the runs connection and waits for its read loop; runs
-// still waited for are not reported (the agent is stopping).
+// closeRuns ends every link and waits for their read loops; runs still
+// waited for are not reported (the agent is stopping).
 func (rc *runsClient) closeRuns() {
 	rc.mu.Lock()
 	rc.closed = true
-	mc, rl := rc.conn, rc.relisting
-	rc.mu.Unlock()
-	if mc != nil {
-		mc.c.Close()
+	var ls []*link
+	for l := range rc.links {
+		ls = append(ls, l)
 	}
-	if rl != nil {
-		rl.c.Close()
+	rc.mu.Unlock()
+	for _, l := range ls {
+		l.mc.c.Close()
 	}
 	rc.wg.Wait()
 }
@@ -673,7 +946,8 @@ func (rc *runsClient) closeRuns() {
 // Verify proves that the run's process is still the one the guard
 // started (never a bare pid: docs/live-restart.md): the guard is its
 // parent and has not reaped it, so the pid names it; its start time
-// (/proc/PID/stat field 22) and its cgroup2 leaf (/proc/PID/cgroup) must
+// (/proc/PID/stat field 22, converted to the initial time namespace's
+// ticks on both sides) and its cgroup2 leaf (/proc/PID/cgroup) must
 // match the record too. Errors say which check failed.
 func (h HeldRun) Verify() error {
 	if h.Exited {
@@ -683,8 +957,10 @@ func (h HeldRun) Verify() error {
 	if err != nil {
 		return fmt.Errorf("run %s: pid %d: %w", h.ID, h.PID, err)
 	}
-	if st.StartTicks != h.StartTicks {
-		return fmt.Errorf("run %s: pid %d started at tick %d, the run at %d: another process", h.ID, h.PID, st.StartTicks, h.StartTicks)
+	// Both in ticks of the initial time namespace (boottime.StartTicks).
+	start := boottime.StartTicks(st.StartTicks)
+	if start != h.StartTicks && !(h.tickSlack && (start == h.StartTicks+1 || start+1 == h.StartTicks)) {
+		return fmt.Errorf("run %s: pid %d started at tick %d, the run at %d: another process", h.ID, h.PID, start, h.StartTicks)
 	}
 	if h.Leaf == "" {
 		return nil

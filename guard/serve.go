@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/internal/boottime"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,9 +23,6 @@ import (
 // no-internal-process rule requires of a cgroup with processes
 // (cgroup-v2.rst "No Internal Process Constraint").
 const CgroupLeaf = "guard"
-
-// SocketPath is the guard's socket for data_dir: <data_dir>/guard.sock.
-func SocketPath(dataDir string) string { return filepath.Join(dataDir, "guard.sock") }
 
 // lockPath is the file a running guard holds flock(2) on, so that one
 // guard at most serves a data_dir.
@@ -68,9 +66,9 @@ const maxWait = time.Second
 // <root>/guard in every hierarchy, listens on SocketPath, and then:
 //
 //   - the newest connection that said hello is the agent (an older one is
-//     closed): its deadlines replace the one held (CLOCK_BOOTTIME ns,
-//     kindDeadline);
-//   - kindRelease: Serve returns nil without killing;
+//     told opReplaced and closed): its deadlines replace the one held
+//     (opDeadline), its runs are started and listed, and exits go to it;
+//   - opRelease: Serve returns nil without killing;
 //   - the deadline passes, with or without an agent connected (a hung
 //     one stops sending): every process of every cgroup under <root>/jobs
 //     and <root>/groups is killed and those cgroups removed
@@ -80,9 +78,10 @@ const maxWait = time.Second
 //     hello within helloGrace of the start: the same kill at once (no
 //     lease is known that would let a job run).
 //
-// Errors: ErrRunning when another guard holds the data_dir; the hierarchy
-// cannot be opened or has no <root>/jobs (the agent prepares it first); the leaf cannot be made or entered; the socket cannot
-// be made.
+// Errors: ErrRunning when another guard holds the data_dir; the time
+// namespace's offset cannot be read (internal/boottime); the hierarchy
+// cannot be opened or has no <root>/jobs (the agent prepares it first);
+// the leaf cannot be made or entered; the socket cannot be made.
 func Serve(ctx context.Context, opts ServeOptions) error {
 	log := opts.Log
 	if log == nil {
@@ -99,6 +98,9 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		}
 		return fmt.Errorf("guard: lock %s: %w", lockPath(opts.DataDir), err)
 	}
+	if _, err := boottime.Offset(); err != nil {
+		return fmt.Errorf("guard: %w", err)
+	}
 	h, err := cgroup.Open(opts.CgroupRoot)
 	if err != nil {
 		return fmt.Errorf("guard: open cgroup root %q: %w", opts.CgroupRoot, err)
@@ -114,13 +116,17 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		return err
 	}
 	// After the move: the launcher threads start from the guard's leaf.
-	rs, err := listenRuns(log, h, opts.DataDir)
+	rs, err := newRuns(log, h)
 	if err != nil {
 		return err
 	}
 	defer rs.close()
 	sock := SocketPath(opts.DataDir)
-	_ = os.Remove(sock) // a socket left by a guard that died: we hold the lock
+	// Sockets left by a guard that died, of this release or the previous
+	// one (whose runs socket an agent would take for a guard of that
+	// release): we hold the lock, so none of them listens.
+	_ = os.Remove(sock)
+	_ = os.Remove(legacyRunsSocketPath(opts.DataDir))
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
 	if err != nil {
 		return fmt.Errorf("guard: listen on %s: %w", sock, err)
@@ -130,11 +136,11 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		ln.Close()
 		return fmt.Errorf("guard: chmod %s: %w", sock, err)
 	}
-	s := &server{log: log, h: h, runs: rs, ln: ln, conns: make(chan *net.UnixConn), msgs: make(chan connMsg), quit: make(chan struct{})}
+	s := &server{log: log, h: h, runs: rs, ln: ln, open: map[*msgConn]bool{}, msgs: make(chan ctlMsg), quit: make(chan struct{})}
 	s.wg.Add(1)
 	go s.accept()
 	defer s.close()
-	log.Info("guard listening", "socket", sock, "cgroup_root", h.Root(), "pid", os.Getpid())
+	log.Info("guard listening", "socket", sock, "protocol", Version, "cgroup_root", h.Root(), "pid", os.Getpid())
 	if opts.Ready != nil {
 		opts.Ready()
 	}
@@ -162,27 +168,33 @@ func enterLeaf(h *cgroup.Hierarchy) error {
 	return nil
 }
 
-// server is one guard's state; run owns everything but the goroutines'
-// channels.
+// server is one guard's state: run owns the deadline and which
+// connection is the agent's; each connection's serveConn reads it.
 type server struct {
-	log   *slog.Logger
-	h     *cgroup.Hierarchy
-	runs  *runs
-	ln    *net.UnixListener
-	conns chan *net.UnixConn
-	msgs  chan connMsg
-	quit  chan struct{}
-	wg    sync.WaitGroup // accept and every read loop
+	log  *slog.Logger
+	h    *cgroup.Hierarchy
+	runs *runs
+	ln   *net.UnixListener
+	msgs chan ctlMsg
+	quit chan struct{}
+	wg   sync.WaitGroup // accept and every serveConn
+
+	mu     sync.Mutex
+	open   map[*msgConn]bool // every connection, closed by close
+	closed bool
 }
 
-// connMsg is a message, or the end (err set), of one connection.
-type connMsg struct {
-	c   *net.UnixConn
-	m   message
-	err error
+// ctlMsg is a hello, deadline or release for run, with the channel that
+// takes its answer (serveConn sends it: run never waits for an agent that
+// does not read), or the end (err set) of a connection that said hello.
+type ctlMsg struct {
+	mc    *msgConn
+	m     runMsg
+	reply chan runMsg // room for one; an answer without Op is not sent
+	err   error
 }
 
-// accept hands every connection of a root peer to run.
+// accept hands every connection of a root peer to a serveConn of its own.
 func (s *server) accept() {
 	defer s.wg.Done()
 	for {
@@ -195,12 +207,20 @@ func (s *server) accept() {
 			c.Close()
 			continue
 		}
-		select {
-		case s.conns <- c:
-		case <-s.quit:
+		// A write waits long for an agent that does not read (a burst of
+		// exits, a starved agent); one that fails closes the connection,
+		// and the agent then lists the runs again over a new one.
+		mc := &msgConn{c: c, timeout: guardSendTimeout}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
 			c.Close()
 			return
 		}
+		s.open[mc] = true
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(mc)
 	}
 }
 
@@ -224,24 +244,83 @@ func peerUID(c *net.UnixConn) (int, error) {
 	return int(cred.Uid), nil
 }
 
-// read passes c's messages to run until c ends.
-func (s *server) read(c *net.UnixConn) {
+// serveConn reads one connection until it ends: a hello first, then the
+// agent's deadlines and release (to run) and its runs (to runs). A
+// connection that is not the agent's (it never said hello, or a newer one
+// did) may not start, forget or list runs.
+func (s *server) serveConn(mc *msgConn) {
 	defer s.wg.Done()
-	buf := make([]byte, msgSize+1)
+	defer func() {
+		s.runs.disconnected(mc)
+		mc.c.Close()
+		s.mu.Lock()
+		delete(s.open, mc)
+		s.mu.Unlock()
+	}()
+	buf, oob := newRecvBuffers()
+	hello := false
 	for {
-		n, err := c.Read(buf)
-		var m message
-		if err == nil {
-			m, err = decode(buf[:n]) // a SOCK_SEQPACKET end reads as io.EOF
-		}
-		select {
-		case s.msgs <- connMsg{c: c, m: m, err: err}:
-		case <-s.quit:
-			return
-		}
+		m, files, err := mc.recv(buf, oob)
 		if err != nil {
+			if hello {
+				s.tell(ctlMsg{mc: mc, err: err})
+			}
 			return
 		}
+		switch m.Op {
+		case opHello, opDeadline, opRelease:
+			closeAll(files)
+			if m.Op == opHello && m.Version != Version {
+				s.log.Warn("guard: refused a hello of another protocol version", "version", m.Version, "want", Version, "peer_pid", m.PID)
+				_ = mc.send(runMsg{Op: opHello, Seq: m.Seq, Version: Version, PID: os.Getpid(),
+					Error: fmt.Sprintf("protocol version %d, this guard speaks %d", m.Version, Version)})
+				return
+			}
+			if m.Op != opHello && !hello {
+				s.log.Warn("guard: a message before hello; closing the connection", "op", m.Op)
+				return
+			}
+			reply := make(chan runMsg, 1)
+			if !s.tell(ctlMsg{mc: mc, m: m, reply: reply}) {
+				return
+			}
+			var a runMsg
+			select {
+			case a = <-reply:
+			case <-s.quit:
+				return
+			}
+			if a.Op == "" {
+				continue // sent by run, or refused (run closed the connection)
+			}
+			// From its hello on, run counts this connection as the
+			// agent's, and must hear of its end.
+			hello = hello || m.Op == opHello
+			if err := mc.send(a); err != nil {
+				s.log.Warn("guard: answer the agent", "op", a.Op, "error", err)
+			}
+		case opSpawn, opForget, opList:
+			if !hello || !s.runs.isAgent(mc) {
+				closeAll(files)
+				s.log.Warn("guard: runs message from a connection that is not the agent's; closing it", "op", m.Op)
+				return
+			}
+			s.runs.serve(mc, m, files)
+		default:
+			closeAll(files)
+			s.log.Warn("guard: unexpected message; closing the connection", "op", m.Op)
+			return
+		}
+	}
+}
+
+// tell hands cm to run; false when the guard is closing.
+func (s *server) tell(cm ctlMsg) bool {
+	select {
+	case s.msgs <- cm:
+		return true
+	case <-s.quit:
+		return false
 	}
 }
 
@@ -249,53 +328,40 @@ func (s *server) read(c *net.UnixConn) {
 func (s *server) close() {
 	close(s.quit)
 	s.ln.Close()
+	s.mu.Lock()
+	s.closed = true
+	for mc := range s.open {
+		mc.c.Close()
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 }
 
 func (s *server) run(ctx context.Context) error {
 	var (
-		agent    *net.UnixConn
-		agentPID uint64
-		deadline int64 // CLOCK_BOOTTIME ns; 0: none received
+		agent    *msgConn
+		agentPID int
+		deadline int64 // boottime.Now ns; 0: none received
 	)
-	defer func() {
-		if agent != nil {
-			agent.Close()
-		}
-	}()
 	lonely := time.Now().Add(helloGrace) // until the first hello
 	timer := time.NewTimer(maxWait)
 	defer timer.Stop()
 	for {
 		wait := maxWait
 		if deadline != 0 {
-			wait = min(maxWait, time.Duration(deadline-boottime()))
+			wait = min(maxWait, time.Duration(deadline-boottime.Now()))
 		}
 		timer.Reset(max(0, wait))
 		select {
 		case <-ctx.Done():
 			return nil
-		case c := <-s.conns:
-			s.wg.Add(1)
-			go s.read(c)
 		case cm := <-s.msgs:
-			if cm.c != agent {
-				// A new connection becomes the agent with its hello; a
-				// replaced one's last words and anything else end it.
-				if cm.err != nil || cm.m.kind != kindHello {
-					cm.c.Close()
-					continue
-				}
-				if agent != nil {
-					s.log.Info("guard: a new agent connected; the previous connection is closed", "previous_pid", agentPID)
-					agent.Close()
-				}
-				agent, lonely = cm.c, time.Time{}
-			}
 			if cm.err != nil {
+				if cm.mc != agent {
+					continue // a replaced connection's end
+				}
 				s.log.Warn("guard: the agent disconnected without release", "agent_pid", agentPID, "error", cm.err,
-					"deadline_in", time.Duration(deadline-boottime()).Round(time.Millisecond))
-				agent.Close()
+					"deadline_in", time.Duration(deadline-boottime.Now()).Round(time.Millisecond))
 				agent = nil
 				if deadline == 0 {
 					s.log.Warn("guard: no deadline was ever received: killing every job now")
@@ -303,43 +369,47 @@ func (s *server) run(ctx context.Context) error {
 				}
 				continue
 			}
-			switch cm.m.kind {
-			case kindHello:
-				agentPID = cm.m.value
+			if cm.m.Op == opHello {
+				if agent != nil && agent != cm.mc {
+					s.log.Info("guard: a new agent connected; the previous connection is closed", "previous_pid", agentPID)
+				}
+				s.runs.setAgent(cm.mc)
+				agent, agentPID, lonely = cm.mc, cm.m.PID, time.Time{}
 				s.log.Info("guard: agent connected", "agent_pid", agentPID, "runs_held", s.runs.count())
-				s.send(agent, message{kind: kindHello, value: uint64(os.Getpid())})
-			case kindDeadline:
-				deadline = int64(cm.m.value)
-				s.send(agent, message{kind: kindAck, value: cm.m.value})
-			case kindRelease:
-				s.send(agent, message{kind: kindAck, value: cm.m.value})
+				cm.reply <- runMsg{Op: opHello, Seq: cm.m.Seq, Version: Version, PID: os.Getpid()}
+				continue
+			}
+			if cm.mc != agent {
+				// A replaced connection's last words end it.
+				cm.mc.c.Close()
+				cm.reply <- runMsg{}
+				continue
+			}
+			switch cm.m.Op {
+			case opDeadline:
+				deadline = cm.m.Deadline
+				cm.reply <- runMsg{Op: opAck, Seq: cm.m.Seq, Deadline: deadline}
+			case opRelease:
+				// Answered here: the guard exits next, and nothing waits
+				// to be killed.
+				if err := agent.send(runMsg{Op: opAck, Seq: cm.m.Seq}); err != nil {
+					s.log.Warn("guard: answer the release", "error", err)
+				}
+				cm.reply <- runMsg{}
 				s.log.Info("guard: released by the agent; exiting without killing", "agent_pid", agentPID)
 				return nil
-			default:
-				s.log.Warn("guard: unexpected message; closing the connection", "message", cm.m.kind.String())
-				agent.Close()
-				agent = nil
 			}
 		case <-timer.C:
 			if !lonely.IsZero() && time.Now().After(lonely) {
 				s.log.Warn("guard: no agent connected since the start: killing every job now", "waited", helloGrace)
 				return s.killAll()
 			}
-			if deadline != 0 && boottime() >= deadline {
+			if now := boottime.Now(); deadline != 0 && now >= deadline {
 				s.log.Error("guard: the fencing deadline passed without a renewal from the agent: killing every job",
-					"agent_connected", agent != nil, "agent_pid", agentPID, "late", time.Duration(boottime()-deadline))
+					"agent_connected", agent != nil, "agent_pid", agentPID, "late", time.Duration(now-deadline))
 				return s.killAll()
 			}
 		}
-	}
-}
-
-// send writes m to c; a failure is the agent's loss, which its read loop
-// reports.
-func (s *server) send(c *net.UnixConn, m message) {
-	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write(m.encode()); err != nil {
-		s.log.Warn("guard: answer the agent", "message", m.kind.String(), "error", err)
 	}
 }
 

@@ -13,10 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// RunsSocketPath is the guard's socket for the jobs it starts and holds
-// for agents: <data_dir>/guard-runs.sock (beside SocketPath, which
-// carries the deadlines).
-func RunsSocketPath(dataDir string) string { return filepath.Join(dataDir, "guard-runs.sock") }
+// SocketPath is the guard's one socket for data_dir: <data_dir>/guard.sock.
+func SocketPath(dataDir string) string { return filepath.Join(dataDir, "guard.sock") }
+
+// Version is the protocol version both sides put in their hello. A guard
+// closes a connection whose hello carries another.
+const Version = 2
 
 // maxRunMsg is the largest message sent as one SOCK_SEQPACKET packet,
 // bytes; a larger one (a spawn with a long argv or environment) travels
@@ -27,9 +29,26 @@ const (
 	maxMemfdMsg = 64 << 20
 )
 
-// Operations on the runs socket. Descriptors travel as SCM_RIGHTS
-// (unix(7)) with the message that names them.
+// Operations on the socket. Descriptors travel as SCM_RIGHTS (unix(7))
+// with the message that names them. A request that is answered carries a
+// Seq, which its answer repeats.
 const (
+	// opHello (agent) opens every connection: Version and the agent's
+	// PID. The guard answers opHello with its own; the newest connection
+	// that said hello is the agent's, and a guard closes an older one
+	// after opReplaced. Nothing else is accepted before it.
+	opHello = "hello"
+	// opReplaced (guard): a newer connection said hello; this one is
+	// closed.
+	opReplaced = "replaced"
+	// opDeadline (agent): the fencing deadline, Deadline: the guard kills
+	// every job once it passes without a later one. Answered by opAck.
+	opDeadline = "deadline"
+	// opRelease (agent): the agent stopped every job; the guard answers
+	// opAck and exits without killing anything.
+	opRelease = "release"
+	// opAck (guard) answers opDeadline and opRelease, with their Deadline.
+	opAck = "ack"
 	// opSpawn (agent): start Exec for Run in Run.Cgroup; descriptors: the
 	// log pipe's write end (the job's stdout and stderr) and read end
 	// (kept for a later agent). Answered by opSpawned with the same Seq.
@@ -54,21 +73,29 @@ const (
 	opMemfd = "memfd"
 )
 
-// runMsg is one message on the runs socket.
+// runMsg is one message on the socket.
 type runMsg struct {
-	Op     string       `json:"op"`
-	Seq    uint64       `json:"seq,omitempty"`
-	Exec   *worker.Exec `json:"exec,omitempty"`
-	Run    *worker.Run  `json:"run,omitempty"`
-	Exited bool         `json:"exited,omitempty"`
-	Status uint32       `json:"status,omitempty"`
-	Error  string       `json:"error,omitempty"`
+	Op  string `json:"op"`
+	Seq uint64 `json:"seq,omitempty"`
+	// Version and PID, in a hello: the protocol and the sender's pid.
+	Version int `json:"version,omitempty"`
+	PID     int `json:"pid,omitempty"`
+	// Deadline, in a deadline and its ack: CLOCK_BOOTTIME of the initial
+	// time namespace, nanoseconds (package internal/boottime), a clock
+	// domain the agent and the guard share in whatever time namespace
+	// each runs.
+	Deadline int64        `json:"deadline_boottime_ns,omitempty"`
+	Exec     *worker.Exec `json:"exec,omitempty"`
+	Run      *worker.Run  `json:"run,omitempty"`
+	Exited   bool         `json:"exited,omitempty"`
+	Status   uint32       `json:"status,omitempty"`
+	Error    string       `json:"error,omitempty"`
 	// Transient, with Error on a spawn's answer: the start failed for a
 	// reason that passes (worker.TransientStart), and may be tried again.
 	Transient bool `json:"transient,omitempty"`
 }
 
-// msgConn is one end of a runs connection: whole messages with their
+// msgConn is one end of a connection: whole messages with their
 // descriptors; writes are serialised.
 type msgConn struct {
 	c *net.UnixConn

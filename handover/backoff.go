@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/berthd/berth/internal/atomicfile"
+	"github.com/berthd/berth/internal/boottime"
 	"github.com/berthd/berth/internal/kernfile"
 	"github.com/berthd/berth/worker"
-	"golang.org/x/sys/unix"
 )
 
 // BackoffFile is <data_dir>/backoff: the jobs of the running agent that
@@ -88,7 +88,7 @@ func loadNotes(dataDir string, guardPID func() int, log *slog.Logger) (*Notes, [
 				"guard_pid", s.GuardPID, "jobs", len(s.Jobs))
 			break
 		}
-		now := boottimeNow()
+		now := boottime.Now()
 		for _, w := range s.Jobs {
 			p := w.Pending
 			p.NextRestart = time.Now().Add(time.Duration(w.Due - now))
@@ -163,7 +163,7 @@ func (n *Notes) save() error {
 		return nil
 	}
 	n.dirty = false
-	now := boottimeNow()
+	now := boottime.Now()
 	s := savedBackoff{Jobs: make([]savedWait, 0, len(n.jobs))}
 	for _, p := range n.jobs {
 		s.Jobs = append(s.Jobs, savedWait{Pending: p, Due: now + int64(time.Until(p.NextRestart))})
@@ -218,14 +218,5 @@ func startTicks(pid int) uint64 {
 	if err != nil {
 		return 0
 	}
-	return st.StartTicks
-}
-
-// boottimeNow is CLOCK_BOOTTIME now, nanoseconds (clock_gettime(2)).
-func boottimeNow() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		panic("clock_gettime(CLOCK_BOOTTIME): " + err.Error()) // Linux ≥ 2.6.39 has it
-	}
-	return ts.Nano()
+	return boottime.StartTicks(st.StartTicks) // one domain for agents in any time namespace
 }

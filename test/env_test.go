@@ -70,6 +70,9 @@ type env struct {
 	out    *testutil.SyncBuffer
 	waited chan error
 	bin    string // the agent's program; "": berthBin
+	// wrap, when set, is the command the agent's program runs under (its
+	// arguments before the program: unshare --time ...), which execs it.
+	wrap []string
 }
 
 func newEnv(t testing.TB) *env {
@@ -141,7 +144,8 @@ func (e *env) launch() {
 	if e.bin != "" {
 		bin = e.bin
 	}
-	e.run(exec.Command(bin, "agent", "--config", e.config))
+	argv := append(append([]string(nil), e.wrap...), bin, "agent", "--config", e.config)
+	e.run(exec.Command(argv[0], argv[1:]...))
 }
 
 // run starts cmd as e's agent (e.cmd), as launch does.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -104,8 +105,10 @@ func TestCrashedAgentHandsJobsOver(t *testing.T) {
 		}
 	}
 	killChildren(t, qpid) // its sleep ends; the shell exits 7
-	testutil.Eventually(t, 30*time.Second, "the quitter's main process ends", func() bool {
-		return !testutil.Alive(qpid)
+	// Reaped, not only a zombie: the guard records the exit as it reaps,
+	// and a zombie listed to the next agent is a run that still runs.
+	testutil.Eventually(t, 30*time.Second, "the guard reaps the quitter", func() bool {
+		return syscall.Kill(qpid, 0) == syscall.ESRCH
 	})
 
 	e.start()
@@ -410,13 +413,15 @@ name = "dropped"
 	}
 }
 
-// runsConnFD finds the descriptor of agent pid's connection to the runs
-// socket of its guard (dataDir/guard-runs.sock): of the agent's socket
-// descriptors (/proc/PID/fd), the one whose peer is bound to that path
-// (getpeername(2) on a copy taken with pidfd_getfd(2)).
-func runsConnFD(t *testing.T, pid int, dataDir string) int {
+// guardConnFD finds the descriptor of agent pid's one connection to its
+// guard (dataDir/guard.sock): of the agent's socket descriptors
+// (/proc/PID/fd), the one whose peer is bound to that path
+// (getpeername(2) on a copy taken with pidfd_getfd(2)). It fails the
+// test unless there is exactly one, and none to another socket of the
+// data_dir.
+func guardConnFD(t *testing.T, pid int, dataDir string) int {
 	t.Helper()
-	sock := filepath.Join(dataDir, "guard-runs.sock")
+	sock := filepath.Join(dataDir, "guard.sock")
 	pfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		t.Fatalf("pidfd_open %d: %v", pid, err)
@@ -440,8 +445,14 @@ func runsConnFD(t *testing.T, pid int, dataDir string) int {
 		}
 		peer, err := unix.Getpeername(cp)
 		unix.Close(cp)
-		if u, ok := peer.(*unix.SockaddrUnix); err == nil && ok && u.Name == sock {
+		u, ok := peer.(*unix.SockaddrUnix)
+		if err != nil || !ok {
+			continue
+		}
+		if u.Name == sock {
 			found = append(found, fd)
+		} else if filepath.Dir(u.Name) == dataDir {
+			t.Errorf("agent %d's descriptor %d is connected to %s: a second socket to the guard", pid, fd, u.Name)
 		}
 	}
 	if len(found) != 1 {
@@ -466,21 +477,21 @@ func shutdownFD(t *testing.T, pid, fd int) {
 	}
 	defer unix.Close(cp)
 	if err := unix.Shutdown(cp, unix.SHUT_RDWR); err != nil {
-		t.Fatalf("shutdown the agent's runs connection: %v", err)
+		t.Fatalf("shutdown the agent's connection to its guard: %v", err)
 	}
 }
 
-// Live restart, the runs connection: the agent's connection to the runs
-// socket of a guard that lives on breaks (here shut down from outside
-// while the agent is stopped, so that a job's exit surely falls in the
-// gap). The agent connects again and lists the runs: no job restarts
+// Live restart, the connection: the agent's one connection to a guard
+// that lives on breaks (here shut down from outside while the agent is
+// stopped, so that a job's exit surely falls in the gap). The agent
+// connects again and lists the runs: no job restarts
 // (the same pids, restart counts 0, the counter's log without a gap),
 // and the job that exited meanwhile is reported with its real status (7)
 // and restarted by its policy, not as a SIGKILL of a lost run.
 func TestGuardConnectionBreakKeepsJobs(t *testing.T) {
 	e, before, logFile := handOverWorld(t)
 	apid := e.cmd.Process.Pid
-	fd := runsConnFD(t, apid, filepath.Join(e.dir, "data"))
+	fd := guardConnFD(t, apid, filepath.Join(e.dir, "data"))
 
 	if err := syscall.Kill(apid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -501,9 +512,9 @@ func TestGuardConnectionBreakKeepsJobs(t *testing.T) {
 	stopped = false
 
 	testutil.Eventually(t, 60*time.Second, "the agent lists the runs again", func() bool {
-		return strings.Contains(e.out.String(), `msg="runs re-attached after the runs connection ended"`)
+		return strings.Contains(e.out.String(), `msg="runs re-attached after the connection to the lease guard ended"`)
 	})
-	if !strings.Contains(e.out.String(), `msg="runs re-attached after the runs connection ended" running=2 exited=1 lost=0`) {
+	if !regexp.MustCompile(`msg="runs re-attached after the connection to the lease guard ended" guard_pid=\d+ running=2 exited=1 lost=0`).MatchString(e.out.String()) {
 		t.Errorf("the relist did not find 2 runs running, 1 exited, none lost:\n%s", e.out)
 	}
 	var q api.Job
