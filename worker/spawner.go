@@ -53,7 +53,9 @@ type Run struct {
 	// PID is the main process's pid.
 	PID int `json:"pid"`
 	// StartTicks is the main process's start time, clock ticks after boot
-	// (proc(5), /proc/PID/stat field 22).
+	// (proc(5), /proc/PID/stat field 22) as the initial time namespace
+	// counts them (boottime.StartTicks), so that agents and guards in
+	// different time namespaces compare the same number.
 	StartTicks uint64 `json:"start_ticks"`
 	// StartedAt is when the run began (Status.StartedAt).
 	StartedAt time.Time `json:"started_at"`
