@@ -31,9 +31,10 @@ type psiState struct {
 	lastAt    time.Time
 	lastStall time.Duration
 	// chain is true while consecutive events hold the rule; the span held
-	// so far began at start.
-	chain bool
-	start time.Time
+	// so far began at start, when the total was at least startStall.
+	chain      bool
+	start      time.Time
+	startStall time.Duration
 	// since is when the trigger was made: the kernel's first window
 	// begins there, so no span held begins before it.
 	since time.Time
@@ -83,15 +84,18 @@ func (h *Handle) onPressure(events uint32, now time.Time, buf []byte) {
 		h.w.post(h, Event{Kind: Failed, At: now, Err: fmt.Errorf("read %s: %w", h.target.PressureFile, err)})
 		return
 	}
-	if held, over := h.psi.observe(now, stall); over {
-		h.w.post(h, Event{Kind: Over, At: now, Held: held, Avg10: avg10, Stall: stall})
+	if held, share, over := h.psi.observe(now, stall); over {
+		h.w.post(h, Event{Kind: Over, At: now, Held: held, Share: share, Avg10: avg10, Stall: stall})
 	}
 }
 
 // observe counts one trigger event, at now with the "some" total stall,
 // into the chain, and reports whether the chain now holds the rule's
-// Duration (over) and the span it covers (held). It then starts the next
-// span at now, so that Over comes again after each further Duration held.
+// Duration (over), the span it covers (held) and the stall share over
+// that span, in percent (at least share: the stall in the chain's first
+// window is known only to have reached the threshold). After an Over the
+// next span starts at now, so that Over comes again after each further
+// Duration held.
 //
 // The kernel fires when the stall within its window reaches the
 // threshold, checking ten times per window (privileged) or every 2 s (its
@@ -102,13 +106,16 @@ func (h *Handle) onPressure(events uint32, now time.Time, buf []byte) {
 //   - An event within 2¼ windows of the previous one continues the chain
 //     when the total grew since by at least Limit percent of the time
 //     between them: the stall held Limit on average over that stretch.
-//   - One that comes that soon with less growth breaks the chain and is
-//     not counted: the stall let up, or it is the kernel's late report of
-//     a window already counted (a breach it could not report within the
-//     previous window is reported when that window ends).
-//   - Any other event (the first, one after a pause, one after a break)
-//     starts a chain with the window that fired it: the span held starts
-//     one window before it (or when the trigger was made, if later).
+//   - One that comes that soon with less growth than the threshold is not
+//     counted and breaks the chain: the window before it (which lies
+//     within the stretch) did not reach the threshold, so it is the
+//     kernel's late report of a window already counted (a breach it
+//     could not report within the previous window, reported when that
+//     window ends).
+//   - Any other event (the first, one after a pause, one after a stretch
+//     below Limit on average) starts a chain with the window that fired
+//     it: the span held starts one window before it (or when the trigger
+//     was made, if later).
 //
 // So Over means the stall reached Limit percent within the window before
 // the chain's first event and on average over each stretch between its
@@ -116,31 +123,32 @@ func (h *Handle) onPressure(events uint32, now time.Time, buf []byte) {
 // checks are a tenth of a window apart). The error is on the late side:
 // a chain that breaks starts again, so Over may come up to about one
 // window later than the stall first held for Duration.
-func (s *psiState) observe(now time.Time, stall time.Duration) (held time.Duration, over bool) {
+func (s *psiState) observe(now time.Time, stall time.Duration) (held time.Duration, share float64, over bool) {
 	t := s.trig
 	dt := now.Sub(s.lastAt)
+	grown := stall - s.lastStall
 	soon := s.prev && dt <= 2*t.window+t.window/4
-	grew := float64(stall-s.lastStall)*float64(t.window) >= float64(t.threshold)*float64(dt)
 	switch {
-	case soon && grew && s.chain:
-	case soon && !grew:
+	case soon && s.chain && float64(grown)*float64(t.window) >= float64(t.threshold)*float64(dt):
+	case soon && grown < t.threshold:
 		s.chain = false
 	default:
-		s.chain, s.start = true, now.Add(-t.window)
+		s.chain, s.start, s.startStall = true, now.Add(-t.window), stall-t.threshold
 		if s.start.Before(s.since) {
 			s.start = s.since
 		}
 	}
 	s.prev, s.lastAt, s.lastStall = true, now, stall
 	if !s.chain {
-		return 0, false
+		return 0, 0, false
 	}
 	held = now.Sub(s.start)
 	if held < t.hold {
-		return held, false
+		return held, 0, false
 	}
-	s.start = now
-	return held, true
+	share = 100 * float64(stall-s.startStall) / float64(held)
+	s.start, s.startStall = now, stall
+	return held, share, true
 }
 
 // pread reads the whole of a pressure file from its start into buf.

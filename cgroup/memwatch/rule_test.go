@@ -126,15 +126,25 @@ func TestObserveChain(t *testing.T) {
 			},
 		},
 		{
-			// Less than the limit on average over a stretch breaks the
-			// chain even when the kernel fired (here, 1 s in 4 s: 25 %).
+			// Less than the limit on average over a stretch (here, 1 s in
+			// 4 s: 25 %) starts the chain again at the window that fired.
 			name: "below average", rule: Rule{Limit: 40, Duration: 6 * time.Second},
 			evs: []ev{
 				{ms(2000), 800 * time.Millisecond, false, 0},
 				{ms(6000), 1800 * time.Millisecond, false, 0},
 				{ms(8000), 2700 * time.Millisecond, false, 0},
-				{ms(10000), 3600 * time.Millisecond, false, 0},
-				{ms(12000), 4500 * time.Millisecond, true, 6000 * time.Millisecond},
+				{ms(10000), 3600 * time.Millisecond, true, 6000 * time.Millisecond},
+			},
+		},
+		{
+			// A Duration of one window; a stall, the kernel's late report
+			// of it a window later, a pause shorter than 2¼ windows, and
+			// another stall: its first event is an Over.
+			name: "short pause", rule: Rule{Limit: 40, Duration: 2 * time.Second},
+			evs: []ev{
+				{ms(3000), 800 * time.Millisecond, true, 2000 * time.Millisecond},
+				{ms(5000), 850 * time.Millisecond, false, 0},
+				{ms(6500), 1700 * time.Millisecond, true, 2000 * time.Millisecond},
 			},
 		},
 		{
@@ -150,9 +160,12 @@ func TestObserveChain(t *testing.T) {
 	} {
 		s := psiState{trig: triggerFor(c.rule, true), since: t0}
 		for i, e := range c.evs {
-			held, over := s.observe(e.at, e.stall)
+			held, share, over := s.observe(e.at, e.stall)
 			if over != e.over || over && held != e.held {
 				t.Errorf("%s: event %d: over %v held %v; want over %v held %v", c.name, i, over, held, e.over, e.held)
+			}
+			if over && (share < c.rule.Limit || share > 100) {
+				t.Errorf("%s: event %d: share %.1f%%, want from the limit (%v%%) to 100%%", c.name, i, share, c.rule.Limit)
 			}
 		}
 	}
