@@ -55,10 +55,6 @@ type Event struct {
 	// Held (PSI, Over) is the span over which the stall held the rule:
 	// at least Rule.Duration less a tenth of the window.
 	Held time.Duration
-	// Share (PSI, Over) is the "some" stall share over Held, in percent
-	// of wall time: at least this much (the stall within the first window
-	// of the span is known only to have reached the trigger's threshold).
-	Share float64
 	// Avg10 (PSI, Over) is the "some" avg10 of memory.pressure at the
 	// event: the kernel's stall share over the last 10 s, in percent,
 	// which the kernel updates every 2 s (so it may lag a short stall).

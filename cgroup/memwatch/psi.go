@@ -25,16 +25,12 @@ import (
 // holds the rule's Duration.
 type psiState struct {
 	trig trigger
-	// prev is false until the first event; lastAt and lastStall are the
-	// time and the "some" total of the latest event.
-	prev      bool
-	lastAt    time.Time
-	lastStall time.Duration
-	// chain is true while consecutive events hold the rule; the span held
-	// so far began at start, when the total was at least startStall.
-	chain      bool
-	start      time.Time
-	startStall time.Duration
+	// prev is false until the first event; lastAt is the time of the
+	// latest event.
+	prev   bool
+	lastAt time.Time
+	// start is when the span held by the chain began.
+	start time.Time
 	// since is when the trigger was made: the kernel's first window
 	// begins there, so no span held begins before it.
 	since time.Time
@@ -84,71 +80,55 @@ func (h *Handle) onPressure(events uint32, now time.Time, buf []byte) {
 		h.w.post(h, Event{Kind: Failed, At: now, Err: fmt.Errorf("read %s: %w", h.target.PressureFile, err)})
 		return
 	}
-	if held, share, over := h.psi.observe(now, stall); over {
-		h.w.post(h, Event{Kind: Over, At: now, Held: held, Share: share, Avg10: avg10, Stall: stall})
+	if held, over := h.psi.observe(now); over {
+		h.w.post(h, Event{Kind: Over, At: now, Held: held, Avg10: avg10, Stall: stall})
 	}
 }
 
-// observe counts one trigger event, at now with the "some" total stall,
-// into the chain, and reports whether the chain now holds the rule's
-// Duration (over), the span it covers (held) and the stall share over
-// that span, in percent (at least share: the stall in the chain's first
-// window is known only to have reached the threshold). After an Over the
-// next span starts at now, so that Over comes again after each further
-// Duration held.
+// observe counts one trigger event, at now, into the chain, and reports
+// whether the chain now holds the rule's Duration (over) and the span it
+// covers (held). After an Over the next span starts at now, so that Over
+// comes again after each further Duration held.
 //
 // The kernel fires when the stall within its window reaches the
 // threshold, checking ten times per window (privileged) or every 2 s (its
 // averages, unprivileged), and at most once per window: while the stall
-// holds, events come one window apart, or two when a check fell just
-// short of the window's end. The rule, with the totals read at each event:
+// holds, events come one window (and a check) apart. The rule: an event
+// within the trigger's gap of the previous one (1½ windows privileged;
+// 2¼ unprivileged, where a 2 s check that runs late moves the next event
+// a whole check later) continues the chain; any other event starts one
+// with the window that fired it, so the span held starts one window
+// before it (or when the trigger was made, if later).
 //
-//   - An event within 2¼ windows of the previous one continues the chain
-//     when the total grew since by at least Limit percent of the time
-//     between them: the stall held Limit on average over that stretch.
-//   - One that comes that soon with less growth than the threshold is not
-//     counted and breaks the chain: the window before it (which lies
-//     within the stretch) did not reach the threshold, so it is the
-//     kernel's late report of a window already counted (a breach it
-//     could not report within the previous window, reported when that
-//     window ends).
-//   - Any other event (the first, one after a pause, one after a stretch
-//     below Limit on average) starts a chain with the window that fired
-//     it: the span held starts one window before it (or when the trigger
-//     was made, if later).
+// So Over means the kernel saw the stall reach Limit percent of a window
+// in each window of a span of at least Duration less a tenth of a window
+// (the checks' spacing), with these errors, both on the early side:
 //
-// So Over means the stall reached Limit percent within the window before
-// the chain's first event and on average over each stretch between its
-// events, over at least Duration less a tenth of a window (the kernel's
-// checks are a tenth of a window apart). The error is on the late side:
-// a chain that breaks starts again, so Over may come up to about one
-// window later than the stall first held for Duration.
-func (s *psiState) observe(now time.Time, stall time.Duration) (held time.Duration, share float64, over bool) {
+//   - a breach the kernel sees in the last checks of a window it reports
+//     when the window ends (it fires at most once per window), so a chain
+//     may run one window past the stall;
+//   - a chain bridges a stretch of less stall of up to half a window (1¼
+//     windows unprivileged) between two events.
+//
+// The totals of the pressure file are not used to correct either: the
+// kernel sums each of its aggregators (the trigger's and the file's) from
+// per-CPU times weighted by each CPU's busy time in whole jiffies, and
+// over one window the two differ by a third or more (seen on 6.1).
+func (s *psiState) observe(now time.Time) (held time.Duration, over bool) {
 	t := s.trig
-	dt := now.Sub(s.lastAt)
-	grown := stall - s.lastStall
-	soon := s.prev && dt <= 2*t.window+t.window/4
-	switch {
-	case soon && s.chain && float64(grown)*float64(t.window) >= float64(t.threshold)*float64(dt):
-	case soon && grown < t.threshold:
-		s.chain = false
-	default:
-		s.chain, s.start, s.startStall = true, now.Add(-t.window), stall-t.threshold
+	if !s.prev || now.Sub(s.lastAt) > t.gap {
+		s.start = now.Add(-t.window)
 		if s.start.Before(s.since) {
 			s.start = s.since
 		}
 	}
-	s.prev, s.lastAt, s.lastStall = true, now, stall
-	if !s.chain {
-		return 0, 0, false
-	}
+	s.prev, s.lastAt = true, now
 	held = now.Sub(s.start)
 	if held < t.hold {
-		return held, 0, false
+		return held, false
 	}
-	share = 100 * float64(stall-s.startStall) / float64(held)
-	s.start, s.startStall = now, stall
-	return held, share, true
+	s.start = now
+	return held, true
 }
 
 // pread reads the whole of a pressure file from its start into buf.

@@ -112,13 +112,8 @@ func TestPSIOverHeldForDuration(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("1 s: held %v, share %.1f%%, avg10 %.2f%%, stall %v; 5 s: held %v after %v, share %.1f%%, avg10 %.2f%%, stall %v",
-		shortEv.Held, shortEv.Share, shortEv.Avg10, shortEv.Stall, longEv.Held, longEv.At.Sub(watched).Round(time.Millisecond), longEv.Share, longEv.Avg10, longEv.Stall)
-	for _, e := range []*Event{shortEv, longEv} {
-		if e.Share < 10 || e.Share > 100 {
-			t.Errorf("over of %s: stall share %.1f%%, want from the limit, 10%%, to 100%%", e.Handle.Trigger(), e.Share)
-		}
-	}
+	t.Logf("1 s: held %v, avg10 %.2f%%, stall %v; 5 s: held %v after %v, avg10 %.2f%%, stall %v",
+		shortEv.Held, shortEv.Avg10, shortEv.Stall, longEv.Held, longEv.At.Sub(watched).Round(time.Millisecond), longEv.Avg10, longEv.Stall)
 	if shortEv.Held < short.psi.trig.hold || shortEv.Stall <= 0 {
 		t.Errorf("over of 1 s: held %v (want at least %v), stall %v", shortEv.Held, short.psi.trig.hold, shortEv.Stall)
 	}

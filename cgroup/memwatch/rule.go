@@ -90,6 +90,9 @@ type trigger struct {
 	// Duration less the kernel's polling slack (window/10), so that an
 	// event the loop saw a little late does not push Over a window later.
 	hold time.Duration
+	// gap is the longest time between two events of one chain
+	// (psiState.observe).
+	gap time.Duration
 }
 
 // String is the trigger as the kernel takes it: "some <threshold µs>
@@ -106,13 +109,19 @@ func (t trigger) String() string {
 // Privileged: the window is Duration split into the fewest equal parts of
 // at most MaxWindow (a Duration of 30 s: 15 windows of 2 s; of 1 s: one
 // window of 1 s). Unprivileged: 2 s.
+//
+// The gap between two events of a chain is 1½ windows privileged (the
+// checks are a tenth of a window apart), 2¼ unprivileged (a 2 s check
+// that runs late defers the next event to the check after).
 func triggerFor(r Rule, privileged bool) trigger {
 	w := unprivilegedWindow
+	gap := 2*w + w/4
 	if privileged {
 		n := (r.Duration + MaxWindow - 1) / MaxWindow
 		w = (r.Duration / n).Truncate(time.Microsecond)
+		gap = w + w/2
 	}
-	return trigger{window: w, threshold: share(r.Limit, w), hold: max(r.Duration-w/10, w)}
+	return trigger{window: w, threshold: share(r.Limit, w), hold: max(r.Duration-w/10, w), gap: gap}
 }
 
 // notifyTrigger is the trigger a job is given to write itself (Notify).

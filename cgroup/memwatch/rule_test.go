@@ -64,108 +64,92 @@ func TestRuleChecks(t *testing.T) {
 	}
 }
 
-// A PSI chain, fed the events and totals the kernel would give: steady
-// stall, a pause, the kernel's late report of a window already counted,
-// and a window skipped by the kernel's 2 s checks.
+// A PSI chain, fed the events the kernel would give: a steady stall, a
+// pause, the kernel's report of a window at its end, and a check that ran
+// late without the capability.
 func TestObserveChain(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 	type ev struct {
-		at    time.Time
-		stall time.Duration // total
-		over  bool
-		held  time.Duration
+		at   time.Time
+		over bool
+		held time.Duration
 	}
 	for _, c := range []struct {
-		name string
-		rule Rule
-		evs  []ev
+		name       string
+		rule       Rule
+		privileged bool
+		evs        []ev
 	}{
 		{
-			// 40 % over 6 s in windows of 2 s: three events, 2 s apart,
-			// each 800 ms of stall or more since the previous one.
-			name: "steady", rule: Rule{Limit: 40, Duration: 6 * time.Second},
+			// 40 % over 6 s in windows of 2 s: events 2 s (and a check)
+			// apart; Over at the third, and again three windows later.
+			name: "steady", rule: Rule{Limit: 40, Duration: 6 * time.Second}, privileged: true,
 			evs: []ev{
-				{ms(2000), 800 * time.Millisecond, false, 0},
-				{ms(4010), 1700 * time.Millisecond, false, 0},
-				{ms(6020), 2600 * time.Millisecond, true, 6020 * time.Millisecond},
-				// Held again from there: Over after another 6 s.
-				{ms(8030), 3500 * time.Millisecond, false, 0},
-				{ms(10040), 4400 * time.Millisecond, false, 0},
-				{ms(12050), 5300 * time.Millisecond, true, 6030 * time.Millisecond},
+				{ms(2000), false, 0},
+				{ms(4010), false, 0},
+				{ms(6020), true, 6020 * time.Millisecond},
+				{ms(8030), false, 0},
+				{ms(10040), false, 0},
+				{ms(12050), true, 6030 * time.Millisecond},
 			},
 		},
 		{
-			// A pause of more than 2¼ windows starts the chain again.
-			name: "pause", rule: Rule{Limit: 40, Duration: 4 * time.Second},
+			// More than 1½ windows between events starts the chain again
+			// with the window before the event.
+			name: "pause", rule: Rule{Limit: 40, Duration: 4 * time.Second}, privileged: true,
 			evs: []ev{
-				{ms(2000), 800 * time.Millisecond, false, 0},
-				{ms(7000), 1700 * time.Millisecond, false, 0},
-				{ms(9000), 2600 * time.Millisecond, true, 4000 * time.Millisecond},
+				{ms(2000), false, 0},
+				{ms(5100), false, 0},
+				{ms(7100), true, 4000 * time.Millisecond},
 			},
 		},
 		{
-			// The second event, a window after the first, with little
-			// stall since: the first window reported late. It is not
-			// counted, and the chain starts again at the next event.
-			name: "late report", rule: Rule{Limit: 40, Duration: 4 * time.Second},
+			// The first event within a window of the trigger's making:
+			// the span starts at the making, not a window before.
+			name: "young trigger", rule: Rule{Limit: 40, Duration: 2 * time.Second}, privileged: true,
 			evs: []ev{
-				{ms(2000), 800 * time.Millisecond, false, 0},
-				{ms(4000), 900 * time.Millisecond, false, 0},
-				{ms(6000), 1800 * time.Millisecond, false, 0},
-				{ms(8000), 2700 * time.Millisecond, true, 4000 * time.Millisecond},
+				{ms(500), false, 0},
+				{ms(2500), true, 2500 * time.Millisecond},
+				{ms(4500), true, 2000 * time.Millisecond},
+			},
+		},
+		{
+			// A window of 2 s for 1 s: the first event is an Over; the
+			// kernel's report, at the window's end, of a breach in its
+			// last checks is another (the error on the early side).
+			name: "report at the window's end", rule: Rule{Limit: 40, Duration: time.Second}, privileged: false,
+			evs: []ev{
+				{ms(3000), true, 2000 * time.Millisecond},
+				{ms(5010), true, 2010 * time.Millisecond},
+				{ms(10000), true, 2000 * time.Millisecond},
 			},
 		},
 		{
 			// Unprivileged 2 s checks: an event 4 s after the previous
-			// one, with the stall held over the 4 s, continues the chain.
-			name: "skipped window", rule: Rule{Limit: 40, Duration: 6 * time.Second},
+			// one (a check ran late) continues the chain; privileged, it
+			// would start a new one.
+			name: "late check", rule: Rule{Limit: 40, Duration: 6 * time.Second}, privileged: false,
 			evs: []ev{
-				{ms(2000), 800 * time.Millisecond, false, 0},
-				{ms(6000), 2500 * time.Millisecond, true, 6000 * time.Millisecond},
+				{ms(2000), false, 0},
+				{ms(6000), true, 6000 * time.Millisecond},
 			},
 		},
 		{
-			// Less than the limit on average over a stretch (here, 1 s in
-			// 4 s: 25 %) starts the chain again at the window that fired.
-			name: "below average", rule: Rule{Limit: 40, Duration: 6 * time.Second},
+			name: "late check, privileged", rule: Rule{Limit: 40, Duration: 6 * time.Second}, privileged: true,
 			evs: []ev{
-				{ms(2000), 800 * time.Millisecond, false, 0},
-				{ms(6000), 1800 * time.Millisecond, false, 0},
-				{ms(8000), 2700 * time.Millisecond, false, 0},
-				{ms(10000), 3600 * time.Millisecond, true, 6000 * time.Millisecond},
-			},
-		},
-		{
-			// A Duration of one window; a stall, the kernel's late report
-			// of it a window later, a pause shorter than 2¼ windows, and
-			// another stall: its first event is an Over.
-			name: "short pause", rule: Rule{Limit: 40, Duration: 2 * time.Second},
-			evs: []ev{
-				{ms(3000), 800 * time.Millisecond, true, 2000 * time.Millisecond},
-				{ms(5000), 850 * time.Millisecond, false, 0},
-				{ms(6500), 1700 * time.Millisecond, true, 2000 * time.Millisecond},
-			},
-		},
-		{
-			// A Duration of one window: each event is an Over, except
-			// the first within a window of the trigger's making.
-			name: "one window", rule: Rule{Limit: 40, Duration: 2 * time.Second},
-			evs: []ev{
-				{ms(500), 800 * time.Millisecond, false, 0},
-				{ms(2500), 1700 * time.Millisecond, true, 2500 * time.Millisecond},
-				{ms(4500), 2600 * time.Millisecond, true, 2000 * time.Millisecond},
+				{ms(2000), false, 0},
+				{ms(6000), false, 0},
+				{ms(8010), false, 0},
+				{ms(10020), true, 6020 * time.Millisecond},
 			},
 		},
 	} {
-		s := psiState{trig: triggerFor(c.rule, true), since: t0}
+		s := psiState{trig: triggerFor(c.rule, c.privileged), since: t0}
 		for i, e := range c.evs {
-			held, share, over := s.observe(e.at, e.stall)
+			held, over := s.observe(e.at)
 			if over != e.over || over && held != e.held {
 				t.Errorf("%s: event %d: over %v held %v; want over %v held %v", c.name, i, over, held, e.over, e.held)
-			}
-			if over && (share < c.rule.Limit || share > 100) {
-				t.Errorf("%s: event %d: share %.1f%%, want from the limit (%v%%) to 100%%", c.name, i, share, c.rule.Limit)
 			}
 		}
 	}
