@@ -247,3 +247,10 @@ func (h *Hierarchy) oomKillsV1(rel string) (uint64, error) {
 	}
 	return total, nil
 }
+
+// MemoryV1Dir is the group's directory in the v1 memory controller, which
+// holds its memory.usage_in_bytes and cgroup.event_control (the usage
+// threshold notification, Documentation/admin-guide/cgroup-v1/memory.rst
+// "Memory thresholds"). It is "" on a unified host and where the v1 memory
+// controller is not in use. The directory may not exist (yet, or any more).
+func (g *Group) MemoryV1Dir() string { return g.h.v1Dir(cgroup1.Memory, g.rel) }
