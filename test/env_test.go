@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/fencing"
 	"github.com/berthd/berth/internal/testutil"
 )
 
@@ -192,6 +193,8 @@ func (e *env) cleanup() {
 		testutil.RemoveCgroupRoot(e.root)
 		f.Close()
 	}
+	// The claim file of an agent killed here (a clean stop removes it).
+	_ = os.Remove(fencing.ClaimFilePath(filepath.Join(e.dir, "data")))
 	if e.t.Failed() && e.out != nil {
 		e.t.Logf("agent output:\n%s", e.out)
 	}
