@@ -271,7 +271,7 @@ name = "orders"
 // A run whose token cannot be written (the record cannot be replaced, as
 // on a read-only or full data_dir) does not start: its state says why,
 // the log has an ERROR; it starts with a greater token once the record
-// can be written.
+// can be written. The same for a claim file a renewal cannot write.
 func TestFencingRecordUnwritable(t *testing.T) {
 	e := newEnv(t)
 	e.write(e.header("2s") + `
@@ -317,6 +317,34 @@ name = "w"
 	}
 	if b, err := os.ReadFile(record); err != nil || !strings.Contains(string(b), fmt.Sprintf("token w %d\n", w.FencingToken)) {
 		t.Errorf("record (%v):\n%s", err, b)
+	}
+
+	// The same for the claim file: once a renewal cannot write it, no
+	// run starts until one can.
+	claim := fencing.ClaimFilePath(filepath.Join(e.dir, "data"))
+	if err := os.Remove(claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(claim, "in-the-way"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(claim) })
+	testutil.Eventually(t, 30*time.Second, "a renewal that cannot write the claim file", func() bool {
+		return strings.Contains(e.out.String(), `level=ERROR msg="the claim file cannot be written: no run starts until it is" path=`+claim)
+	})
+	if err := syscall.Kill(w.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the restart held back for the claim file", func() bool {
+		w = e.jobs()["w"]
+		return w.State == "backoff" && strings.Contains(w.Reason, "claim file "+claim)
+	})
+	if err := os.RemoveAll(claim); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRestarted("w", 0)
+	if _, _, _, err := fencing.ReadClaim(claim); err != nil {
+		t.Errorf("the claim file after it could be written again: %v", err)
 	}
 }
 
@@ -485,6 +513,8 @@ name = %q
 		for _, pid := range append(guard, agent...) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+		<-a.waited // the agent's exit, before env.cleanup looks at it
+		a.waited <- nil
 	})
 	jb := b.waitExactly(settle, jobs...)
 	newer := map[string]uint64{}
