@@ -21,6 +21,6 @@
 //
 // Killing every worker of an agent that lost its lease is also called
 // fencing (package supervisor, source.Loss); this package does not kill.
-// It imports cluster and internal/atomicfile; daemon wires it, supervisor
-// and worker use its values.
+// It imports internal/atomicfile, and go-systemd's path escaping for the
+// claim file's name; daemon wires it, supervisor hands out the tokens.
 package fencing
