@@ -51,7 +51,7 @@ func (w *Worker) adopt(a Adoptable) {
 	}
 	w.logs = logs
 	w.oomBefore, w.oomErr = w.spec.Group.OOMKills()
-	w.started, w.token = a.Run.StartedAt, a.Run.Token
+	w.started = a.Run.StartedAt
 	w.spec.noteLeaf(a.Run.Leaf)
 	w.runs++
 	n := w.runs

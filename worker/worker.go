@@ -160,9 +160,8 @@ type Worker struct {
 	started   time.Time
 	oomBefore uint64
 	oomErr    error
-	retries   int // starts in a row that failed for a reason that passes (retryStart)
-	waits     int // token waits in a row (tokenWait): a restart counts once
-	token     uint64
+	retries   int  // starts in a row that failed for a reason that passes (retryStart)
+	waits     int  // token waits in a row (tokenWait): a restart counts once
 	stopping  bool // Stop was called
 	ended     bool
 }
@@ -475,7 +474,7 @@ func (w *Worker) startRun(release func(), token uint64) (retrying bool) {
 	}
 	defer release()
 	w.oomBefore, w.oomErr = w.spec.Group.OOMKills()
-	w.started, w.token, w.waits = time.Now(), token, 0
+	w.started, w.waits = time.Now(), 0
 	w.setState(func(s *Status) {
 		s.State, s.StartedAt, s.NextRestart, s.Token = Starting, w.started, time.Time{}, token
 	})
