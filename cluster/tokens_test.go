@@ -151,12 +151,19 @@ func TestTokensOfOneJobNeverRepeatAcrossMembers(t *testing.T) {
 		mu     sync.Mutex
 		tokens []int64 // in the order their holders got them
 		turns  = map[string]int{}
+		last   string // the member that held the claim last
 	)
 	hand := func(id string, rev int64) {
 		mu.Lock()
 		defer mu.Unlock()
 		tokens = append(tokens, rev)
 		turns[id]++
+		last = id
+	}
+	othersTurn := func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return last != id
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(60*time.Second))
 	defer cancel()
@@ -199,6 +206,9 @@ func TestTokensOfOneJobNeverRepeatAcrossMembers(t *testing.T) {
 					errs[i] = err
 					return
 				}
+				// Give the other member its chance at the claim (it takes
+				// turns with this one unless it has finished its rounds).
+				testutil.Poll(200*time.Millisecond, func() bool { return othersTurn(id) })
 			}
 		}()
 	}
