@@ -40,10 +40,17 @@ tasks = 1
   restart = "always"
 `
 
-// tokenOf is the fencing token in the environment of process pid.
+// tokenOf is the fencing token in the environment of process pid. A
+// process's environment reads empty for a moment after its exec began
+// (its descriptors are closed on exec, so the start is reported, before
+// the kernel has set up its new stack): it is read again until it is not.
 func tokenOf(t *testing.T, pid int) uint64 {
 	t.Helper()
-	v := environOf(pid, "BERTH_FENCING_TOKEN")
+	var v string
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("the environment of pid %d", pid), func() bool {
+		v = environOf(pid, "BERTH_FENCING_TOKEN")
+		return v != "" || !testutil.Alive(pid)
+	})
 	tok, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
 		t.Fatalf("pid %d: BERTH_FENCING_TOKEN %q: %v", pid, v, err)
