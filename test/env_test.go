@@ -193,8 +193,11 @@ func (e *env) cleanup() {
 		testutil.RemoveCgroupRoot(e.root)
 		f.Close()
 	}
-	// The claim file of an agent killed here (a clean stop removes it).
-	_ = os.Remove(fencing.ClaimFilePath(filepath.Join(e.dir, "data")))
+	// The claim file of an agent killed here (a clean stop removes it),
+	// and its temporary file, when it was killed while writing it.
+	claim := fencing.ClaimFilePath(filepath.Join(e.dir, "data"))
+	_ = os.Remove(claim)
+	_ = os.Remove(claim + ".tmp")
 	if e.t.Failed() && e.out != nil {
 		e.t.Logf("agent output:\n%s", e.out)
 	}
