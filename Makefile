@@ -34,7 +34,7 @@ lint: ## gofmt, go vet, staticcheck (pinned in go.mod)
 	$(GO) tool staticcheck -tags soak ./test/soak
 
 bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
-	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster | tee bench.out
+	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster ./fencing | tee bench.out
 	$(GO) test -run '^$$' -bench Failover -benchtime 5x ./test | tee -a bench.out
 
 bench-restart: ## live restart with 100, 1,000 and 5,000 jobs (as root): pids kept, adoption time, log lines lost, kill-to-dead against the fencing deadline, the guard's memory; tables in BENCHMARKS.md

@@ -69,7 +69,7 @@ func ConnectState(j Job) string {
 // jobStatus is j's JobStatus as its agent (workerID) reports it: the trace
 // of a FAILED job, else the reason of a job that is not running.
 func jobStatus(j Job, workerID string) JobStatus {
-	st := JobStatus{State: ConnectState(j), WorkerID: workerID, Trace: j.Trace}
+	st := JobStatus{State: ConnectState(j), WorkerID: workerID, Trace: j.Trace, FencingToken: j.FencingToken}
 	if st.Trace == "" && st.State != StateRunning {
 		st.Trace = j.Reason
 	}

@@ -26,11 +26,16 @@ type Job struct {
 	// limits the kernel refused in place ("limit KEY = VALUE refused by
 	// the kernel: ERROR"; the others are applied, the refused one is tried
 	// again at each reconcile); empty otherwise.
-	UpdateBlocked string     `json:"update_blocked,omitempty"`
-	PID           int        `json:"pid,omitempty"`
-	Cgroup        string     `json:"cgroup"` // as /proc/PID/cgroup names it
-	StartedAt     *time.Time `json:"started_at,omitempty"`
-	Restarts      int        `json:"restarts"`
+	UpdateBlocked string `json:"update_blocked,omitempty"`
+	PID           int    `json:"pid,omitempty"`
+	// FencingToken is the fencing token of the job's current or last run
+	// (BERTH_FENCING_TOKEN, docs/fencing.md): greater than every earlier
+	// run's of the job, on any agent; absent before the first run and for
+	// a run an earlier release started.
+	FencingToken uint64     `json:"fencing_token,omitempty"`
+	Cgroup       string     `json:"cgroup"` // as /proc/PID/cgroup names it
+	StartedAt    *time.Time `json:"started_at,omitempty"`
+	Restarts     int        `json:"restarts"`
 	// NextRestart is when a job in state backoff starts again.
 	NextRestart *time.Time    `json:"next_restart,omitempty"`
 	LastExit    *worker.Exit  `json:"last_exit,omitempty"`
@@ -293,6 +298,11 @@ type JobStatus struct {
 	State    string `json:"state"`
 	WorkerID string `json:"worker_id"`
 	Trace    string `json:"trace,omitempty"`
+	// FencingToken is the job's fencing token (Job.FencingToken), a field
+	// of berth's beside Connect's own: Connect's clients read the state
+	// by name and skip a field they do not know, as they skip "version",
+	// which Connect itself added to this shape (KIP-891).
+	FencingToken uint64 `json:"fencing_token,omitempty"`
 }
 
 // TaskStatus is one task's JobStatus with its index.

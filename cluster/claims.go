@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -78,8 +80,47 @@ func (s *Session) Release(ctx context.Context, job string) error {
 // It returns an error, with the results of the transactions that did
 // commit, when a job is not a valid key segment (before any write), the
 // session has ended, or the store fails; a job in neither result may then
-// be claimed or not: claim it again.
+// be claimed or not: claim it again. ClaimRuns does the same and says at
+// which revision each claim was written.
 func (s *Session) ClaimMany(ctx context.Context, jobs []string) (won []string, held map[string]string, err error) {
+	claimed, held, err := s.ClaimRuns(ctx, jobs, nil)
+	for _, c := range claimed {
+		won = append(won, c.Job)
+	}
+	return won, held, err
+}
+
+// Claimed is one claim this session holds, as ClaimRuns or RenewClaim
+// took it: what a fencing token is made of (docs/fencing.md).
+type Claimed struct {
+	// Job is the job's ID.
+	Job string
+	// Revision is the store revision of this call's write of the claim:
+	// the transaction that created it, or re-put it (RenewClaim, or
+	// ClaimRuns for a job renew names), which is the claim key's
+	// mod_revision. It is greater than the revision of every earlier
+	// write of the key, and so than every token an earlier run of the job
+	// got from it, on any member. 0: the claim already was ours and was
+	// not written.
+	Revision int64
+	// Created is the claim key's create_revision: every run under this
+	// claim got a token of at least Created; a run with a smaller one ran
+	// under an earlier claim.
+	Created int64
+	// Seen is the highest store revision this session had seen before
+	// the write (Session.Seen): in a store that never goes back, Revision
+	// is greater.
+	Seen int64
+}
+
+// ClaimRuns is ClaimMany, saying of each claim won at which revision it was
+// written (Claimed). A claim that already was ours (a resumed session's)
+// is re-put, the same value on the same lease, when renew (nil: never)
+// says so for its job, so that the job's next run gets a revision of its
+// own; otherwise it is only read. A put of a claim is guarded as
+// RenewClaim's is (our member ID on our lease), all in the one
+// transaction per batch, whose revision is every put's.
+func (s *Session) ClaimRuns(ctx context.Context, jobs []string, renew func(job string) bool) (won []Claimed, held map[string]string, err error) {
 	jobs, err = uniqueNames("job", jobs)
 	if err != nil {
 		return nil, nil, err
@@ -93,40 +134,131 @@ func (s *Session) ClaimMany(ctx context.Context, jobs []string) (won []string, h
 		part := jobs[start:min(start+per, len(jobs))]
 		ops := make([]sizedOp, len(part))
 		for i, j := range part {
-			key := s.c.keys.Claim(j)
-			ops[i] = sizedOp{size: 3*len(key) + len(s.record.ID) + opOverhead,
-				op: clientv3.OpTxn(
-					[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-					[]clientv3.Op{clientv3.OpPut(key, s.record.ID, clientv3.WithLease(s.lease))},
-					[]clientv3.Op{clientv3.OpGet(key)})}
+			ops[i] = s.claimOp(j, renew != nil && renew(j))
 		}
 		done := 0
 		for _, txn := range s.c.pack(ops, per) {
+			seen := s.Seen()
 			resp, err := s.c.etcd.Txn(ctx).Then(txn...).Commit()
 			if err != nil {
 				return won, held, fmt.Errorf("claim %d jobs (%s …): %w", len(txn), part[done], err)
 			}
+			s.saw(resp.Header)
+			rev := resp.Header.Revision
 			for i, r := range resp.Responses {
 				job := part[done+i]
-				tr := r.GetResponseTxn()
-				if tr.Succeeded {
-					won = append(won, job)
-					continue
-				}
-				kvs := tr.Responses[0].GetResponseRange().Kvs
-				if len(kvs) == 0 {
-					return won, held, fmt.Errorf("claim %s: claim vanished inside a transaction", job)
-				}
-				if string(kvs[0].Value) == s.record.ID && clientv3.LeaseID(kvs[0].Lease) == s.lease {
-					won = append(won, job)
-				} else {
-					held[job] = string(kvs[0].Value)
+				c, holder, err := s.claimed(job, r.GetResponseTxn(), rev)
+				switch {
+				case err != nil:
+					return won, held, err
+				case holder != "":
+					held[job] = holder
+				default:
+					c.Seen = seen
+					won = append(won, c)
 				}
 			}
 			done += len(txn)
 		}
 	}
 	return won, held, nil
+}
+
+// claimOp is the nested transaction of job's claim: create it if absent;
+// else, with renew, re-put it if it is ours (renewOps), else read it.
+func (s *Session) claimOp(job string, renew bool) sizedOp {
+	key := s.c.keys.Claim(job)
+	absent := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+	create := []clientv3.Op{clientv3.OpPut(key, s.record.ID, clientv3.WithLease(s.lease))}
+	size := 3*len(key) + len(s.record.ID) + opOverhead
+	if !renew {
+		return sizedOp{size: size, op: clientv3.OpTxn(absent, create, []clientv3.Op{clientv3.OpGet(key)})}
+	}
+	ours, put, other := s.renewOps(key)
+	return sizedOp{size: 2*size + len(s.record.ID) + opOverhead,
+		op: clientv3.OpTxn(absent, create, []clientv3.Op{clientv3.OpTxn(ours, put, other)})}
+}
+
+// renewOps are the parts of a guarded re-put of claim key: if its value
+// is our member ID and it is bound to our lease, put the same on the same
+// lease (reading the previous key for its create_revision); else read it.
+func (s *Session) renewOps(key string) (ours []clientv3.Cmp, put, other []clientv3.Op) {
+	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", s.record.ID),
+			clientv3.Compare(clientv3.LeaseValue(key), "=", int64(s.lease))},
+		[]clientv3.Op{clientv3.OpPut(key, s.record.ID, clientv3.WithLease(s.lease), clientv3.WithPrevKV())},
+		[]clientv3.Op{clientv3.OpGet(key)}
+}
+
+// claimed reads the answer tr of job's nested claim transaction (claimOp)
+// in a transaction of revision rev: the claim ours, or the member that
+// holds it. It returns an error when the claim vanished inside the
+// transaction (which cannot happen).
+func (s *Session) claimed(job string, tr *etcdserverpb.TxnResponse, rev int64) (c Claimed, holder string, err error) {
+	c.Job = job
+	if tr.Succeeded { // created here
+		c.Revision, c.Created = rev, rev
+		return c, "", nil
+	}
+	r := tr.Responses[0]
+	if inner := r.GetResponseTxn(); inner != nil { // the renew branch
+		if inner.Succeeded {
+			c.Revision = rev
+			if prev := inner.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
+				c.Created = prev.CreateRevision
+			}
+			return c, "", nil
+		}
+		r = inner.Responses[0]
+	}
+	kvs := r.GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return c, "", fmt.Errorf("claim %s: claim vanished inside a transaction", job)
+	}
+	if string(kvs[0].Value) == s.record.ID && clientv3.LeaseID(kvs[0].Lease) == s.lease {
+		c.Created = kvs[0].CreateRevision
+		return c, "", nil
+	}
+	return c, string(kvs[0].Value), nil
+}
+
+// ErrClaimLost is the error of RenewClaim when the job's claim is not this
+// session's: gone (the lease expired or was revoked) or another member's.
+var ErrClaimLost = errors.New("the claim is not this session's")
+
+// RenewClaim re-puts job's claim, the same value on the same lease, only
+// while it is this session's (our member ID on our lease), and returns at
+// which revision (Claimed): the fencing token of the job's next run under
+// the claim it already holds (a restart by its restart policy). It
+// returns an error wrapping ErrClaimLost when the claim is not ours, and
+// another when job is not a valid key segment, the session has ended or
+// the store fails.
+func (s *Session) RenewClaim(ctx context.Context, job string) (Claimed, error) {
+	if err := store.CheckName("job", job); err != nil {
+		return Claimed{}, err
+	}
+	if err := s.Err(); err != nil {
+		return Claimed{}, fmt.Errorf("renew claim %s: %w", job, err)
+	}
+	key := s.c.keys.Claim(job)
+	ours, put, other := s.renewOps(key)
+	seen := s.Seen()
+	resp, err := s.c.etcd.Txn(ctx).If(ours...).Then(put...).Else(other...).Commit()
+	if err != nil {
+		return Claimed{}, fmt.Errorf("renew claim %s at %s: %w", job, key, err)
+	}
+	s.saw(resp.Header)
+	if !resp.Succeeded {
+		holder := "nobody"
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			holder = fmt.Sprintf("%s on lease %x", kvs[0].Value, kvs[0].Lease)
+		}
+		return Claimed{}, fmt.Errorf("renew claim %s: held by %s: %w", job, holder, ErrClaimLost)
+	}
+	c := Claimed{Job: job, Revision: resp.Header.Revision, Seen: seen}
+	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
+		c.Created = prev.CreateRevision
+	}
+	return c, nil
 }
 
 // ReleaseMany gives up the claims of jobs that this session holds, each

@@ -79,5 +79,5 @@ func (c *Client) Resume(ctx context.Context, m assign.Member, addr string, lease
 		return nil, fmt.Errorf("resume as %s: the member record changed meanwhile: %w", m.ID, ErrNotResumable)
 	}
 	rec.Lease = lease
-	return c.startSession(rec, id, sent), nil
+	return c.startSession(rec, id, sent, resp.Header.Revision), nil
 }

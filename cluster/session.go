@@ -11,6 +11,7 @@ import (
 	"github.com/berthd/berth/assign"
 	"github.com/berthd/berth/cluster/store"
 	"github.com/berthd/berth/internal/retry"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -52,6 +53,9 @@ type Session struct {
 	lastSent time.Time // send time of the last successful renewal (or grant)
 	err      error
 	ended    bool
+	// seen is the highest store revision the session has seen in an
+	// answer (its grant or resume, renewals, claims): see Seen.
+	seen int64
 }
 
 // Join makes this agent a member: it grants a lease of Config.SessionTTL,
@@ -109,16 +113,17 @@ func (c *Client) Join(ctx context.Context, m assign.Member, addr string) (*Sessi
 		}
 		sent = again
 	}
-	return c.startSession(rec, g.ID, sent), nil
+	return c.startSession(rec, g.ID, sent, resp.Header.Revision), nil
 }
 
 // startSession starts the renewal loop of a session whose lease was granted
-// (or last renewed) by a request sent at sent.
-func (c *Client) startSession(rec MemberRecord, lease clientv3.LeaseID, sent time.Time) *Session {
+// (or last renewed) by a request sent at sent; seen is the store revision
+// of the answer that made it (its member record's write).
+func (c *Client) startSession(rec MemberRecord, lease clientv3.LeaseID, sent time.Time, seen int64) *Session {
 	ttl := c.cfg.SessionTTL
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Session{c: c, record: rec, lease: lease, ttl: ttl, margin: FencingMargin(ttl),
-		ctx: sctx, cancel: cancel, done: make(chan struct{}), loop: make(chan struct{}), lastSent: sent}
+		ctx: sctx, cancel: cancel, done: make(chan struct{}), loop: make(chan struct{}), lastSent: sent, seen: seen}
 	go s.renewLoop()
 	return s
 }
@@ -178,6 +183,7 @@ func (s *Session) renewLoop() {
 			s.mu.Lock()
 			s.lastSent = sent
 			s.mu.Unlock()
+			s.saw(resp.ResponseHeader)
 			if f := s.c.cfg.OnRenew; f != nil {
 				f(time.Since(sent))
 			}
@@ -221,7 +227,29 @@ func (s *Session) RenewNow(ctx context.Context) (time.Time, error) {
 		s.lastSent = sent
 	}
 	s.mu.Unlock()
+	s.saw(resp.ResponseHeader)
 	return s.Deadline(), nil
+}
+
+// saw notes the store revision of an answer's header h (nil: none).
+func (s *Session) saw(h *etcdserverpb.ResponseHeader) {
+	if h == nil {
+		return
+	}
+	s.mu.Lock()
+	s.seen = max(s.seen, h.Revision)
+	s.mu.Unlock()
+}
+
+// Seen returns the highest store revision the session has seen in an
+// answer: its member record's write, every renewal, every claim. Every
+// revision the store hands out after Seen returned is greater, unless
+// the store went back (its data was lost, or it was restored from an
+// older snapshot): fencing tokens compare against it (ClaimRuns).
+func (s *Session) Seen() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen
 }
 
 // end records why the session ended and closes Done, once.

@@ -213,7 +213,7 @@ func TestSlowJoinRenewsAtOnce(t *testing.T) {
 	// local deadline left, more than one renewal interval (16 s).
 	sent := time.Now().Add(-30 * time.Second)
 	start := time.Now()
-	s := c.startSession(MemberRecord{ID: "slow"}, g.ID, sent)
+	s := c.startSession(MemberRecord{ID: "slow"}, g.ID, sent, 0)
 	t.Cleanup(func() { s.Close() })
 	testutil.Eventually(t, ttl, "a renewal", func() bool { return s.LastRenewal().After(sent) })
 	if late := s.LastRenewal().Sub(start); late > renewInterval(ttl)/2 {

@@ -341,7 +341,8 @@ var sections = []Section{
 		ID:      SectionProcess,
 		Headers: []string{"[connector.run]", "[connector.task]"},
 		Doc: "How a job's worker process is run. Every worker gets BERTH_JOB_ID, BERTH_CONNECTOR, BERTH_TASK " +
-			"(the task index, empty for a connector job) and BERTH_CGROUP in its environment.",
+			"(the task index, empty for a connector job), BERTH_CGROUP, and for each run BERTH_FENCING_TOKEN and " +
+			"BERTH_CLAIM_FILE (docs/fencing.md) in its environment.",
 		Keys: []Key{
 			{Name: "command", Type: TypeStrings, Required: true, Bounds: "not empty; ${BERTH_JOB_ID}, ${BERTH_CONNECTOR}, ${BERTH_TASK} expanded, $$ is $",
 				Example: `["/opt/sink/bin/sink", "--task=${BERTH_TASK}"]`,

@@ -97,6 +97,7 @@ func jobInfo(j supervisor.JobView, logDir string) api.Job {
 		State:         st.State,
 		Reason:        j.Reason,
 		PID:           st.PID,
+		FencingToken:  st.Token,
 		Restarts:      st.Restarts,
 		LastExit:      st.LastExit,
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/cluster/embedetcd"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/fencing"
 	"github.com/berthd/berth/guard"
 	"github.com/berthd/berth/handover"
 	"github.com/berthd/berth/host"
@@ -43,6 +44,10 @@ type Agent struct {
 	// notes records the jobs waiting to restart for the next agent
 	// (handover.BackoffFile); nil without a guard.
 	notes *handover.Notes
+	// tokens is the record of the fencing tokens handed out (package
+	// fencing); claim the claim file the jobs read, set at each renewal.
+	tokens *fencing.Record
+	claim  *fencing.ClaimFile
 
 	// Set by Run before the supervisor starts, then read only.
 	hier     *cgroup.Hierarchy
@@ -129,6 +134,13 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("agent.web_config_file: %w", err)
 	}
 
+	// Every run's fencing token must exceed the tokens handed out before
+	// (docs/fencing.md): a record that cannot be read is refused before
+	// anything runs.
+	if a.tokens, err = fencing.OpenRecord(fencing.RecordPath(cfg.Agent.DataDir)); err != nil {
+		return err
+	}
+
 	// The agent reaps every process of every job (a child subreaper):
 	// refuse to start if it cannot be one.
 	rt, err := worker.StartRuntime()
@@ -192,6 +204,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// waiting to restart; the session), read once: the first reconcile
 	// adopts, resumes or discards each run and wait, the source resumes
 	// the session.
+	// The claim file says the session's expiry on the jobs' clock, the
+	// clock of the process that forks them.
+	a.claim = fencing.StartClaimFile(fencing.ClaimFilePath(cfg.Agent.DataDir), a.forker, a.log)
+	defer a.claim.Close()
 	hopts := handover.Options{DataDir: cfg.Agent.DataDir, Log: a.log}
 	if a.guard != nil {
 		hopts.Guard = a.guard
@@ -216,6 +232,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err = a.guard.Release(rctx)
 			cancel()
+		}
+		if err == nil {
+			a.claim.Remove() // no job of this agent is left
 		}
 		a.notes.Close(err == nil) // a clean stop leaves no wait for a next agent
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -276,7 +295,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	sopts := supervisor.Options{Config: cfg, Hierarchy: hier, Source: a.src, Runtime: rt, Logger: a.log, Host: a.host,
-		Inherited: inherited.Jobs}
+		Inherited: inherited.Jobs, Tokens: a.tokens, ClaimFile: a.claim}
 	if a.guard != nil {
 		sopts.Spawner, sopts.Notes = a.guard, a.notes
 	}
@@ -327,7 +346,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string, inherited *handover.Inherited) error {
 	a.src = source.NewCluster(cfg, a.host, source.Options{Log: a.log, OnRenew: a.registry.Cluster.ObserveRenew,
 		OnDeadline: func(t time.Time) { a.guard.Deadline(t.Add(guardLag(cfg.Cluster.SessionTTL))) },
-		Resume:     inherited.Session, Record: inherited.SessionFile})
+		OnExpiry: func(member string, lease int64, expiry time.Time) {
+			a.claim.Set(fencing.Claim{Member: member, Lease: lease, Expiry: expiry})
+		},
+		Resume: inherited.Session, Record: inherited.SessionFile})
 	endpoints := cfg.Cluster.Endpoints
 	if len(endpoints) == 0 {
 		dir := cfg.Agent.DataDir
@@ -447,6 +469,16 @@ func (a *Agent) Summary() string {
 	}
 	return fmt.Sprintf("%s; %d %s running, %d failed, %d waiting for a claim, %d other; assignment generation %d",
 		a.backend.info().State, running, jobs, failed, waiting, other, v.Desired.Generation)
+}
+
+// forker is the pid of the process that forks the jobs, the lease guard
+// (0: this agent, without one): the claim file is written on its
+// children's clock.
+func (a *Agent) forker() int {
+	if a.guard == nil {
+		return 0
+	}
+	return a.guard.PID()
 }
 
 // guardLag is how long after the session's local fencing deadline the

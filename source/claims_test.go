@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/cluster"
 )
 
 // batchRecorder is a Source whose ClaimMany records each call: the jobs
@@ -18,16 +20,20 @@ type batchRecorder struct {
 	failAt int
 }
 
-func (b *batchRecorder) ClaimMany(_ context.Context, jobs []string) ([]string, map[string]string, error) {
+func (b *batchRecorder) ClaimMany(_ context.Context, jobs []string, renew func(string) bool) ([]cluster.Claimed, map[string]string, error) {
 	b.calls = append(b.calls, jobs)
 	if len(b.calls)-1 == b.failAt {
 		return nil, nil, errors.New("store down")
 	}
-	var won []string
+	var won []cluster.Claimed
 	held := map[string]string{}
 	for _, j := range jobs {
 		if n, _ := strconv.Atoi(j[1:]); n%2 == 0 {
-			won = append(won, j)
+			c := cluster.Claimed{Job: j}
+			if renew(j) {
+				c.Revision = int64(n)
+			}
+			won = append(won, c)
 		} else {
 			held[j] = "m2"
 		}
@@ -42,7 +48,8 @@ func TestClaimInBatches(t *testing.T) {
 	}
 	rec := &batchRecorder{failAt: 1}
 	var got []ClaimBatch
-	for b := range ClaimInBatches(context.Background(), rec, jobs, 4, time.Second) {
+	renew := func(j string) bool { return j != "j0" }
+	for b := range ClaimInBatches(context.Background(), rec, jobs, renew, 4, time.Second) {
 		got = append(got, b)
 	}
 	if len(got) != 3 || len(rec.calls) != 3 {
@@ -61,7 +68,10 @@ func TestClaimInBatches(t *testing.T) {
 	if got[1].Err == nil || got[0].Err != nil || got[2].Err != nil {
 		t.Errorf("errors %v, %v, %v: want only the second batch's", got[0].Err, got[1].Err, got[2].Err)
 	}
-	if !slices.Equal(got[2].Won, []string{"j8"}) || got[2].Held["j9"] != "m2" {
+	if !slices.Equal(got[2].Won, []cluster.Claimed{{Job: "j8", Revision: 8}}) || got[2].Held["j9"] != "m2" {
 		t.Errorf("last batch won %v held %v", got[2].Won, got[2].Held)
+	}
+	if !slices.Equal(got[0].Won, []cluster.Claimed{{Job: "j0"}, {Job: "j2", Revision: 2}}) {
+		t.Errorf("first batch won %v: want j0 (not renewed) and j2", got[0].Won)
 	}
 }

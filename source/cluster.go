@@ -87,6 +87,12 @@ type Options struct {
 	// under it, and after every successful renewal: the lease guard kills
 	// every job when it passes (package guard). It must not block.
 	OnDeadline func(time.Time)
+	// OnExpiry, when set, is told the session's member ID, lease and
+	// earliest lease expiry on the store (cluster.Session.LastRenewal +
+	// TTL: no other member can claim the agent's jobs before it) each time
+	// OnDeadline is told the deadline: the claim file (package fencing)
+	// says it to the jobs. It must not block.
+	OnExpiry func(member string, lease int64, expiry time.Time)
 	// Resume is the session an earlier run of this agent saved (package
 	// handover reads it at start): Join takes it over if its lease still
 	// lives and its member is this agent's (cluster.Client.Resume), the
@@ -176,8 +182,8 @@ func (c *Cluster) Connect(ctx context.Context, endpoints []string) error {
 
 // onRenew is told the round-trip time of every successful renewal of the
 // session's lease (cluster.Config.OnRenew), after the session has recorded
-// it: it passes the time on (Options.OnRenew) and the new deadline
-// (Options.OnDeadline).
+// it: it passes the time on (Options.OnRenew) and the new deadline and
+// expiry (Options.OnDeadline, Options.OnExpiry).
 func (c *Cluster) onRenew(rtt time.Duration) {
 	if c.opts.OnRenew != nil {
 		c.opts.OnRenew(rtt)
@@ -185,8 +191,8 @@ func (c *Cluster) onRenew(rtt time.Duration) {
 	c.mu.Lock()
 	s := c.session
 	c.mu.Unlock()
-	if s != nil && c.opts.OnDeadline != nil {
-		c.opts.OnDeadline(s.Deadline())
+	if s != nil {
+		c.tellDeadline(s)
 	}
 }
 
@@ -311,11 +317,21 @@ func (c *Cluster) becomeMember(s *cluster.Session) {
 	c.mu.Lock()
 	c.session, c.state, c.saved = s, Member, SavedSession{}
 	c.mu.Unlock()
-	// The guard holds the deadline before any job is claimed under s.
+	// The guard and the claim file hold the deadline before any job is
+	// claimed under s.
+	c.tellDeadline(s)
+	signal(c.changed)
+}
+
+// tellDeadline tells OnDeadline and OnExpiry session s's deadline and
+// expiry.
+func (c *Cluster) tellDeadline(s *cluster.Session) {
 	if c.opts.OnDeadline != nil {
 		c.opts.OnDeadline(s.Deadline())
 	}
-	signal(c.changed)
+	if c.opts.OnExpiry != nil {
+		c.opts.OnExpiry(s.Member().ID, int64(s.Lease()), s.LastRenewal().Add(s.TTL()))
+	}
 }
 
 // forgetSaved forgets the saved session: resumed no more, by this run
@@ -607,16 +623,28 @@ func (c *Cluster) Desired() Desired {
 }
 
 // ClaimMany implements Source: the claims of jobs in batches (each
-// create-if-absent under this member's lease, cluster.Session.ClaimMany),
-// bounded by the session.
-func (c *Cluster) ClaimMany(ctx context.Context, jobs []string) ([]string, map[string]string, error) {
+// create-if-absent under this member's lease, or re-put for a job renew
+// names, cluster.Session.ClaimRuns), bounded by the session.
+func (c *Cluster) ClaimMany(ctx context.Context, jobs []string, renew func(string) bool) ([]cluster.Claimed, map[string]string, error) {
 	s := c.currentSession()
 	if s == nil {
 		return nil, nil, errors.New("not a member of the cluster")
 	}
 	sctx, cancel := sessionCtx(ctx, s)
 	defer cancel()
-	return s.ClaimMany(sctx, jobs)
+	return s.ClaimRuns(sctx, jobs, renew)
+}
+
+// RenewClaim implements Source (cluster.Session.RenewClaim), bounded by
+// the session.
+func (c *Cluster) RenewClaim(ctx context.Context, job string) (cluster.Claimed, error) {
+	s := c.currentSession()
+	if s == nil {
+		return cluster.Claimed{}, fmt.Errorf("renew claim %s: not a member of the cluster: %w", job, cluster.ErrClaimLost)
+	}
+	sctx, cancel := sessionCtx(ctx, s)
+	defer cancel()
+	return s.RenewClaim(sctx, job)
 }
 
 // Release implements Source.

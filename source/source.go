@@ -108,11 +108,22 @@ type Source interface {
 	// Changed is signalled (never closed) whenever Desired may have changed.
 	Changed() <-chan struct{}
 	// ClaimMany takes the claims of jobs in as few store requests as the
-	// store's limits allow: won lists the jobs whose claims are now this
-	// agent's; held maps every other job to the member that holds it. On
-	// an error a job in neither result may or may not be claimed: claim it
-	// again. It returns an error when the agent is not a member.
-	ClaimMany(ctx context.Context, jobs []string) (won []string, held map[string]string, err error)
+	// store's limits allow: won lists the claims that are now this
+	// agent's, each with the store revision at which this call wrote it
+	// (the fencing token of the job's next run, docs/fencing.md; 0: it
+	// already was ours and renew, nil for none, did not name its job, so
+	// it was not written); held maps every other job to the member that
+	// holds it. On an error a job in neither result may or may not be
+	// claimed: claim it again. It returns an error when the agent is not
+	// a member.
+	ClaimMany(ctx context.Context, jobs []string, renew func(job string) bool) (won []cluster.Claimed, held map[string]string, err error)
+	// RenewClaim re-writes the claim of job this agent holds, only while
+	// it holds it, and says at which revision: the fencing token of the
+	// job's next run under that claim (a restart by its policy). It
+	// returns an error wrapping cluster.ErrClaimLost when the claim is not
+	// this agent's, and another when the agent is not a member or the
+	// store fails.
+	RenewClaim(ctx context.Context, job string) (cluster.Claimed, error)
 	// Release gives a claim up; called only once no process of the job is
 	// left. It returns a store error.
 	Release(ctx context.Context, job string) error

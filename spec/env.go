@@ -11,14 +11,21 @@ const (
 	EnvConnector = "BERTH_CONNECTOR" // the connector's name
 	EnvTask      = "BERTH_TASK"      // the task index, "" for a connector job
 	EnvCgroup    = "BERTH_CGROUP"    // the job's cgroup path, supplied at start
+	// EnvFencingToken is the run's fencing token, a decimal integer
+	// greater than every earlier run's of the job (docs/fencing.md).
+	EnvFencingToken = "BERTH_FENCING_TOKEN"
+	// EnvClaimFile is the claim file a run reads to learn until when no
+	// other run of the job can start (docs/fencing.md).
+	EnvClaimFile = "BERTH_CLAIM_FILE"
 )
 
 // reservedEnv are the names a process's env may not set.
-var reservedEnv = map[string]bool{EnvJobID: true, EnvConnector: true, EnvTask: true, EnvCgroup: true}
+var reservedEnv = map[string]bool{EnvJobID: true, EnvConnector: true, EnvTask: true, EnvCgroup: true,
+	EnvFencingToken: true, EnvClaimFile: true}
 
 // ReservedEnv reports whether name is one of the variables berth sets for
-// every job (EnvJobID, EnvConnector, EnvTask, EnvCgroup), which a process's
-// env and env_file may not set.
+// every job (EnvJobID, EnvConnector, EnvTask, EnvCgroup, EnvFencingToken,
+// EnvClaimFile), which a process's env and env_file may not set.
 func ReservedEnv(name string) bool { return reservedEnv[name] }
 
 // expandable are the references allowed in a command.

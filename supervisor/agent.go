@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/fencing"
 	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/source"
@@ -63,6 +64,14 @@ type Options struct {
 	// Notes records the jobs waiting to restart for the next agent
 	// (worker.Spec.Notes); nil: none are recorded.
 	Notes worker.BackoffNotes
+	// Tokens is the record of the fencing tokens handed out on this host
+	// (package fencing): every run's token (the store revision of its
+	// claim's write) is checked against it and written to it before the
+	// run starts; nil: runs get no token.
+	Tokens *fencing.Record
+	// ClaimFile is the claim file every run gets in BERTH_CLAIM_FILE; a run
+	// starts only once it holds the session's newest deadline. nil: none.
+	ClaimFile *fencing.ClaimFile
 	// Inherited is what an earlier agent left (package handover): the
 	// first pass that knows the whole assignment adopts, resumes or
 	// discards every run and wait in it (plan.Decide), and the passes
@@ -93,7 +102,7 @@ func New(opts Options) *Agent {
 	}
 	a.tbl = newTable(a.clock)
 	a.exec = &executor{log: a.log, host: h, rt: opts.Runtime, spawner: opts.Spawner, notes: opts.Notes, inherited: opts.Inherited,
-		clock: a.clock, hier: a.hier, source: a.source, tbl: a.tbl}
+		tokens: opts.Tokens, claimFile: opts.ClaimFile, clock: a.clock, hier: a.hier, source: a.source, tbl: a.tbl}
 	return a
 }
 

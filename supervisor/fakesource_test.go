@@ -80,8 +80,8 @@ func (f *fakeSource) claim(job string) (bool, string, error) {
 	return true, "sv", nil
 }
 
-func (f *fakeSource) ClaimMany(_ context.Context, jobs []string) ([]string, map[string]string, error) {
-	var won []string
+func (f *fakeSource) ClaimMany(_ context.Context, jobs []string, renew func(string) bool) ([]cluster.Claimed, map[string]string, error) {
+	var won []cluster.Claimed
 	held := map[string]string{}
 	for _, j := range jobs {
 		ok, holder, err := f.claim(j)
@@ -89,12 +89,31 @@ func (f *fakeSource) ClaimMany(_ context.Context, jobs []string) ([]string, map[
 			return won, held, err
 		}
 		if ok {
-			won = append(won, j)
+			f.mu.Lock()
+			f.rev++
+			c := cluster.Claimed{Job: j, Revision: f.rev, Created: f.rev, Seen: f.rev - 1}
+			f.mu.Unlock()
+			won = append(won, c)
 		} else {
 			held[j] = holder
 		}
 	}
 	return won, held, nil
+}
+
+// RenewClaim hands out the next revision while the claim is ours.
+func (f *fakeSource) RenewClaim(_ context.Context, job string) (cluster.Claimed, error) {
+	ok, _, err := f.claim(job)
+	if err != nil {
+		return cluster.Claimed{}, err
+	}
+	if !ok {
+		return cluster.Claimed{}, cluster.ErrClaimLost
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rev++
+	return cluster.Claimed{Job: job, Revision: f.rev, Seen: f.rev - 1}, nil
 }
 
 func (f *fakeSource) Release(_ context.Context, job string) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/fencing"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/source"
@@ -144,5 +145,38 @@ func TestFirstPassDecidesWhatWasInherited(t *testing.T) {
 	}
 	if fa.exec.inheriting() {
 		t.Error("the inheritance is still to be handed over after the first complete pass")
+	}
+}
+
+// A run an earlier agent left whose fencing token is older than its job's
+// claim (the claim was made anew after the run started: another member
+// may have run the job meanwhile) is not adopted: it is killed and the
+// job starts anew with a token of the claim, written to the record.
+func TestRunOlderThanItsClaimStartsAnew(t *testing.T) {
+	wl := workloadOf(sleeper("old", limits.Limits{}))
+	record, err := fencing.OpenRecord(fencing.RecordPath(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left worker.Adoptable
+	var leftCmd *exec.Cmd
+	fa := runFakeAgentPrepared(t, func(cfg *config.Config, h *cgroup.Hierarchy) Options {
+		left, leftCmd = leftRun(t, h, "old")
+		e := &executor{hier: h, log: slog.Default()}
+		js := wanted(source.Desired{Generation: 1, Jobs: []string{"old"}, Workload: wl}, cfg.Agent.ProcessDefaults())
+		left.Run.Fingerprint, left.Run.Token = e.fingerprint(cfg, js["old"]), 5
+		return Options{Tokens: record, Inherited: plan.Inherited{Runs: map[string]worker.Adoptable{"old": left}}}
+	})
+	fa.src.set(func(f *fakeSource) { f.rev = 10 }) // the claim is made at 11
+	fa.src.assign(wl)
+	j := fa.waitJob(t, "old", "old running anew", running)
+	if j.PID == left.Run.PID || testutil.Alive(leftCmd.Process.Pid) {
+		t.Fatalf("old runs pid %d, the earlier run %d (alive %v): not started anew", j.PID, left.Run.PID, testutil.Alive(leftCmd.Process.Pid))
+	}
+	if v, _ := fa.Agent.Job("old"); v.Status.Token != 11 || record.Highest("old") != 11 {
+		t.Errorf("the new run's token %d, recorded %d; want 11, the claim's", v.Status.Token, record.Highest("old"))
+	}
+	if n := fa.Adopted(); n != 0 {
+		t.Errorf("adopted %d, want 0", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
+	"github.com/berthd/berth/fencing"
 	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/source"
@@ -32,6 +33,10 @@ type executor struct {
 	rt      *worker.Runtime
 	spawner worker.Spawner      // nil: runs start on rt's launcher threads
 	notes   worker.BackoffNotes // nil: restart waits are not recorded
+	// tokens records the fencing tokens handed out; nil: runs get none.
+	// claimFile is the claim file runs read; nil: none (tokens.go).
+	tokens    *fencing.Record
+	claimFile *fencing.ClaimFile
 	// inherited is what an earlier agent left, until the first pass that
 	// hands it over (reconcile); only the loop's goroutine touches it.
 	inherited plan.Inherited

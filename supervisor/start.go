@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/cluster"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/retry"
 	"github.com/berthd/berth/source"
@@ -60,40 +61,58 @@ func launches(p plan.Plan) []launch {
 }
 
 // startJobs takes the claims of ls claimBatch at a time, one store
-// transaction each (source.ClaimInBatches), and starts the jobs of each
-// batch as soon as its claims are known, startParallel at a time
-// (startJob), while the store takes the next batch's. A claim held by
-// another member leaves its job Waiting; a claim that could not be taken
-// (the store failed) is retried with backoff.
+// transaction each (source.ClaimInBatches), hands out the fencing tokens
+// of each batch's new runs in one write of the record (handTokens), and
+// starts the jobs of each batch as soon as its claims are known,
+// startParallel at a time (startJob), while the store takes the next
+// batch's. The claim of a job that starts a new run is written even when
+// it already is this agent's (a resumed session's), so that the run gets
+// a token of its own; an adopted run keeps its token, and a resumed wait
+// gets one when its run starts. A claim held by another member leaves its
+// job Waiting; a claim that could not be taken (the store failed) is
+// retried with backoff.
 func (e *executor) startJobs(ctx context.Context, cfg *config.Config, ls []launch) {
 	e.fenceMu.RLock()
 	defer e.fenceMu.RUnlock()
 	ids := make([]string, len(ls))
+	fresh := make(map[string]bool, len(ls))
 	for i, l := range ls {
 		ids[i] = l.job.ID
+		fresh[l.job.ID] = l.run == nil && l.wait == nil
 	}
+	renew := func(id string) bool { return fresh[id] }
 	sem := make(chan struct{}, startParallel())
 	var wg sync.WaitGroup
 	next := 0
-	for b := range source.ClaimInBatches(ctx, e.source, ids, claimBatch, claimTimeout) {
-		ours := make(map[string]bool, len(b.Won))
-		for _, id := range b.Won {
-			ours[id] = true
+	for b := range source.ClaimInBatches(ctx, e.source, ids, renew, claimBatch, claimTimeout) {
+		ours := make(map[string]cluster.Claimed, len(b.Won))
+		for _, c := range b.Won {
+			ours[c.Job] = c
 		}
-		for _, l := range ls[next : next+len(b.Jobs)] {
-			c := claim{got: ours[l.job.ID], holder: b.Held[l.job.ID]}
+		batch := ls[next : next+len(b.Jobs)]
+		claims := make([]claim, len(batch))
+		for i, l := range batch {
+			cl, got := ours[l.job.ID]
+			c := claim{got: got, holder: b.Held[l.job.ID], written: cl}
 			if !c.got && c.holder == "" {
 				c.err = b.Err
 				if c.err == nil {
 					c.err = errors.New("the store answered for neither")
 				}
 			}
+			if c.got && l.run != nil {
+				c.stale = e.staleRun(l.run, cl)
+			}
+			claims[i] = c
+		}
+		e.handTokens(batch, claims)
+		for i, l := range batch {
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				e.startJob(ctx, cfg, l, c)
+				e.startJob(ctx, cfg, l, claims[i])
 			}()
 		}
 		next += len(b.Jobs)
@@ -106,6 +125,14 @@ type claim struct {
 	got    bool   // this agent holds it
 	holder string // another member holds it
 	err    error  // it could not be taken
+	// written is the claim as the store wrote or read it (its revisions);
+	// token the first run's fencing token, handed out from it
+	// (handTokens); stale says the run to adopt ran under an earlier
+	// claim of the job (its token is older than the claim): it is killed
+	// and the job starts anew.
+	written cluster.Claimed
+	token   runToken
+	stale   bool
 }
 
 // startJob makes the job's cgroup with its limits and starts its worker in
@@ -131,6 +158,10 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 	if nj.claimed && e.fencing.Load() {
 		e.discardLaunch(ctx, l, plan.DiscardGone)
 		return // fencing: the claim goes with the lease
+	}
+	if nj.claimed && c.stale {
+		e.discardLaunch(ctx, l, plan.DiscardOlderClaim)
+		l.run = nil // a new run, whose token comes from the claim now
 	}
 	if !nj.claimed {
 		e.discardLaunch(ctx, l, plan.DiscardGone)
@@ -186,10 +217,11 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 	nj.phase = plan.Running
 	ws := e.workerSpec(cfg, j)
 	ws.Group = nj.group
+	ws.Token = e.tokenFunc(j.ID, c.token)
 	ws.Log = e.logs.Writer(j.ID, cfg.Agent.LogDir, cfg.Agent.LogMaxSize, cfg.Agent.LogMaxFiles, cfg.Agent.LogSink == "journal", e.log)
 	switch {
 	case l.run != nil:
-		nj.w = worker.Adopt(ws, *l.run)
+		nj.w = worker.Adopt(ws, *l.run) // its token: the run's own (staleRun)
 		e.adopted.Add(1)
 	case l.wait != nil:
 		nj.w = worker.Resume(ws, *l.wait)
@@ -229,6 +261,7 @@ func (e *executor) workerSpec(cfg *config.Config, j spec.Job) worker.Spec {
 		Runtime:     e.rt,
 		Spawner:     e.spawner,
 		Notes:       e.notes,
+		ClaimFile:   e.claimFilePath(),
 		OnChange:    worker.LogTransitions(e.log, j.ID, e.fencing.Load),
 	}
 }

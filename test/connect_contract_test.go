@@ -238,9 +238,11 @@ tasks = 1
 	if len(tasks) != 2 || tasks[1].ID.Connector != "a" || tasks[1].ID.Task != 1 || tasks[1].Config["task.command"] == "" {
 		t.Errorf("GET /connectors/a/tasks = %+v", tasks)
 	}
+	// Connect's fields, and berth's fencing_token beside them (a field
+	// Connect's clients skip, as they skip Connect's own "version").
 	var ts map[string]json.RawMessage
 	e.expect("GET", "/connectors/a/tasks/1/status", 200, &ts)
-	if keys(ts) != "id,state,worker_id" || string(ts["id"]) != "1" {
+	if keys(ts) != "fencing_token,id,state,worker_id" || string(ts["id"]) != "1" || string(ts["fencing_token"]) == "0" {
 		t.Errorf("GET /connectors/a/tasks/1/status = %v", ts)
 	}
 

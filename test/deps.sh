@@ -5,6 +5,7 @@
 set -euo pipefail
 pkgs=(
 	etcd-server # etcd: cluster tests run real etcd processes
+	etcd-client # etcdctl: the fencing example writes through etcdctl txn (docs/fencing.md)
 	iproute2    # ip: network namespaces for partition tests
 	fdisk       # sfdisk: a partitioned loop device (case C7)
 	util-linux  # losetup

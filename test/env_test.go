@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/fencing"
 	"github.com/berthd/berth/internal/testutil"
 )
 
@@ -196,6 +197,11 @@ func (e *env) cleanup() {
 		testutil.RemoveCgroupRoot(e.root)
 		f.Close()
 	}
+	// The claim file of an agent killed here (a clean stop removes it),
+	// and its temporary file, when it was killed while writing it.
+	claim := fencing.ClaimFilePath(filepath.Join(e.dir, "data"))
+	_ = os.Remove(claim)
+	_ = os.Remove(claim + ".tmp")
 	if e.t.Failed() && e.out != nil {
 		e.t.Logf("agent output:\n%s", e.out)
 	}

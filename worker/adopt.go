@@ -41,7 +41,12 @@ func (w *Worker) adopt(a Adoptable) {
 			return
 		}
 		w.logs = logs
-		w.startRun(nil)
+		tok, err := w.nextToken() // a rare path: with step held
+		if err != nil {
+			w.tokenWait(err)
+			return
+		}
+		w.startRun(nil, tok)
 		return
 	}
 	w.logs = logs
@@ -53,7 +58,7 @@ func (w *Worker) adopt(a Adoptable) {
 	p := &proc{pid: a.Run.PID, runID: a.Run.ID}
 	w.run = p
 	w.setState(func(s *Status) {
-		s.State, s.PID, s.StartedAt, s.Restarts = Running, p.pid, a.Run.StartedAt, a.Run.Restarts
+		s.State, s.PID, s.StartedAt, s.Restarts, s.Token = Running, p.pid, a.Run.StartedAt, a.Run.Restarts, a.Run.Token
 	})
 	w.logs.mark("adopted pid %d (run %s) from an earlier agent", p.pid, a.Run.ID)
 	sp.Adopt(a.Run, func(ws unix.WaitStatus) { go w.exited(n, ws) })

@@ -5,7 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"strconv"
 	"time"
+
+	"github.com/berthd/berth/spec"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,6 +65,11 @@ type Run struct {
 	// Restarts is the worker's restart count when the run began
 	// (Status.Restarts).
 	Restarts int `json:"restarts"`
+	// Token is the run's fencing token (Spec.Token, BERTH_FENCING_TOKEN),
+	// which an adopted run keeps; 0: none, or a Spawner that did not keep
+	// it (a guard of an earlier release, which drops a field it does not
+	// know).
+	Token uint64 `json:"fencing_token,omitempty"`
 }
 
 // Fingerprint hashes what a run of spec executes in cgroup (the job's
@@ -130,11 +138,14 @@ func groupPath(g Group) string {
 // which stays the run's parent); the worker's step is held. The Spawner
 // keeps a copy of the log pipe's read end logr for a later agent; logw is
 // a write end of it, the run's stdout and stderr.
-func (s *Spec) spawnVia(sp Spawner, r Run, logw *os.File, logr int, onExit func(unix.WaitStatus)) (*proc, error) {
+// The run's environment gets extra (runEnv) beyond the spec's, outside
+// its fingerprint.
+func (s *Spec) spawnVia(sp Spawner, r Run, extra []string, logw *os.File, logr int, onExit func(unix.WaitStatus)) (*proc, error) {
 	x, err := Resolve(s)
 	if err != nil {
 		return nil, err
 	}
+	x.Env = append(x.Env, extra...)
 	r.JobID, r.Cgroup = s.JobID, groupPath(s.Group)
 	r.Fingerprint = Fingerprint(s, r.Cgroup)
 	r, err = sp.Spawn(x, r, logw, logr, onExit)
@@ -174,4 +185,20 @@ func (s *Spec) noteDone() {
 	if s.Notes != nil {
 		s.Notes.Done(s.JobID)
 	}
+}
+
+// runEnv is what a run's environment gets beyond the spec's: its fencing
+// token and the claim file (spec.EnvFencingToken, spec.EnvClaimFile),
+// which are not part of the command's fingerprint (Fingerprint): the
+// token is new for every run, and a run an earlier release started,
+// without them, is still adopted.
+func (s *Spec) runEnv(token uint64) []string {
+	var env []string
+	if token != 0 {
+		env = append(env, spec.EnvFencingToken+"="+strconv.FormatUint(token, 10))
+	}
+	if s.ClaimFile != "" {
+		env = append(env, spec.EnvClaimFile+"="+s.ClaimFile)
+	}
+	return env
 }

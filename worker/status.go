@@ -68,6 +68,10 @@ type Status struct {
 	// NextRestart is when a worker in BackingOff starts again (LastExit.Time,
 	// or the failed start's time, plus the backoff delay); zero otherwise.
 	NextRestart time.Time `json:"next_restart,omitzero"`
+	// Token is the fencing token of the current or last run
+	// (BERTH_FENCING_TOKEN, Spec.Token); 0: none (no run yet, a worker
+	// without tokens, or a run an earlier release started).
+	Token uint64 `json:"fencing_token,omitempty"`
 }
 
 // exitFromStatus turns a wait4(2) status into an Exit.

@@ -27,7 +27,7 @@ func LogTransitions(log *slog.Logger, id string, fencing func() bool) func(Statu
 		}
 		switch st.State {
 		case Running:
-			log.Info("job running", "job_id", id, "pid", st.PID, "restarts", st.Restarts)
+			log.Info("job running", "job_id", id, "pid", st.PID, "restarts", st.Restarts, "fencing_token", st.Token)
 		case Failed:
 			log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", id, "reason", st.Reason)
 		case Exited:

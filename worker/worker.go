@@ -94,6 +94,20 @@ type Spec struct {
 	// Notes, when set, is told when the job enters and leaves a backoff,
 	// for the next agent (Resume).
 	Notes BackoffNotes
+	// Token, when set, returns the fencing token of the run the worker is
+	// about to start (docs/fencing.md): called before every run it starts,
+	// before the run waits for a start slot, never for a run it adopts
+	// (which keeps Run.Token). The run gets it in BERTH_FENCING_TOKEN and
+	// its Status.Token. An error (the store unreachable, the claim not
+	// proven, a token that would go back, a record that cannot be written)
+	// means the run must not start: the worker backs off with the error as
+	// its Status.Reason and asks again, for as long as it is not stopped
+	// (not counted as a failed start: such a worker is never Failed for
+	// it). ctx ends when the worker is stopped.
+	Token func(ctx context.Context) (uint64, error)
+	// ClaimFile, when set, is the claim file every run gets in
+	// BERTH_CLAIM_FILE (package fencing).
+	ClaimFile string
 }
 
 // Worker supervises the runs of one job: start inside the cgroup, wait for
@@ -125,6 +139,9 @@ type Worker struct {
 	pending   *Pending      // the restart wait to carry on (Resume), for begin
 	stopCh    chan struct{} // closed by Stop
 	done      chan struct{} // closed when the worker has ended and its log copy too
+	// life ends when Stop is called: it bounds a Token call.
+	life    context.Context
+	endLife context.CancelFunc
 
 	mu     sync.Mutex
 	status Status
@@ -144,6 +161,7 @@ type Worker struct {
 	oomBefore uint64
 	oomErr    error
 	retries   int  // starts in a row that failed for a reason that passes (retryStart)
+	waits     int  // token waits in a row (tokenWait): a restart counts once
 	stopping  bool // Stop was called
 	ended     bool
 }
@@ -164,12 +182,14 @@ func New(s Spec) *Worker {
 		s.KillSignal = unix.SIGTERM
 	}
 	s.Backoff = s.Backoff.withDefaults()
-	return &Worker{
+	w := &Worker{
 		spec:   s,
 		stopCh: make(chan struct{}),
 		done:   make(chan struct{}),
 		status: Status{State: Stopped},
 	}
+	w.life, w.endLife = context.WithCancel(context.Background())
+	return w
 }
 
 // Adopt returns a worker for s in state Stopped whose Start takes over
@@ -253,6 +273,7 @@ func (w *Worker) Start() {
 func (w *Worker) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() {
 		close(w.stopCh)
+		w.endLife()
 		go w.stop()
 	})
 	w.startOnce.Do(func() { close(w.done) }) // never started: nothing to wait for
@@ -327,15 +348,22 @@ func (w *Worker) setState(f func(*Status)) {
 // carry on its restart wait.
 func (w *Worker) begin() {
 	newRun := w.adopted == nil && w.pending == nil
-	var release func()
+	var (
+		tok  uint64
+		terr error
+	)
 	if newRun {
+		tok, terr = w.nextToken()
+	}
+	var release func()
+	if newRun && terr == nil {
 		if release = w.spec.Runtime.startSlot(w.stopCh); release != nil {
 			defer release()
 		}
 	}
 	w.step.Lock()
 	defer w.step.Unlock()
-	if newRun && release == nil { // stopped while waiting for a slot
+	if newRun && terr == nil && release == nil { // stopped while waiting for a slot
 		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
 		w.end()
 		return
@@ -362,7 +390,45 @@ func (w *Worker) begin() {
 		w.resumeBackoff(*p)
 		return
 	}
-	w.startRun(release)
+	if terr != nil {
+		w.tokenWait(terr)
+		return
+	}
+	w.startRun(release, tok)
+}
+
+// nextToken returns the fencing token of the run about to start
+// (Spec.Token; 0 without one). It is called without step.
+func (w *Worker) nextToken() (uint64, error) {
+	if w.spec.Token == nil {
+		return 0, nil
+	}
+	tok, err := w.spec.Token(w.life)
+	if err != nil {
+		return 0, fmt.Errorf("fencing token: %w", err)
+	}
+	return tok, nil
+}
+
+// tokenWait is the step after a run that may not start for want of its
+// fencing token (err): the worker backs off as after a failed start that
+// passes, its state BackingOff with the reason, and asks again, for as
+// long as it is not stopped. step is held.
+func (w *Worker) tokenWait(err error) {
+	if w.stopping {
+		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
+		w.end()
+		return
+	}
+	w.waits++
+	w.delay = w.spec.Backoff.next(w.delay, 0)
+	next := time.Now().Add(w.delay)
+	w.setState(func(s *Status) { s.State, s.PID, s.Reason, s.NextRestart = BackingOff, 0, err.Error(), next })
+	w.logs.mark("not started: %v: trying again in %s", err, w.delay)
+	w.spec.noteWaiting(w.Status(), w.delay)
+	w.timers++
+	tn := w.timers
+	w.timer = time.AfterFunc(time.Until(next), func() { w.restart(tn) })
 }
 
 // resumeBackoff carries on the backoff of an earlier agent's worker of the
@@ -391,8 +457,9 @@ func (w *Worker) resumeBackoff(p Pending) {
 // nil: startRun takes one itself, waiting with step held (a rare path: an
 // adopted run whose log cannot be read). It gives the slot back once the
 // fork has returned. It reports whether the start failed for a reason that
-// passes and the worker now backs off to try again (retryStart).
-func (w *Worker) startRun(release func()) (retrying bool) {
+// passes and the worker now backs off to try again (retryStart). token is
+// the run's fencing token (Spec.Token).
+func (w *Worker) startRun(release func(), token uint64) (retrying bool) {
 	if w.stopping {
 		w.setState(func(s *Status) { s.State, s.NextRestart = Stopped, time.Time{} })
 		w.end()
@@ -407,8 +474,10 @@ func (w *Worker) startRun(release func()) (retrying bool) {
 	}
 	defer release()
 	w.oomBefore, w.oomErr = w.spec.Group.OOMKills()
-	w.started = time.Now()
-	w.setState(func(s *Status) { s.State, s.StartedAt, s.NextRestart = Starting, w.started, time.Time{} })
+	w.started, w.waits = time.Now(), 0
+	w.setState(func(s *Status) {
+		s.State, s.StartedAt, s.NextRestart, s.Token = Starting, w.started, time.Time{}, token
+	})
 	w.runs++
 	n := w.runs
 	// The exit may come before spawn returns; exited then waits for step,
@@ -422,10 +491,13 @@ func (w *Worker) startRun(release func()) (retrying bool) {
 	// the only write end the agent holds, for as long as the start takes.
 	logw, err := w.logs.writer()
 	if err == nil {
+		extra := w.spec.runEnv(token)
 		if sp := w.spec.Spawner; sp != nil {
-			p, err = w.spec.spawnVia(sp, Run{StartedAt: w.started, Restarts: w.Status().Restarts}, logw, w.logs.rfd, onExit)
+			p, err = w.spec.spawnVia(sp, Run{StartedAt: w.started, Restarts: w.Status().Restarts, Token: token}, extra, logw, w.logs.rfd, onExit)
 		} else {
-			p, err = spawn(&w.spec, w.spec.Group, logw, onExit)
+			s := w.spec
+			s.Env = append(s.Env[:len(s.Env):len(s.Env)], extra...)
+			p, err = spawn(&s, w.spec.Group, logw, onExit)
 		}
 		if err != nil {
 			markTo(logw, "start failed: %v", err)
@@ -567,25 +639,45 @@ func (w *Worker) retryStart(err error) {
 // taken before it. A retried start (retryStart) does not count as a
 // restart.
 func (w *Worker) restart(n uint64) {
-	release := w.spec.Runtime.startSlot(w.stopCh)
-	if release != nil {
-		defer release()
+	if !w.due(n) {
+		return
+	}
+	// The token first, then the slot: a store round trip and a write of
+	// the record hold up no other start.
+	tok, terr := w.nextToken()
+	var release func()
+	if terr == nil {
+		if release = w.spec.Runtime.startSlot(w.stopCh); release != nil {
+			defer release()
+		}
 	}
 	w.step.Lock()
 	defer w.step.Unlock()
-	if w.timer == nil || w.timers != n || w.ended || w.stopping || release == nil {
+	if w.timer == nil || w.timers != n || w.ended || w.stopping || terr == nil && release == nil {
 		return // cancelled by a stop (which, if still to come, ends the wait)
 	}
 	w.timer = nil
-	if w.retries == 0 {
+	if w.retries == 0 && w.waits == 0 {
 		w.setState(func(s *Status) { s.Restarts++ })
 	}
-	if !w.startRun(release) {
+	if terr != nil {
+		w.tokenWait(terr)
+		return
+	}
+	if !w.startRun(release, tok) {
 		// After the start: an agent that dies before it leaves the wait
 		// noted, and the next one finds the run the guard holds (it
 		// wins). A start that backs off again keeps its note.
 		w.spec.noteDone()
 	}
+}
+
+// due reports whether backoff timer n is still the worker's own: no stop
+// or later timer came since it was set.
+func (w *Worker) due(n uint64) bool {
+	w.step.Lock()
+	defer w.step.Unlock()
+	return w.timer != nil && w.timers == n && !w.ended && !w.stopping
 }
 
 // stop is the step of Stop: terminate the run, or cancel the restart.

@@ -24,7 +24,8 @@ restarts, CPU time against its CPU limit (cores), memory against its limit,
 OOM kills, last exit, and in the last column the reason a job is failed or
 waiting, or why its new definition is held back. Then its sharing groups
 (GET /v1/groups): each group's jobs here and their usage together against
-the group's limits. --wide adds each job's cgroup and command.
+the group's limits. --wide adds each job's fencing token (of its current or
+last run, BERTH_FENCING_TOKEN), cgroup and command.
 
 The agent is found at --addr, else at agent.listen of --config, over https
 when its agent.web_config_file turns TLS on, presenting the [agent.client]
@@ -61,7 +62,7 @@ read for these keys, with a warning.`,
 	}
 	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT or URL (default: agent.listen of --config)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the agent's JSON (GET /v1/jobs)")
-	c.Flags().BoolVarP(&wide, "wide", "w", false, "also print each job's cgroup and command")
+	c.Flags().BoolVarP(&wide, "wide", "w", false, "also print each job's fencing token, cgroup and command")
 	return c
 }
 
@@ -72,7 +73,7 @@ func printJobs(w io.Writer, jobs []api.Job, wide bool, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "JOB\tKIND\tGROUP\tSTATE\tPID\tUPTIME\tRESTARTS\tCPU\tCPU LIMIT\tMEMORY\tMEM LIMIT\tOOM\tLAST EXIT\t"
 	if wide {
-		head += "CGROUP\tCOMMAND\t"
+		head += "TOKEN\tCGROUP\tCOMMAND\t"
 	}
 	fmt.Fprintln(tw, head+"REASON")
 	for _, j := range jobs {
@@ -107,7 +108,11 @@ func printJobs(w io.Writer, jobs []api.Job, wide bool, now time.Time) {
 		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t", j.ID, j.Kind, dash(j.Group),
 			j.State, pid, uptime, j.Restarts, cpu, cpuLimit, mem, limit, oom, last)
 		if wide {
-			row += j.Cgroup + "\t" + oneLine(strings.Join(j.Command, " ")) + "\t"
+			token := "-"
+			if j.FencingToken != 0 {
+				token = strconv.FormatUint(j.FencingToken, 10)
+			}
+			row += token + "\t" + j.Cgroup + "\t" + oneLine(strings.Join(j.Command, " ")) + "\t"
 		}
 		fmt.Fprintln(tw, row+reason)
 	}

@@ -37,4 +37,19 @@ h               -      -          -        -          -     -           -    -  
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
+
+	// --wide: the run's fencing token, the cgroup and the command.
+	b.Reset()
+	printJobs(&b, []api.Job{
+		{ID: "a", Kind: "connector", State: worker.Running, PID: 42, StartedAt: &started, FencingToken: 4211,
+			Cgroup: "/berth/jobs/a", Command: []string{"sleep", "60"}},
+		{ID: "b", Kind: "connector", State: worker.Waiting, Cgroup: "/berth/jobs/b", Command: []string{"true"}, Reason: "claim held by m2"},
+	}, true, now)
+	want = `JOB  KIND       GROUP  STATE    PID  UPTIME  RESTARTS  CPU  CPU LIMIT  MEMORY  MEM LIMIT  OOM  LAST EXIT  TOKEN  CGROUP         COMMAND   REASON
+a    connector  -      running  42   1m30s   0         -    -          -       -          -    -          4211   /berth/jobs/a  sleep 60  -
+b    connector  -      waiting  -    -       0         -    -          -       -          -    -          -      /berth/jobs/b  true      claim held by m2
+`
+	if b.String() != want {
+		t.Errorf("--wide: got\n%s\nwant\n%s", b.String(), want)
+	}
 }

@@ -9,13 +9,13 @@ import (
 // WriteFile replaces path with data, as os.WriteFile writes it but
 // atomically: data goes to path+".tmp" (created with perm, or truncated),
 // is synced to disk (fsync(2)) and renamed over path (rename(2) replaces
-// a file atomically), and the directory is synced so that the rename
-// itself survives a power loss (fsync(2): "Calling fsync() does not
-// necessarily ensure that the entry in the directory containing the file
-// has also reached disk"). A crash at any point leaves the old file or
-// the new one. The temporary file is removed when a step fails. Errors
-// name path: the temporary file cannot be created, written, synced or
-// closed, the rename fails, or the directory cannot be synced.
+// a file atomically), so that a crash at any point leaves the old file or
+// the new one; then the directory is synced, so that the rename too
+// survives a power loss (fsync(2): syncing a file does not sync the entry
+// naming it). The temporary file is removed when a step fails. Errors
+// name path and the step that failed: the temporary file cannot be
+// created, written, synced or closed, the rename fails, or the directory
+// cannot be synced (the new content is in place then).
 func WriteFile(path string, data []byte, perm os.FileMode) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
@@ -36,16 +36,21 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
+	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("write %s: sync its directory: %w", path, err)
+	}
+	return nil
+}
+
+// syncDir fsyncs directory dir.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
 	}
 	err = d.Sync()
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return fmt.Errorf("write %s: sync its directory: %w", path, err)
-	}
-	return nil
+	return err
 }

@@ -181,10 +181,17 @@ const (
 	// DiscardHasRun: a wait of a job that has an inherited run (the run
 	// wins: a crash came between its start and the wait's removal).
 	DiscardHasRun
+	// DiscardOlderClaim: the run's fencing token is older than the job's
+	// claim, made anew since the run started (its lease expired while the
+	// run lived on): another member may have run the job meanwhile, so
+	// the run starts anew with a token of the claim. The executor finds
+	// it, once the claim is read.
+	DiscardOlderClaim
 )
 
 var discardNames = [...]string{DiscardGone: "the job is not assigned here", DiscardChanged: "the job's command changed",
-	DiscardHeld: "the job's connector is held", DiscardNotStarted: "the job does not start", DiscardHasRun: "the job has a run"}
+	DiscardHeld: "the job's connector is held", DiscardNotStarted: "the job does not start", DiscardHasRun: "the job has a run",
+	DiscardOlderClaim: "the run's fencing token is older than the job's claim"}
 
 // String says the reason as logs say it.
 func (r DiscardReason) String() string {
