@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// The names berth gives a run in its environment. TokenEnv is fixed (the
-// operators' scripts read it); ClaimFileEnv and the claim file's format
-// below are this package's assumption until berth documents them: adapt
-// ClaimFileEnv and ParseClaim, nothing else reads the file.
+// The names berth gives a run in its environment (docs/fencing.md). The
+// claim file is read here as a job reads it, from its documented format
+// (key=value lines, deadline= in seconds of CLOCK_BOOTTIME), not through
+// berth's own code, so that the soak checks what a job would see.
 const (
 	TokenEnv     = "BERTH_FENCING_TOKEN" // the run's fencing token, a decimal integer
 	ClaimFileEnv = "BERTH_CLAIM_FILE"    // the path of the run's claim file
