@@ -148,7 +148,9 @@ func TestSamplerFeedsTheModel(t *testing.T) {
 	if e.CPUSamples != MemoryTicks || e.MemorySamples != memTicks {
 		t.Errorf("%d CPU and %d memory samples after %d ticks; want %d and %d", e.CPUSamples, e.MemorySamples, MemoryTicks+1, MemoryTicks, memTicks)
 	}
-	if e.Periods == 0 || e.ThrottledShare() < 0.5 || e.CPUMax < 0.15 || e.MemoryPeak < 8<<20 {
+	// Throttled in some periods: how many depends on how much CPU the
+	// host leaves the loop.
+	if e.Periods == 0 || e.ThrottledPeriods == 0 || e.CPUMax <= 0 || e.CPUMax > 0.3 || e.MemoryPeak < 8<<20 {
 		t.Errorf("evidence %+v: want a busy loop throttled at 0.2 core, and its 8 MiB peak", e)
 	}
 
