@@ -3,13 +3,16 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/recommend/sampler"
 )
 
 // The usage history's view of the agent: the running jobs are sampled
@@ -70,5 +73,29 @@ name = "x-1"
 	}
 	if got := slices.Sorted(maps.Keys(defined)); !slices.Equal(got, []string{"a", "a-0", "a-1", "x-1"}) {
 		t.Errorf("defined %v; want a, a-0, a-1, x-1", got)
+	}
+}
+
+// BenchmarkRunning100Jobs is the sampler's list of running jobs from the
+// supervisor's view (backend.Running), once a tick, at 100 running jobs.
+func BenchmarkRunning100Jobs(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("[static]\nconnectors = [")
+	for i := range 100 {
+		fmt.Fprintf(&sb, "%q,", fmt.Sprintf("j%03d", i))
+	}
+	sb.WriteString("]\n")
+	for i := range 100 {
+		fmt.Fprintf(&sb, "[[connector]]\nname = \"j%03d\"\n[connector.run]\ncommand = [\"sleep\", \"infinity\"]\n", i)
+	}
+	a := runAgent(b, sb.String())
+	var buf []sampler.Job
+	testutil.Eventually(b, 60*time.Second, "100 jobs running", func() bool {
+		buf = a.backend.Running(buf[:0])
+		return len(buf) == 100
+	})
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = a.backend.Running(buf[:0])
 	}
 }
