@@ -224,7 +224,9 @@ func splitRendered(out string) map[string]string {
 // reload: no OOM kill, at most 1 % of CFS periods throttled, memory at
 // most 15 % above the peak observed. -recommend.duration sets how long
 // each run lasts (the figures of BENCHMARKS.md: 10 minutes). The test's
-// cgroup root gets the highest CPU weight (raiseCPUWeight).
+// cgroup root gets the highest CPU weight (raiseCPUWeight). On lane 1
+// (pure cgroup v2 under qemu, where the limits also set memory_high) the
+// throttling is not checked: emulation, not the shape, sets the CPU used.
 func TestRecommendShapes(t *testing.T) {
 	bin := shapejob(t)
 	d := *recommendDuration
@@ -286,6 +288,10 @@ func TestRecommendShapes(t *testing.T) {
 		start[s] = e.counters(s)
 	}
 	ended := runs("the runs under the recommendations end", second)
+	// Under qemu's emulation (lane 1: BERTH_VM) the CPU a process uses is
+	// the emulator's, not the shape's: its memory is checked, its
+	// throttling only shown.
+	emulated := os.Getenv("BERTH_VM") != ""
 
 	t.Logf("%d s per run; load average %s", int(d.Seconds()), loadAverage())
 	t.Log("| shape | cpu | throttled on re-run | VPA cpu | peak | memory | slack | OOM kills on re-run | VPA memory | VPA slack |")
@@ -305,7 +311,12 @@ func TestRecommendShapes(t *testing.T) {
 		if ooms > 0 || ended[s].LastExit.OOMKilled {
 			t.Errorf("%s: %d OOM kills under memory = %d", s, ooms, r.Memory)
 		}
-		if periods == 0 || share > 0.01 {
+		switch {
+		case periods == 0:
+			t.Errorf("%s: no CFS period counted under cpu = %v", s, r.CPU)
+		case share > 0.01 && emulated:
+			t.Logf("%s: throttled in %d of %d CFS periods: not checked under emulation", s, throttled, periods)
+		case share > 0.01:
 			t.Errorf("%s: throttled in %d of %d CFS periods under cpu = %v; want at most 1 %%", s, throttled, periods, r.CPU)
 		}
 		if slack > 0.15 || slack < 0 {
