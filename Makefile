@@ -8,7 +8,7 @@ PKGS      := ./...
 TESTFLAGS ?=
 TESTFORMAT ?= pkgname
 
-.PHONY: build run test test-loaded test-race lint bench bench-restart bench-scale bench-cluster bench-cluster-ci soak soak-short soak-fencing soak-fencing-short fuzz test-v2 test-systemd deb docs man completion clean
+.PHONY: build run test test-loaded test-race lint bench bench-restart bench-recommend bench-scale bench-cluster bench-cluster-ci soak soak-short soak-fencing soak-fencing-short fuzz test-v2 test-systemd deb docs man completion clean
 
 build: ## bin/berth
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/berth ./cmd/berth
@@ -39,6 +39,9 @@ bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 
 bench-restart: ## live restart with 100, 1,000 and 5,000 jobs (as root): pids kept, adoption time, log lines lost, kill-to-dead against the fencing deadline, the guard's memory; tables in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench LiveRestart -benchtime 1x -timeout 60m ./test | tee bench-restart.out
+
+bench-recommend: ## berth recommend under the real agent (as root): the four synthetic jobs 10 minutes each, then again under the recommendation; the table in BENCHMARKS.md
+	$(GO) test -run 'TestRecommendShapes$$' -count=1 -v -timeout 60m ./test -args -recommend.duration 10m | tee bench-recommend.out
 
 # The cluster simulation (cmd/berth-sim): members of the real cluster package
 # with stand-in workers against a three-member etcd on loopback. Results

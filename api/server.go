@@ -96,6 +96,8 @@ type Options struct {
 	// Log receives a line for each request the guards refuse; nil:
 	// slog.Default().
 	Log *slog.Logger
+	// Recommender serves GET /v1/recommendations; nil: it answers 404.
+	Recommender Recommender
 }
 
 // server is the handler's state.
@@ -114,6 +116,7 @@ type server struct {
 //	GET  /v1/groups                        the sharing groups with jobs here: limits, jobs, usage (Group, JSON array)
 //	GET  /v1/members                       every live member (Member, JSON array)
 //	GET  /v1/assignment                    the published assignment (Assignment)
+//	GET  /v1/recommendations               recommended limits of ?job=ID and ?connector=NAME (repeatable; none: every job) (Recommendations)
 //	GET  /connectors                       connector names; ?expand=status, ?expand=info: a map of ConnectorExpanded
 //	GET  /connectors/{name}                config and task IDs (ConnectorInfo)
 //	GET  /connectors/{name}/config         the config map alone
@@ -182,6 +185,7 @@ func Handler(b Backend, opts Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, a)
 	})
+	mux.HandleFunc("GET /v1/recommendations", recommendations(opts.Recommender))
 	mux.HandleFunc("GET /connectors", s.listConnectors)
 	mux.HandleFunc("GET /connectors/{name}", s.withConnector(func(w http.ResponseWriter, r *http.Request, c spec.Connector) {
 		writeJSON(w, http.StatusOK, connectorInfo(c, b.Target(c.Name)))

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -139,4 +140,85 @@ func quotaCores(quota, period string) (float64, error) {
 		return 0, nil
 	}
 	return float64(q) / float64(p), nil
+}
+
+// CPUCounters are a group's cumulative CPU figures that the usage
+// history samples every second (package recommend): the CPU time used
+// and the CFS periods run and throttled, with the quota in force.
+type CPUCounters struct {
+	// UsageSeconds is the CPU time used by the group and its
+	// descendants, seconds (as Usage.CPUUsageSeconds).
+	UsageSeconds float64
+	// Periods and ThrottledPeriods are the CFS periods in which the group
+	// ran and those in which it hit its quota (as Usage's); both stay 0
+	// while no quota is in force.
+	Periods, ThrottledPeriods uint64
+	// QuotaCores is the CPU quota berth applied, cores (as
+	// Usage.Limits.CPUQuotaCores), 0 when unlimited.
+	QuotaCores float64
+}
+
+// cpuCounterKeys are the cgroup2 cpu.stat keys CPUCounters reads.
+var cpuCounterKeys = []string{"usage_usec", "nr_periods", "nr_throttled"}
+
+// CPUCounters reads the group's CPU counters from as few files as the
+// host allows, for a reader that takes them every second: on a unified
+// host the group's cpu.stat alone; on a hybrid host the cgroup2 tracking
+// tree's cpu.stat for the usage, and the v1 cpu controller's cpu.stat
+// only while a quota is in force (the kernel counts periods only then,
+// Documentation/scheduler/sched-bwc.rst); on a legacy host v1
+// cpuacct.usage, and v1 cpu.stat as on a hybrid one. Each file is read
+// once, without allocating, through the same anchored directories as
+// Usage; the quota is the one berth applied (no file read).
+//
+// Errors: the group is gone (wrapping ErrNotExist); a file cannot be read
+// or parsed.
+func (g *Group) CPUCounters() (CPUCounters, error) {
+	c := CPUCounters{QuotaCores: g.applied().CPUQuotaCores}
+	d := g.h.dirsFor(g)
+	err := d.err
+	if err == nil {
+		bp := readBufs.Get().(*[]byte)
+		err = readCPUCounters(g.h.mode, d, *bp, &c)
+		readBufs.Put(bp)
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = errors.Join(err, ErrNotExist)
+		}
+		return CPUCounters{}, fmt.Errorf("read CPU counters of cgroup %s: %w", g.rel, err)
+	}
+	return c, nil
+}
+
+// readCPUCounters reads c's counters on a host in mode m (CPUCounters).
+func readCPUCounters(m Mode, d *groupDirs, buf []byte, c *CPUCounters) error {
+	var v [3]uint64
+	switch {
+	case m == Unified:
+		if err := d.unified.keyed("cpu.stat", buf, cpuCounterKeys, v[:]); err != nil {
+			return err
+		}
+		c.UsageSeconds, c.Periods, c.ThrottledPeriods = float64(v[0])/1e6, v[1], v[2]
+		return nil
+	case d.unified.ok():
+		if err := d.unified.keyed("cpu.stat", buf, cpuCounterKeys[:1], v[:1]); err != nil {
+			return err
+		}
+		c.UsageSeconds = float64(v[0]) / 1e6
+	case d.cpuacct.ok():
+		ns, err := d.cpuacct.number("cpuacct.usage", buf)
+		if err != nil {
+			return err
+		}
+		c.UsageSeconds = float64(ns) / 1e9
+	}
+	if c.QuotaCores == 0 || !d.cpu.ok() {
+		return nil
+	}
+	if err := d.cpu.keyed("cpu.stat", buf, v1CPUStatKeys[:2], v[:2]); err != nil {
+		return err
+	}
+	c.Periods, c.ThrottledPeriods = v[0], v[1]
+	return nil
 }

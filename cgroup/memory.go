@@ -12,12 +12,15 @@ package cgroup
 // containerd's cgroup2 writes to memory.low.
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/berthd/berth/internal/kernfile"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -254,3 +257,155 @@ func (h *Hierarchy) oomKillsV1(rel string) (uint64, error) {
 // "Memory thresholds"). It is "" on a unified host and where the v1 memory
 // controller is not in use. The directory may not exist (yet, or any more).
 func (g *Group) MemoryV1Dir() string { return g.h.v1Dir(cgroup1.Memory, g.rel) }
+
+// Watermark says what MemorySample.PeakBytes is the highest charge of.
+type Watermark uint8
+
+const (
+	// NoWatermark: the kernel keeps none the group can read (v2 before
+	// Linux 5.19, which has no memory.peak); PeakBytes is 0.
+	NoWatermark Watermark = iota
+	// WatermarkSinceLastSample: the watermark was reset when the previous
+	// MemorySample read it, so it is the peak since then (v1
+	// memory.max_usage_in_bytes, which any write resets,
+	// cgroup-v1/memory.rst 5.4 and 5.5). The first sample of a group
+	// reads the peak since it was made.
+	WatermarkSinceLastSample
+	// WatermarkSinceCreation: the watermark is never reset (v2
+	// memory.peak, the peak since the cgroup was made). Since Linux 6.12
+	// a write resets it for the writing descriptor only, which would
+	// cost one descriptor held open per group: berth does not use it.
+	WatermarkSinceCreation
+)
+
+// MemorySample is a group's memory figures as the usage history samples
+// them (package recommend, every 10 to 30 seconds): the charge, the
+// kernel's watermark, the inactive page cache, the OOM kill count and
+// the hard limit in force.
+type MemorySample struct {
+	// CurrentBytes is the memory charged, page cache included (v2
+	// memory.current, v1 memory.usage_in_bytes).
+	CurrentBytes uint64
+	// PeakBytes is the highest charge the kernel recorded (Peak says
+	// since when).
+	PeakBytes uint64
+	Peak      Watermark
+	// InactiveFileBytes is the page cache on the inactive LRU list (v2
+	// memory.stat inactive_file, v1 total_inactive_file, which counts
+	// the group's descendants as v2's does); valid when HasInactiveFile.
+	InactiveFileBytes uint64
+	HasInactiveFile   bool
+	// OOMKills counts OOM kills in the group (as Usage.OOMKills).
+	OOMKills uint64
+	// LimitBytes is the hard memory limit berth applied, bytes, 0 when
+	// unlimited (as Usage.Limits.MemoryLimitBytes).
+	LimitBytes uint64
+}
+
+// inactiveFileKey is memory.stat's key of the inactive page cache: v2's,
+// and v1's hierarchical total.
+var (
+	inactiveFileKey   = []string{"inactive_file"}
+	inactiveFileKeyV1 = []string{"total_inactive_file"}
+)
+
+// statBufs are the buffers memory.stat is read into: longer than the
+// other files (about 1.5 KiB on v2 with Linux 6.x, and growing with each
+// release).
+var statBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
+// MemorySample reads the group's memory figures: on a unified host
+// memory.current, memory.peak (absent before Linux 5.19: NoWatermark),
+// memory.stat and memory.events; on v1 memory.usage_in_bytes,
+// memory.max_usage_in_bytes, which it then resets by writing 0 to it
+// (so that the next sample's watermark is that interval's: one reader
+// only, the agent's sampler, may call MemorySample on a v1 group),
+// memory.stat and memory.oom_control (only when an OOM kill may have
+// happened since it was last read, as Usage). Each file is read once
+// through the same anchored directories as Usage.
+//
+// Errors: the group is gone (wrapping ErrNotExist); the memory
+// controller is not in use for it (wrapping ErrNotExist too); a file
+// cannot be read, parsed or, on v1, the watermark reset.
+func (g *Group) MemorySample() (MemorySample, error) {
+	s := MemorySample{LimitBytes: g.applied().MemoryLimitBytes}
+	d := g.h.dirsFor(g)
+	err := d.err
+	if err == nil {
+		bp, sp := readBufs.Get().(*[]byte), statBufs.Get().(*[]byte)
+		if g.h.mode == Unified {
+			err = readMemorySampleV2(d.unified, *bp, *sp, &s)
+		} else {
+			err = g.readMemorySampleV1(d.memory, *bp, *sp, &s)
+		}
+		readBufs.Put(bp)
+		statBufs.Put(sp)
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = errors.Join(err, ErrNotExist)
+		}
+		return MemorySample{}, fmt.Errorf("read memory sample of cgroup %s: %w", g.rel, err)
+	}
+	return s, nil
+}
+
+// readMemorySampleV2 reads s from the group's v2 directory d.
+func readMemorySampleV2(d mountDir, buf, stat []byte, s *MemorySample) error {
+	var err error
+	if s.CurrentBytes, err = d.number("memory.current", buf); err != nil {
+		return err
+	}
+	switch pk, err := d.number("memory.peak", buf); {
+	case err == nil:
+		s.PeakBytes, s.Peak = pk, WatermarkSinceCreation
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if err := readInactiveFile(d, stat, inactiveFileKey, s); err != nil {
+		return err
+	}
+	var n [1]uint64
+	if err := d.keyed("memory.events", buf, oomKillKey, n[:]); err != nil {
+		return err
+	}
+	s.OOMKills = n[0]
+	return nil
+}
+
+// readMemorySampleV1 reads s from the group's v1 memory directory d, and
+// resets its watermark.
+func (g *Group) readMemorySampleV1(d mountDir, buf, stat []byte, s *MemorySample) error {
+	if !d.ok() {
+		return fmt.Errorf("memory controller not in use: %w", ErrNotExist)
+	}
+	var err error
+	if s.CurrentBytes, err = d.number("memory.usage_in_bytes", buf); err != nil {
+		return err
+	}
+	if s.PeakBytes, err = d.number("memory.max_usage_in_bytes", buf); err != nil {
+		return err
+	}
+	if err := d.write("memory.max_usage_in_bytes", "0"); err != nil {
+		return err
+	}
+	s.Peak = WatermarkSinceLastSample
+	if err := readInactiveFile(d, stat, inactiveFileKeyV1, s); err != nil {
+		return err
+	}
+	s.OOMKills, err = g.ownOOMKillsV1(d, buf)
+	return err
+}
+
+// readInactiveFile reads the inactive page cache (key) of d's memory.stat
+// into s.
+func readInactiveFile(d mountDir, buf []byte, key []string, s *MemorySample) error {
+	n := [1]uint64{math.MaxUint64}
+	if err := d.keyed("memory.stat", buf, key, n[:]); err != nil {
+		return err
+	}
+	if n[0] != math.MaxUint64 {
+		s.InactiveFileBytes, s.HasInactiveFile = n[0], true
+	}
+	return nil
+}

@@ -250,6 +250,29 @@ func (d mountDir) read(name string, buf []byte) ([]byte, error) {
 	return b, err
 }
 
+// write writes s to the file name in d with one write(2), as a control
+// file takes one value per write; like read, a file the anchored path
+// does not find is looked up again from the mount.
+func (d mountDir) write(name, s string) error {
+	p := d.rel + name
+	fd, err := unix.Openat(d.a.fd, p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) && d.a.prefix != "" {
+		p = d.a.prefix + p
+		fd, err = unix.Openat(d.a.mountFD, p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: d.mountRel() + name, Err: err}
+	}
+	_, err = unix.Write(fd, []byte(s))
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: d.mountRel() + name, Err: err}
+	}
+	return nil
+}
+
 // number reads a single-value file of d ("max" reads as 0).
 func (d mountDir) number(name string, buf []byte) (uint64, error) {
 	b, err := d.read(name, buf)

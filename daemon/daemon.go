@@ -21,6 +21,7 @@ import (
 	"github.com/berthd/berth/handover"
 	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/metrics"
+	"github.com/berthd/berth/recommend/sampler"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/plan"
@@ -61,6 +62,9 @@ type Agent struct {
 	imageStarted time.Time
 	conf         *confState // the configuration in force, its reloads
 	backend      *backend   // the agent as its API and metrics see it
+	// usage is the usage history's sampler (recommend.go); set by Run
+	// before the API is served.
+	usage *sampler.Sampler
 
 	mu         sync.Mutex // guards what follows
 	handler    http.Handler
@@ -248,11 +252,14 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	// The usage history, read before any job starts (berth recommend).
+	a.usage = openUsage(cfg.Agent.DataDir, a.backend, a.log)
 	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
 	// until the agent is a member and has reconciled.
 	h := api.Handler(a.backend, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
 		Version: a.build[0], Commit: a.build[1], Cluster: cfg.Cluster.Name,
-		AllowedHosts: append([]string{cfg.Agent.Listen, cfg.Agent.Advertise}, cfg.Agent.AllowedHosts...), Log: a.log})
+		AllowedHosts: append([]string{cfg.Agent.Listen, cfg.Agent.Advertise}, cfg.Agent.AllowedHosts...), Log: a.log,
+		Recommender: a.backend})
 	a.mu.Lock()
 	a.handler = h
 	a.mu.Unlock()
@@ -303,6 +310,11 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	close(a.started)
 	supDone := make(chan error, 1)
 	go func() { supDone <- a.sup.Run(runCtx) }()
+	waitUsage := runUsage(runCtx, a.usage)
+	defer func() {
+		stop()
+		waitUsage()
+	}()
 	// systemd removes the jobs' scope once it is empty: when the lease
 	// guard is gone (it killed every job at a passed deadline, was killed,
 	// or the scope was stopped) and so is every job process. No guard can

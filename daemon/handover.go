@@ -48,5 +48,10 @@ func (a *Agent) PrepareHandOver(ctx context.Context) error {
 	if err := a.notes.Flush(); err != nil {
 		return fmt.Errorf("before the hand-over: %w", err)
 	}
+	// So is the usage history (berth recommend): the new program reads
+	// it. A history not saved costs samples, not jobs: logged only.
+	if err := a.usage.Save(); err != nil {
+		a.log.Warn("usage history not saved before the hand-over", "error", err)
+	}
 	return nil
 }

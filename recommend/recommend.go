@@ -12,11 +12,11 @@ import (
 type Host struct {
 	// CPUs is the number of CPUs online: cpu may not exceed it (berth's
 	// validation refuses more). 0: no cap.
-	CPUs int
+	CPUs int `json:"cpus"`
 	// MemoryHigh is true where the kernel enforces memory.high (cgroup
 	// v2). On cgroup v1 memory_high is only the threshold of the
 	// memory_pressure action, not enforced.
-	MemoryHigh bool
+	MemoryHigh bool `json:"memory_high"`
 }
 
 // Recommendation is one job's recommended limits with the evidence for

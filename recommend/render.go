@@ -31,7 +31,9 @@ type Target struct {
 // them all, so sized for the largest of each resource), each to replace
 // the connector's table (or inline limits = { … }) of that name. Keys a
 // recommendation does not set (cpu_period, cpu_weight, cpuset,
-// memory_swap, pids, io_weight, io) keep the values in force; so do cpu
+// memory_low, memory_swap, pids, io_weight, io) keep the values in force
+// (memory_low only while at most memory and memory_high, else it is
+// left out, in a comment); so do cpu
 // and memory when there is no sample for them. The evidence goes in
 // comments. now is the time named in the header.
 //
@@ -144,17 +146,27 @@ func renderTable(w *bufio.Writer, table string, ts []Target, host Host) {
 		written = cur.Memory
 		line("memory", tomlBytes(cur.Memory), "kept: no memory samples")
 	}
+	var writtenHigh int64 // the memory_high written, 0 for none
 	switch {
 	case high.Rec.MemoryHigh > 0 && (host.MemoryHigh || cur.MemoryHigh > 0):
 		comment := "above every peak, below memory: reclaim and throttling come before the OOM kill"
 		if !host.MemoryHigh {
 			comment = "the memory_pressure threshold (cgroup v1 does not enforce it)"
 		}
+		writtenHigh = high.Rec.MemoryHigh
 		line("memory_high", tomlBytes(high.Rec.MemoryHigh), comment+who(high))
 	case high.Rec.MemoryHigh > 0:
 		fmt.Fprintf(w, "# memory_high = %s would be the threshold of memory_pressure = \"restart\" (cgroup v1 does not enforce it)\n", tomlBytes(high.Rec.MemoryHigh))
 	case cur.MemoryHigh > 0 && (written == 0 || cur.MemoryHigh <= written):
+		writtenHigh = cur.MemoryHigh
 		line("memory_high", tomlBytes(cur.MemoryHigh), "kept")
+	}
+	// memory_low may be at most memory and memory_high (limits' bounds).
+	switch {
+	case cur.MemoryLow > 0 && (written == 0 || cur.MemoryLow <= written) && (writtenHigh == 0 || cur.MemoryLow <= writtenHigh):
+		line("memory_low", tomlBytes(cur.MemoryLow), "kept")
+	case cur.MemoryLow > 0:
+		fmt.Fprintf(w, "# memory_low = %s left out: above the recommended memory or memory_high\n", tomlBytes(cur.MemoryLow))
 	}
 	if cur.MemorySwap > 0 && written > 0 {
 		line("memory_swap", tomlBytes(cur.MemorySwap), "kept")

@@ -57,7 +57,7 @@ func recFor(t *testing.T, job string, cores float64, peak uint64, hist time.Dura
 func TestRenderValidates(t *testing.T) {
 	kept := limits.Limits{
 		CPU: 1.5, CPUPeriod: 50 * time.Millisecond, CPUWeight: 200, Cpuset: "0-1", Memory: 512 << 20, MemoryHigh: 400 << 20,
-		MemorySwap: 64 << 20, Pids: 128, IOWeight: 300, IO: []limits.IOLimit{{Device: "/", WriteBPS: 20 << 20, ReadIOPS: 1000}},
+		MemoryLow: 32 << 20, MemorySwap: 64 << 20, Pids: 128, IOWeight: 300, IO: []limits.IOLimit{{Device: "/", WriteBPS: 20 << 20, ReadIOPS: 1000}},
 	}
 	run := recFor(t, "orders-sink", 0.05, 30<<20, 2*time.Hour)
 	t0r := recFor(t, "orders-sink-0", 0.4, 70<<20, 25*time.Hour)

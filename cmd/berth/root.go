@@ -41,6 +41,7 @@ func commands(configPath *string) []*cobra.Command {
 		upgradeCmd(configPath),
 		statusCmd(configPath),
 		topCmd(configPath),
+		recommendCmd(configPath),
 		logsCmd(configPath),
 		applyCmd(configPath),
 		connectorsCmd(configPath),

@@ -42,6 +42,7 @@ echo "LANE1 KERNEL $(uname -r) CONTROLLERS $(cat /sys/fs/cgroup/cgroup.subtree_c
 
 flags=$(cat /tests/flags 2>/dev/null)
 [ -x /tests/berth ] && export BERTH_TEST_BIN=/tests/berth
+[ -x /tests/shapejob ] && export BERTH_TEST_SHAPEJOB=/tests/shapejob
 guard=$(cat /tests/guard 2>/dev/null || echo 360)
 for t in /tests/*.test; do
 	[ -e "$t" ] || continue

@@ -119,6 +119,13 @@ for p in "${pkgs[@]}"; do
 			echo "LANE1 RESULT FAIL"
 			exit 1
 		}
+		# And the synthetic jobs of berth recommend's test
+		# (BERTH_TEST_SHAPEJOB, test/recommend_test.go).
+		(cd "$REPO" && CGO_ENABLED=0 go build -o "$root/tests/shapejob" ./test/shapejob) || {
+			log "LANE1 FAIL: test/shapejob does not build"
+			echo "LANE1 RESULT FAIL"
+			exit 1
+		}
 	fi
 	if [ -d "$dir/testdata" ]; then
 		mkdir -p "$root/tests/$name.dir"
