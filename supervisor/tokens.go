@@ -59,15 +59,27 @@ func (e *executor) handTokens(batch []launch, claims []claim) {
 // staleRun reports whether run, an earlier agent's run of its job, ran
 // under an earlier claim than c, the job's claim now: its token is older
 // than the claim's creation (it was made anew after the lease the run
-// started under had expired). A run without a token (the guard of an
-// earlier release dropped it) takes the highest token the record holds
-// for its job, the last one handed out, which is its own; one with none
-// at all (started by a release without tokens) is never stale.
+// started under had expired).
+//
+// A run without a token is one of two: started by this release through a
+// guard of the previous release, which keeps no token in its records (the
+// run's own token is then the highest the record holds for its job, handed
+// out under this claim: at or above its creation), or started by a release
+// without tokens (the previous release's agent, upgraded from), which has
+// none. Either is adopted, never stale: the first takes its token from the
+// record, the second stays without one until its next start. A record's
+// token from before the claim's creation is not the run's (an earlier
+// life of this data_dir handed it out) and is not given to it.
 func (e *executor) staleRun(run *worker.Adoptable, c cluster.Claimed) bool {
-	if run.Run.Token == 0 && e.tokens != nil {
-		run.Run.Token = e.tokens.Highest(run.Run.JobID)
+	if run.Run.Token == 0 {
+		if e.tokens != nil {
+			if h := e.tokens.Highest(run.Run.JobID); h != 0 && int64(h) >= c.Created {
+				run.Run.Token = h
+			}
+		}
+		return false
 	}
-	return run.Run.Token != 0 && int64(run.Run.Token) < c.Created
+	return int64(run.Run.Token) < c.Created
 }
 
 // tokenFunc is job's worker.Spec.Token: the first call returns first (or

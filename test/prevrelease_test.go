@@ -131,15 +131,27 @@ func sockets(t *testing.T, dir string) []string {
 // on its own clock: it does not kill the jobs at once, and kills them at
 // the real deadline once that agent is SIGKILLed. Beside another guard
 // of the previous release, a clean stop of this build releases it. A
-// start after that makes a guard of this release: one socket.
+// start after that makes a guard of this release: one socket. This build
+// ran on the data_dir first, so its fencing record holds tokens older than
+// the previous release's claims: the previous release's runs, which have
+// no token, are adopted all the same.
 func TestAgentTakesOverFromPreviousRelease(t *testing.T) {
 	old := prevBerth(t, prevRelease)
 	ns := inTimeNamespace(t)
 	e := newEnv(t)
-	e.bin = filepath.Join(e.dir, "berth")
-	copyFile(t, old, e.bin)
 	e.write(e.header("2s") + timensJob)
 	data := filepath.Join(e.dir, "data")
+	// This build ran on the data_dir before the previous release was
+	// installed (as lane 2 does: a package removed, the older one
+	// installed): its fencing record holds tokens of the job from before
+	// the older agent's claims, which are not the runs' own.
+	e.start()
+	e.jobProcs()
+	if err := e.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("clean stop of this build: %v", err)
+	}
+	e.bin = filepath.Join(e.dir, "berth")
+	copyFile(t, old, e.bin)
 	e.wrap = ns
 	e.start()
 	procs := e.jobProcs()

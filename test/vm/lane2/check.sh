@@ -472,6 +472,8 @@ if [ -r /root/berth-prev.deb ]; then
 			pass "prev-deb-upgrade-keeps-jobs ($(printf '%s\n' "$out" | grep "runs adopted"))"
 		else
 			fail prev-deb-upgrade-keeps-jobs "MainPID $main -> $(systemctl show -p MainPID --value berth); before: $(echo $old); alive: $(echo $(alive $old)); dpkg: $(printf '%s\n' "$out" | tail -n 5)"
+			# The service's journal of the hand-over, for the console log.
+			journalctl -u berth -o cat --no-pager -n 80 | sed 's/^/LANE2 JOURNAL /'
 		fi
 		systemctl restart berth
 		JCG=/sys/fs/cgroup/system.slice/$SCOPE
