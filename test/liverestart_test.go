@@ -223,6 +223,9 @@ name = "sleeper"
 	if err == nil {
 		t.Fatalf("berth upgrade to a program that does not run succeeded:\n%s", out)
 	}
+	if !strings.Contains(string(out), "does not run") {
+		t.Errorf("berth upgrade does not say why the hand-over was refused:\n%s", out)
+	}
 	testutil.Eventually(t, 30*time.Second, "the agent logs the refusal", func() bool {
 		return strings.Contains(e.out.String(), "hand-over refused")
 	})
