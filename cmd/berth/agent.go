@@ -165,7 +165,9 @@ func runAgent(path, guardPprof string) error {
 		case sig := <-sigs:
 			if sig == syscall.SIGUSR2 {
 				if !started || reloading {
-					log.Info("hand-over queued until the agent is ready and no reload is under way", "ready", started, "reloading", reloading)
+					if !upgradeNext { // one line however many come
+						log.Info("hand-over queued until the agent is ready and no reload is under way", "ready", started, "reloading", reloading)
+					}
 					upgradeNext = true
 					break
 				}
