@@ -105,6 +105,10 @@ type Agent struct {
 	// start (live restart, docs/live-restart.md); absent when it found
 	// nothing to adopt.
 	Adoption *Adoption `json:"adoption,omitempty"`
+	// HandOverRefused is the last hand-over this image refused (SIGUSR2,
+	// berth upgrade), with why; absent when it refused none. berth
+	// upgrade reads it to answer at once rather than wait its --timeout.
+	HandOverRefused *HandOverRefusal `json:"hand_over_refused,omitempty"`
 	// Config is the configuration file in force and how the last reload
 	// went.
 	Config AgentConfig `json:"config"`
@@ -120,6 +124,15 @@ type Adoption struct {
 	// their process, pid and start time (the rest were killed: a failed
 	// identity check, a changed command, or a job no longer assigned).
 	Adopted int `json:"adopted"`
+}
+
+// HandOverRefusal is a hand-over an agent refused: it goes on as before.
+type HandOverRefusal struct {
+	// At is when it refused.
+	At time.Time `json:"at"`
+	// Reason says why (the new program does not run, refuses the
+	// configuration file, the renewal before the exec failed...).
+	Reason string `json:"reason"`
 }
 
 // AgentConfig is the agent's configuration file as GET /v1/agent reports

@@ -132,7 +132,7 @@ func (b *backend) AgentInfo() api.Agent {
 	out := api.Agent{ID: i.ID, State: string(i.State), Leader: i.Leader, Generation: i.Generation, PID: os.Getpid(), Config: conf}
 	out.Version, out.ImageStarted = a.build[0], a.imageStarted
 	a.mu.Lock()
-	out.Adoption = a.adoption
+	out.Adoption, out.HandOverRefused = a.adoption, a.refused
 	a.mu.Unlock()
 	if !i.LastRenewal.IsZero() {
 		r, d := i.LastRenewal, i.Deadline

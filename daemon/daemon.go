@@ -69,9 +69,10 @@ type Agent struct {
 	mu         sync.Mutex // guards what follows
 	handler    http.Handler
 	declWarned bool
-	adoption   *api.Adoption // what the start adopted; nil: nothing held
-	place      jobsPlace     // where the jobs live (systemd's scope)
-	reloadMu   sync.Mutex    // one reload at a time
+	adoption   *api.Adoption        // what the start adopted; nil: nothing held
+	refused    *api.HandOverRefusal // the last hand-over refused; nil: none
+	place      jobsPlace            // where the jobs live (systemd's scope)
+	reloadMu   sync.Mutex           // one reload at a time
 }
 
 // Options configure an Agent beyond its configuration file.

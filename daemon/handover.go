@@ -55,3 +55,12 @@ func (a *Agent) PrepareHandOver(ctx context.Context) error {
 	}
 	return nil
 }
+
+// HandOverRefused records that this agent refused a hand-over (why), for
+// GET /v1/agent: berth upgrade answers with the reason as soon as it
+// appears.
+func (a *Agent) HandOverRefused(why error) {
+	a.mu.Lock()
+	a.refused = &api.HandOverRefusal{At: a.clock.Now(), Reason: why.Error()}
+	a.mu.Unlock()
+}

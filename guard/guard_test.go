@@ -20,6 +20,7 @@ import (
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/berthd/berth/worker"
 	"golang.org/x/sys/unix"
 )
 
@@ -614,6 +615,12 @@ func TestHungGuardIsEnded(t *testing.T) {
 	if second.PID() == first.PID() || second.PID() == 0 {
 		t.Fatalf("second guard pid %d, first %d", second.PID(), first.PID())
 	}
+	// The new guard starts jobs: its leaf is not the one the kill of the
+	// stopped guard went through (a CLONE_INTO_CGROUP child of a task in
+	// a killed cgroup is SIGKILLed before its exec; enterLeaf).
+	second.Deadline(time.Now().Add(time.Hour))
+	w.acked(second)
+	startsAJob(t, w, second, "after-hung")
 	again := w.reaped(second.PID())
 	stopGuard(t, second.PID())
 	if err := second.Release(ctx); err != nil {
@@ -624,6 +631,53 @@ func TestHungGuardIsEnded(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the stopped guard was not ended at release")
 	}
+}
+
+// startsAJob has the guard behind c start a job whose program writes a
+// line and runs on, and checks that it does: the line comes, and no exit.
+func startsAJob(t *testing.T, w *world, c *Client, name string) {
+	t.Helper()
+	if _, err := w.h.New("jobs/"+name, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, wp, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	exits := make(chan unix.WaitStatus, 1)
+	run, err := c.Spawn(&worker.Exec{Path: "/bin/sh", Argv: []string{"sh", "-c", "echo up; exec sleep 1000"}, Env: []string{"PATH=/usr/bin:/bin"}},
+		worker.Run{JobID: name, Cgroup: "jobs/" + name, Fingerprint: "f-" + name}, wp, int(r.Fd()), func(ws unix.WaitStatus) { exits <- ws })
+	wp.Close()
+	if err != nil {
+		t.Fatalf("start a job through the new guard: %v", err)
+	}
+	line := make(chan string, 1)
+	go func() {
+		b := make([]byte, 16)
+		n, _ := r.Read(b)
+		line <- string(b[:n])
+	}()
+	select {
+	case l := <-line:
+		if strings.TrimSpace(l) != "up" {
+			t.Fatalf("job %s wrote %q, want \"up\"", name, l)
+		}
+	case ws := <-exits:
+		t.Fatalf("job %s (pid %d) ended before its program ran: %v", name, run.PID, ws)
+	case <-time.After(testutil.Deadline(20 * time.Second)):
+		t.Fatalf("job %s wrote nothing", name)
+	}
+	select {
+	case ws := <-exits:
+		t.Fatalf("job %s ended: %v", name, ws)
+	default:
+	}
+	if err := unix.Kill(run.PID, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exits
+	c.Forget(run)
 }
 
 // stopGuard sends SIGSTOP to the guard pid and waits until it is stopped

@@ -238,6 +238,10 @@ func (r *runs) exited(id string, ws unix.WaitStatus) {
 		return // forgotten (the agent killed a run it did not adopt), or closed
 	}
 	hr.exited, hr.status = true, ws
+	if r.conn == nil && !r.closed {
+		r.log.Info("guard: a run exited while no agent is connected; its status is kept for the next agent",
+			"job_id", hr.run.JobID, "run", id, "pid", hr.run.PID, "exited", ws.Exited(), "code", ws.ExitStatus(), "signal", ws.Signal())
+	}
 	if r.conn != nil && !r.closed {
 		mc := r.conn
 		r.wg.Add(1)

@@ -147,9 +147,39 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	return s.run(ctx)
 }
 
-// enterLeaf makes <root>/guard in every hierarchy and moves this process
-// (every thread: cgroup.procs) into it.
+// leafTimeout bounds the removal of a leaf an earlier guard left (its
+// last processes may still be exiting).
+const leafTimeout = 10 * time.Second
+
+// enterLeaf makes <root>/guard in every hierarchy, anew, and moves this
+// process (every thread: cgroup.procs) into it.
+//
+// Anew: a leaf an earlier guard left is removed first, so that the guard
+// forks from a cgroup that was never killed. An agent ends a hung guard
+// by writing cgroup.kill in its leaf, and the kernel compares the kill
+// count (kill_seq) of the forking task's cgroup with that of the cgroup a
+// CLONE_INTO_CGROUP child is born in: when they differ the child is
+// SIGKILLed before it can exec (kernel/cgroup/cgroup.c, cgroup_css_set_fork
+// and cgroup_post_fork, Linux 6.14 to at least 6.18), so every job start
+// of a guard in a killed leaf would die. A fresh cgroup's count is 0, as
+// is every fresh run leaf's (cgroup.Group.ForkInside).
+//
+// Errors: the earlier leaf cannot be removed within leafTimeout (a
+// process of it does not exit), or the leaf cannot be made or entered.
 func enterLeaf(h *cgroup.Hierarchy) error {
+	if old, err := h.Load(CgroupLeaf); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), leafTimeout)
+		err = old.Kill(ctx)
+		if err == nil {
+			err = old.Delete(ctx)
+		}
+		cancel()
+		if err != nil {
+			return fmt.Errorf("guard: remove the leaf an earlier guard left: %w", err)
+		}
+	} else if !errors.Is(err, cgroup.ErrNotExist) {
+		return fmt.Errorf("guard: %w", err)
+	}
 	g, err := h.New(CgroupLeaf, nil)
 	if err != nil {
 		return fmt.Errorf("guard: %w", err)
@@ -260,58 +290,78 @@ func (s *server) serveConn(mc *msgConn) {
 	buf, oob := newRecvBuffers()
 	hello := false
 	for {
-		m, files, err := mc.recv(buf, oob)
+		// Counted before it leaves the socket, and again once handled:
+		// so drain knows of every message the agent sent (pending).
+		err := mc.await()
+		mc.received.Add(1)
+		var m runMsg
+		var files []int
+		if err == nil {
+			m, files, err = mc.recv(buf, oob)
+		}
 		if err != nil {
 			if hello {
 				s.tell(ctlMsg{mc: mc, err: err})
 			}
 			return
 		}
-		switch m.Op {
-		case opHello, opDeadline, opRelease:
-			closeAll(files)
-			if m.Op == opHello && m.Version != Version {
-				s.log.Warn("guard: refused a hello of another protocol version", "version", m.Version, "want", Version, "peer_pid", m.PID)
-				_ = mc.send(runMsg{Op: opHello, Seq: m.Seq, Version: Version, PID: os.Getpid(),
-					Error: fmt.Sprintf("protocol version %d, this guard speaks %d", m.Version, Version)})
-				return
-			}
-			if m.Op != opHello && !hello {
-				s.log.Warn("guard: a message before hello; closing the connection", "op", m.Op)
-				return
-			}
-			reply := make(chan runMsg, 1)
-			if !s.tell(ctlMsg{mc: mc, m: m, reply: reply}) {
-				return
-			}
-			var a runMsg
-			select {
-			case a = <-reply:
-			case <-s.quit:
-				return
-			}
-			if a.Op == "" {
-				continue // sent by run, or refused (run closed the connection)
-			}
-			// From its hello on, run counts this connection as the
-			// agent's, and must hear of its end.
-			hello = hello || m.Op == opHello
-			if err := mc.send(a); err != nil {
-				s.log.Warn("guard: answer the agent", "op", a.Op, "error", err)
-			}
-		case opSpawn, opForget, opList:
-			if !hello || !s.runs.isAgent(mc) {
-				closeAll(files)
-				s.log.Warn("guard: runs message from a connection that is not the agent's; closing it", "op", m.Op)
-				return
-			}
-			s.runs.serve(mc, m, files)
-		default:
-			closeAll(files)
-			s.log.Warn("guard: unexpected message; closing the connection", "op", m.Op)
+		more := s.serveMsg(mc, m, files, &hello)
+		mc.handled.Add(1)
+		if !more {
 			return
 		}
 	}
+}
+
+// serveMsg handles one message m of connection mc with its descriptors
+// (owned here); hello says whether mc has said hello. It returns false
+// when the connection is to be closed.
+func (s *server) serveMsg(mc *msgConn, m runMsg, files []int, hello *bool) bool {
+	switch m.Op {
+	case opHello, opDeadline, opRelease:
+		closeAll(files)
+		if m.Op == opHello && m.Version != Version {
+			s.log.Warn("guard: refused a hello of another protocol version", "version", m.Version, "want", Version, "peer_pid", m.PID)
+			_ = mc.send(runMsg{Op: opHello, Seq: m.Seq, Version: Version, PID: os.Getpid(),
+				Error: fmt.Sprintf("protocol version %d, this guard speaks %d", m.Version, Version)})
+			return false
+		}
+		if m.Op != opHello && !*hello {
+			s.log.Warn("guard: a message before hello; closing the connection", "op", m.Op)
+			return false
+		}
+		reply := make(chan runMsg, 1)
+		if !s.tell(ctlMsg{mc: mc, m: m, reply: reply}) {
+			return false
+		}
+		var a runMsg
+		select {
+		case a = <-reply:
+		case <-s.quit:
+			return false
+		}
+		if a.Op == "" {
+			return true // sent by run, or refused (run closed the connection)
+		}
+		// From its hello on, run counts this connection as the
+		// agent's, and must hear of its end.
+		*hello = *hello || m.Op == opHello
+		if err := mc.send(a); err != nil {
+			s.log.Warn("guard: answer the agent", "op", a.Op, "error", err)
+		}
+	case opSpawn, opForget, opList:
+		if !*hello || !s.runs.isAgent(mc) {
+			closeAll(files)
+			s.log.Warn("guard: runs message from a connection that is not the agent's; closing it", "op", m.Op)
+			return false
+		}
+		s.runs.serve(mc, m, files)
+	default:
+		closeAll(files)
+		s.log.Warn("guard: unexpected message; closing the connection", "op", m.Op)
+		return false
+	}
+	return true
 }
 
 // tell hands cm to run; false when the guard is closing.
@@ -337,80 +387,134 @@ func (s *server) close() {
 	s.wg.Wait()
 }
 
+// agentState is what run holds: which connection is the agent's, and
+// the deadline.
+type agentState struct {
+	agent    *msgConn
+	agentPID int
+	deadline int64     // boottime.Now ns; 0: none received
+	lonely   time.Time // until the first hello
+}
+
 func (s *server) run(ctx context.Context) error {
-	var (
-		agent    *msgConn
-		agentPID int
-		deadline int64 // boottime.Now ns; 0: none received
-	)
-	lonely := time.Now().Add(helloGrace) // until the first hello
+	st := agentState{lonely: time.Now().Add(helloGrace)}
 	timer := time.NewTimer(maxWait)
 	defer timer.Stop()
 	for {
 		wait := maxWait
-		if deadline != 0 {
-			wait = min(maxWait, time.Duration(deadline-boottime.Now()))
+		if st.deadline != 0 {
+			wait = min(maxWait, time.Duration(st.deadline-boottime.Now()))
 		}
 		timer.Reset(max(0, wait))
 		select {
 		case <-ctx.Done():
 			return nil
 		case cm := <-s.msgs:
-			if cm.err != nil {
-				if cm.mc != agent {
-					continue // a replaced connection's end
-				}
-				s.log.Warn("guard: the agent disconnected without release", "agent_pid", agentPID, "error", cm.err,
-					"deadline_in", time.Duration(deadline-boottime.Now()).Round(time.Millisecond))
-				agent = nil
-				if deadline == 0 {
-					s.log.Warn("guard: no deadline was ever received: killing every job now")
-					return s.killAll()
-				}
-				continue
-			}
-			if cm.m.Op == opHello {
-				if agent != nil && agent != cm.mc {
-					s.log.Info("guard: a new agent connected; the previous connection is closed", "previous_pid", agentPID)
-				}
-				s.runs.setAgent(cm.mc)
-				agent, agentPID, lonely = cm.mc, cm.m.PID, time.Time{}
-				s.log.Info("guard: agent connected", "agent_pid", agentPID, "runs_held", s.runs.count())
-				cm.reply <- runMsg{Op: opHello, Seq: cm.m.Seq, Version: Version, PID: os.Getpid()}
-				continue
-			}
-			if cm.mc != agent {
-				// A replaced connection's last words end it.
-				cm.mc.c.Close()
-				cm.reply <- runMsg{}
-				continue
-			}
-			switch cm.m.Op {
-			case opDeadline:
-				deadline = cm.m.Deadline
-				cm.reply <- runMsg{Op: opAck, Seq: cm.m.Seq, Deadline: deadline}
-			case opRelease:
-				// Answered here: the guard exits next, and nothing waits
-				// to be killed.
-				if err := agent.send(runMsg{Op: opAck, Seq: cm.m.Seq}); err != nil {
-					s.log.Warn("guard: answer the release", "error", err)
-				}
-				cm.reply <- runMsg{}
-				s.log.Info("guard: released by the agent; exiting without killing", "agent_pid", agentPID)
-				return nil
+			if exit, err := s.handle(&st, cm); exit {
+				return err
 			}
 		case <-timer.C:
-			if !lonely.IsZero() && time.Now().After(lonely) {
+			if !st.lonely.IsZero() && time.Now().After(st.lonely) {
 				s.log.Warn("guard: no agent connected since the start: killing every job now", "waited", helloGrace)
 				return s.killAll()
 			}
-			if now := boottime.Now(); deadline != 0 && now >= deadline {
+			if now := boottime.Now(); st.deadline != 0 && now >= st.deadline {
+				// A guard that was stopped (SIGSTOP, a paused host) wakes
+				// with its timer due and the agent's newer deadlines
+				// still queued on its socket: they are read first.
+				old := st.deadline
+				if exit, err := s.drain(&st); exit {
+					return err
+				}
+				if now = boottime.Now(); now < st.deadline {
+					s.log.Warn("guard: the deadline had passed, but a newer one the agent sent was waiting to be read: holding it",
+						"late", time.Duration(now-old), "deadline_in", time.Duration(st.deadline-now).Round(time.Millisecond))
+					continue
+				}
 				s.log.Error("guard: the fencing deadline passed without a renewal from the agent: killing every job",
-					"agent_connected", agent != nil, "agent_pid", agentPID, "late", time.Duration(now-deadline))
+					"agent_connected", st.agent != nil, "agent_pid", st.agentPID, "late", time.Duration(now-st.deadline))
 				return s.killAll()
 			}
 		}
 	}
+}
+
+// drainMax bounds drain: an agent that keeps sending cannot hold off a
+// kill whose deadline has passed.
+const drainMax = time.Second
+
+// drainPoll is how often drain looks again at the agent's socket.
+const drainPoll = time.Millisecond
+
+// drain handles every message the agent's connection sent that the guard
+// has not handled yet (msgConn.pending), within drainMax; exit and err
+// as handle's.
+func (s *server) drain(st *agentState) (bool, error) {
+	limit := time.After(drainMax)
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for st.agent != nil && st.agent.pending() {
+		select {
+		case cm := <-s.msgs:
+			if exit, err := s.handle(st, cm); exit {
+				return true, err
+			}
+		case <-tick.C:
+		case <-limit:
+			return false, nil
+		}
+	}
+	return false, nil
+}
+
+// handle acts on one message of a connection (or its end); exit is true
+// when the guard is done (released: err nil; or every job killed,
+// killAll's error).
+func (s *server) handle(st *agentState, cm ctlMsg) (exit bool, err error) {
+	if cm.err != nil {
+		if cm.mc != st.agent {
+			return false, nil // a replaced connection's end
+		}
+		s.log.Warn("guard: the agent disconnected without release", "agent_pid", st.agentPID, "error", cm.err,
+			"deadline_in", time.Duration(st.deadline-boottime.Now()).Round(time.Millisecond))
+		st.agent = nil
+		if st.deadline == 0 {
+			s.log.Warn("guard: no deadline was ever received: killing every job now")
+			return true, s.killAll()
+		}
+		return false, nil
+	}
+	if cm.m.Op == opHello {
+		if st.agent != nil && st.agent != cm.mc {
+			s.log.Info("guard: a new agent connected; the previous connection is closed", "previous_pid", st.agentPID)
+		}
+		s.runs.setAgent(cm.mc)
+		st.agent, st.agentPID, st.lonely = cm.mc, cm.m.PID, time.Time{}
+		s.log.Info("guard: agent connected", "agent_pid", st.agentPID, "runs_held", s.runs.count())
+		cm.reply <- runMsg{Op: opHello, Seq: cm.m.Seq, Version: Version, PID: os.Getpid()}
+		return false, nil
+	}
+	if cm.mc != st.agent {
+		// A replaced connection's last words end it.
+		cm.mc.c.Close()
+		cm.reply <- runMsg{}
+		return false, nil
+	}
+	switch cm.m.Op {
+	case opDeadline:
+		st.deadline = cm.m.Deadline
+		cm.reply <- runMsg{Op: opAck, Seq: cm.m.Seq, Deadline: st.deadline}
+	case opRelease:
+		// Answered here: the guard exits next, and nothing waits to be
+		// killed.
+		if err := st.agent.send(runMsg{Op: opAck, Seq: cm.m.Seq}); err != nil {
+			s.log.Warn("guard: answer the release", "error", err)
+		}
+		cm.reply <- runMsg{}
+		s.log.Info("guard: released by the agent; exiting without killing", "agent_pid", st.agentPID)
+		return true, nil
+	}
+	return false, nil
 }
 
 // killAll kills every process of every cgroup under <root>/jobs and

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berthd/berth/worker"
@@ -103,6 +104,51 @@ type msgConn struct {
 	// answerTimeout.
 	timeout time.Duration
 	mu      sync.Mutex // writes
+	// received counts the packets the reader found on the socket, each
+	// before it reads it (await); handled those it has handled. Only the
+	// guard's reader keeps them (pending).
+	received, handled atomic.Uint64
+}
+
+// await waits until a packet (or the end of the connection) is there to
+// be read, without reading it (recvmsg(2) MSG_PEEK). Errors: the socket's.
+func (mc *msgConn) await() error {
+	raw, err := mc.c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var perr error
+	err = raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		for {
+			_, _, _, _, perr = unix.Recvmsg(int(fd), b[:], nil, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+			if perr != unix.EINTR {
+				return perr != unix.EAGAIN
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return perr
+}
+
+// pending reports whether the peer sent a message that the reader has
+// not handled yet: one still queued on the socket (SIOCINQ, unix(7): the
+// size of the next packet), or one read and not yet handled. The queue
+// is read before the counts, and the reader counts a packet before it
+// takes it off the queue (await), so no message is missed between the
+// two.
+func (mc *msgConn) pending() bool {
+	raw, err := mc.c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	inq := 0
+	if raw.Control(func(fd uintptr) { inq, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }) != nil {
+		return false
+	}
+	return inq > 0 || mc.received.Load() != mc.handled.Load()
 }
 
 // localError is a send that failed on this side, before anything was

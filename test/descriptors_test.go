@@ -14,6 +14,7 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // startWrapped runs the agent as `sh -c 'exec 7>>SECRET; exec flock -n LOCK
@@ -102,6 +103,18 @@ name = "writer"
 	})
 	// sh and its sleep, and the writer's sleep.
 	testutil.Eventually(t, 30*time.Second, "3 job processes", func() bool { return len(procsUnderAll(e)) >= 3 })
+	// Both sleeps in their own nanosleep: a process counted may still be
+	// in its dynamic loader, which holds each library it maps open for a
+	// moment.
+	testutil.Eventually(t, 30*time.Second, "both sleeps loaded and sleeping", func() bool {
+		n := 0
+		for _, pid := range uniq(procsUnderAll(e)) {
+			if inNanosleep(pid, "sleep") {
+				n++
+			}
+		}
+		return n == 2
+	})
 
 	for _, pid := range uniq(procsUnderAll(e)) {
 		got, ok := fds(pid)
@@ -158,4 +171,25 @@ name = "writer"
 	if out, err := exec.Command("flock", "-n", lock, "true").CombinedOutput(); err != nil {
 		t.Errorf("flock -n %s while orphaned job processes %v run: %v %s (a job holds the wrapper's lock)", lock, orphans, err, out)
 	}
+}
+
+// inNanosleep reports whether process pid runs the program named prog
+// (/proc/PID/exe) and is blocked in nanosleep(2) or clock_nanosleep(2)
+// (/proc/PID/syscall, proc(5): the number of the syscall it is blocked
+// in): the program's own code runs, past its dynamic loader.
+func inNanosleep(pid int, prog string) bool {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil || filepath.Base(exe) != prog {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/syscall")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return false
+	}
+	n, err := strconv.Atoi(f[0])
+	return err == nil && (n == unix.SYS_CLOCK_NANOSLEEP || n == unix.SYS_NANOSLEEP)
 }

@@ -110,6 +110,12 @@ func TestCrashedAgentHandsJobsOver(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, "the guard reaps the quitter", func() bool {
 		return syscall.Kill(qpid, 0) == syscall.ESRCH
 	})
+	// The condition itself: the guard has recorded the exit, and no agent
+	// was connected to it then (the exit is not one the next agent sees
+	// happen after its adoption).
+	testutil.Eventually(t, 30*time.Second, "the guard's record of the quitter's exit while no agent is connected", func() bool {
+		return quitterExitRe.MatchString(e.guardLog())
+	})
 
 	e.start()
 	after := e.waitRunning("sleeper", "counter", "quitter")
@@ -170,6 +176,10 @@ func TestCrashedAgentHandsJobsOver(t *testing.T) {
 	}
 }
 
+// quitterExitRe is the guard's log line of the quitter's exit 7 while no
+// agent is connected.
+var quitterExitRe = regexp.MustCompile(`a run exited while no agent is connected.* job_id=quitter .*exited=true code=7`)
+
 // killChildren kills the children of pid (a job's shell).
 func killChildren(t *testing.T, pid int) {
 	t.Helper()
@@ -222,6 +232,9 @@ name = "sleeper"
 	out, err := exec.Command(berthBin, "upgrade", "--config", e.config, "--timeout", "5s").CombinedOutput()
 	if err == nil {
 		t.Fatalf("berth upgrade to a program that does not run succeeded:\n%s", out)
+	}
+	if !strings.Contains(string(out), "does not run") {
+		t.Errorf("berth upgrade does not say why the hand-over was refused:\n%s", out)
 	}
 	testutil.Eventually(t, 30*time.Second, "the agent logs the refusal", func() bool {
 		return strings.Contains(e.out.String(), "hand-over refused")

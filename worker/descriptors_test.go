@@ -5,8 +5,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/berthd/berth/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,6 +42,10 @@ func TestSealedDescriptorsDoNotReachJobs(t *testing.T) {
 
 	w := startWorker(t, sh(g, `exec sleep 1000`))
 	pid := waitRunning(t, w)
+	// Running comes before the program is loaded: the dynamic loader of
+	// sleep holds the libraries it maps open for a moment (fd 3 was
+	// libc.so.6). Read once sleep itself sleeps, the loader long done.
+	testutil.Eventually(t, 20*time.Second, "the job in sleep's own nanosleep", func() bool { return inNanosleep(pid, "sleep") })
 	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 	if err != nil {
 		t.Fatal(err)
@@ -77,4 +84,25 @@ func TestSealEachDescriptor(t *testing.T) {
 	if left, err := inheritable(); err != nil || len(left) != 0 {
 		t.Errorf("after sealEach: %+v, %v; want nothing left", left, err)
 	}
+}
+
+// inNanosleep reports whether process pid runs the program named prog
+// (/proc/PID/exe) and is blocked in nanosleep(2) or clock_nanosleep(2)
+// (/proc/PID/syscall, proc(5): the number of the syscall it is blocked
+// in): the program's own code runs, past its dynamic loader.
+func inNanosleep(pid int, prog string) bool {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil || filepath.Base(exe) != prog {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/syscall")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return false
+	}
+	n, err := strconv.Atoi(f[0])
+	return err == nil && (n == unix.SYS_CLOCK_NANOSLEEP || n == unix.SYS_NANOSLEEP)
 }

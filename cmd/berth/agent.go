@@ -74,6 +74,14 @@ func runAgent(path, guardPprof string) error {
 		log.Info("inherited descriptor kept from jobs (marked close-on-exec)", "fd", d.FD, "target", d.Target)
 	}
 
+	// Caught before the file is read: a SIGHUP from here on is a reload
+	// after the start (queued until the agent is ready), and one that
+	// came before was ignored (a hand-over's exec window: handOver) and
+	// is covered by this read.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+
 	host := agentHost()
 	cfg, err := config.Load(path, host)
 	if err != nil {
@@ -85,9 +93,6 @@ func runAgent(path, guardPprof string) error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
 
 	self, err := os.Executable()
 	if err != nil {
@@ -118,6 +123,17 @@ func runAgent(path, guardPprof string) error {
 	// served meanwhile; a SIGHUP during a reload runs another one after it.
 	reloaded := make(chan struct{}, 1)
 	reloading, reloadAgain := false, false
+	// A SIGHUP or SIGUSR2 before the agent is ready (the first moments of
+	// a new image, a hand-over's among them), and a SIGUSR2 during a
+	// reload, are queued: run once the agent is ready, or the reload done.
+	started, upgradeNext := false, false
+	upgrade := func() {
+		upgradeNext = false
+		if err := handOver(log, agent, self, path, sigs); err != nil {
+			log.Error("the agent goes on as before", "error", err)
+			agent.HandOverRefused(err)
+		}
+	}
 	startReload := func() {
 		reloading = true
 		_, _ = sd.SdNotify(false, sd.SdNotifyReloading)
@@ -129,9 +145,15 @@ func runAgent(path, guardPprof string) error {
 	for {
 		select {
 		case <-ready:
-			ready = nil // once
+			ready, started = nil, true // once
 			_, _ = sd.SdNotify(false, sd.SdNotifyReady+"\nSTATUS="+agent.Summary())
 			log.Info("agent ready", "status", agent.Summary())
+			if reloadAgain {
+				reloadAgain = false
+				startReload()
+			} else if upgradeNext {
+				upgrade()
+			}
 		case <-watchdog:
 			if agent.Healthy() {
 				_, _ = sd.SdNotify(false, sd.SdNotifyWatchdog)
@@ -142,13 +164,14 @@ func runAgent(path, guardPprof string) error {
 			_, _ = sd.SdNotify(false, "STATUS="+agent.Summary())
 		case sig := <-sigs:
 			if sig == syscall.SIGUSR2 {
-				if reloading {
-					log.Error("hand-over refused: a reload is under way; send SIGUSR2 again once it has finished")
+				if !started || reloading {
+					if !upgradeNext { // one line however many come
+						log.Info("hand-over queued until the agent is ready and no reload is under way", "ready", started, "reloading", reloading)
+					}
+					upgradeNext = true
 					break
 				}
-				if err := handOver(log, agent, self); err != nil {
-					log.Error("the agent goes on as before", "error", err)
-				}
+				upgrade()
 				break
 			}
 			if sig != syscall.SIGHUP {
@@ -160,7 +183,7 @@ func runAgent(path, guardPprof string) error {
 				cancel()
 				break
 			}
-			if reloading {
+			if reloading || !started {
 				reloadAgain = true
 				break
 			}
@@ -173,6 +196,9 @@ func runAgent(path, guardPprof string) error {
 				break
 			}
 			_, _ = sd.SdNotify(false, sd.SdNotifyReady+"\nSTATUS="+agent.Summary())
+			if upgradeNext {
+				upgrade()
+			}
 		case err := <-done:
 			if reloading {
 				<-reloaded // the reload goroutine ends with the agent's loop

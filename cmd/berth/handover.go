@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/berthd/berth/daemon"
@@ -34,10 +36,27 @@ const handOverEnv = "BERTH_HANDED_OVER_FROM"
 //
 // It refuses, logging why, and returns the error, when the program at
 // self does not run (`self version` must exit 0 within 10 s: a broken
-// install must not replace a working agent), or the renewal fails; this
-// agent then goes on as before. execve(2) failing is also returned, with
-// this agent intact.
-func handOver(log *slog.Logger, agent *daemon.Agent, self string) error {
+// install must not replace a working agent), when it refuses the
+// configuration file (`self validate --config path` must exit 0: an
+// older release without a key the file uses would exit at its start,
+// leaving the jobs to the guard's kill), or the renewal fails; this agent
+// then goes on as before. execve(2) failing is also returned, with this
+// agent intact.
+//
+// Signals in the exec's window: from just before the exec until the new
+// image's signal.Notify, SIGHUP and SIGUSR2 are ignored (SIG_IGN, which
+// execve keeps), not left at their default action, which would end the
+// agent (exit 129) with its jobs left to the guard's kill. Go's runtime
+// keeps an inherited SIG_IGN of SIGHUP until Notify, and drops a SIGUSR2
+// nobody asked for. So such a signal is never fatal: one caught by the
+// new image's Notify is queued until it is ready (runAgent); one that
+// came in the window is applied anyway, a reload because the new image
+// reads the file after its Notify, an upgrade because the new image is
+// the program installed at self. sigs is runAgent's channel: what it
+// holds at the exec would be lost with the old image, so a stop signal
+// found there refuses the hand-over and is put back; on a failed exec
+// SIGHUP and SIGUSR2 are caught again on it.
+func handOver(log *slog.Logger, agent *daemon.Agent, self, configPath string, sigs chan os.Signal) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, self, "version").CombinedOutput()
@@ -45,18 +64,60 @@ func handOver(log *slog.Logger, agent *daemon.Agent, self string) error {
 		return fmt.Errorf("hand-over refused: %s does not run (%v): %s", self, err, strings.TrimSpace(string(out)))
 	}
 	newVersion := strings.TrimSpace(string(out))
+	// The new program starts with the file at configPath: it must take it.
+	out, err = exec.CommandContext(ctx, self, "validate", "--config", configPath).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("hand-over refused: %s (%s) refuses the configuration file (%v): %s", self, newVersion, err, validateProblems(out))
+	}
 	// The last thing before the exec: a fresh renewal, its deadline held
 	// by the lease guard, gives the new program the whole TTL.
 	if err := agent.PrepareHandOver(ctx); err != nil {
 		return fmt.Errorf("hand-over refused: %w", err)
+	}
+	signal.Ignore(syscall.SIGHUP, syscall.SIGUSR2)
+	restore := func() { signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR2) }
+	if stop, ok := stopSignal(sigs); ok {
+		restore()
+		select {
+		case sigs <- stop:
+		default:
+		}
+		return fmt.Errorf("hand-over refused: %s came while it was prepared; stopping instead", stop)
 	}
 	log.Info("handing the jobs over to the program installed at this agent's path; the jobs keep running",
 		"program", self, "from_version", version, "to", newVersion, "pid", os.Getpid())
 	_, _ = sd.SdNotify(false, sd.SdNotifyReloading+"\nSTATUS=handing the jobs over to "+newVersion)
 	env := append(withoutEnv(os.Environ(), handOverEnv), handOverEnv+"="+version)
 	err = unix.Exec(self, append([]string{self}, os.Args[1:]...), env)
+	restore()
 	_, _ = sd.SdNotify(false, sd.SdNotifyReady)
 	return fmt.Errorf("hand-over failed: execve %s: %w", self, err)
+}
+
+// stopSignal takes what sigs holds and returns the first SIGTERM or
+// SIGINT among it; the rest (SIGHUP, SIGUSR2) is dropped: the new image
+// reads the file anyway, and is the upgrade.
+func stopSignal(sigs chan os.Signal) (os.Signal, bool) {
+	for {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGTERM || s == syscall.SIGINT {
+				return s, true
+			}
+		default:
+			return nil, false
+		}
+	}
+}
+
+// validateProblems is what `berth validate` printed, on one line, at most
+// its first 10 lines.
+func validateProblems(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) > 10 {
+		lines = append(lines[:10], fmt.Sprintf("(%d more lines)", len(lines)-10))
+	}
+	return strings.Join(lines, "; ")
 }
 
 // withoutEnv returns env without the variable name.

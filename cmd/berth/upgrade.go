@@ -20,7 +20,8 @@ func upgradeCmd(configPath *string) *cobra.Command {
 and wait until the program installed at the agent's path has taken over.
 
 The agent first checks that the installed program runs (its "version"
-command); then it replaces its own image with it (execve(2)): the same pid,
+command) and takes the configuration file (its "validate" command: an older
+release without a key the file uses refuses it); then it replaces its own image with it (execve(2)): the same pid,
 so a service manager sees no restart. The jobs keep running: the lease guard
 is their parent and holds their runs while the new image starts; the new
 agent resumes the session (same lease, same claims, same generation) and
@@ -38,8 +39,10 @@ the .deb then restarts the service.
 
 Exit status: 0 when the new agent answers with every job it found adopted,
 1 when no agent runs, it predates the hand-over, it refused the hand-over
-(its log says why), or the new agent did not answer within --timeout, 2 for
-a bad command line.`,
+(the command prints why as soon as the agent has: the installed program
+does not run, refuses the configuration file, the renewal before the exec
+failed), or the new agent did not answer within --timeout, 2 for a bad
+command line.`,
 		Example: `  berth upgrade
   berth upgrade -c /etc/berth/berth.toml --timeout 2m`,
 		Args: noArgs,
@@ -83,12 +86,17 @@ a bad command line.`,
 
 // waitHandOver polls the agent until a new image with the same pid is a
 // member and, when the old one had jobs (withJobs), has reported what it
-// adopted (at its first reconcile), or ctx ends.
+// adopted (at its first reconcile), or the agent reports a refusal newer
+// than before's (GET /v1/agent hand_over_refused: the error says why), or
+// ctx ends.
 func waitHandOver(ctx context.Context, cl *api.Client, before api.Agent, withJobs bool) (api.Agent, error) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		a, err := cl.Agent(ctx)
+		if r := a.HandOverRefused; err == nil && r != nil && (before.HandOverRefused == nil || r.At.After(before.HandOverRefused.At)) {
+			return a, fmt.Errorf("the agent (pid %d) refused the hand-over and goes on as before: %s", a.PID, r.Reason)
+		}
 		if err == nil && a.ImageStarted.After(before.ImageStarted) {
 			if a.PID != before.PID {
 				return a, fmt.Errorf("a new agent answers with pid %d, not %d: it was restarted, not handed over", a.PID, before.PID)
