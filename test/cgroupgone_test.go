@@ -13,12 +13,16 @@ import (
 	"github.com/berthd/berth/internal/testutil"
 )
 
-// identityJob is one job whose main process is a sleep, with a short
-// session (the guard's deadline 2 s after a renewal at most).
-func identityJob(name string) string {
+// identityJob is one job whose main process is a sleep, restarted
+// always, with a short session (the guard's deadline 2 s after a renewal
+// at most).
+func identityJob(name string) string { return identityJobTTL(name, "2s") }
+
+// identityJobTTL is identityJob with a session of ttl.
+func identityJobTTL(name, ttl string) string {
 	return fmt.Sprintf(`
 [cluster]
-session_ttl = "2s"
+session_ttl = %q
 
 [static]
 connectors = [%q]
@@ -28,7 +32,7 @@ name = %q
   [connector.run]
   command = ["sleep", "1000"]
   restart = "always"
-`, name, name)
+`, ttl, name, name)
 }
 
 // inCgroup reports whether /proc/PID/cgroup names a cgroup2 cgroup
