@@ -36,6 +36,11 @@ func servedBy(pid int) (served, bool) {
 	if err != nil {
 		return served{}, false
 	}
+	return parseServed(pid, b)
+}
+
+// parseServed is servedBy of the NUL-separated argv b of process pid.
+func parseServed(pid int, b []byte) (served, bool) {
 	s := served{pid: pid}
 	found := false
 	args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
