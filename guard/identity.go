@@ -130,26 +130,22 @@ func CheckRoot(h *cgroup.Hierarchy, dataDir string) error {
 }
 
 // Check refuses, before the agent touches its cgroup root, a lease guard
-// that listens on opts.DataDir's socket (of this release or the
-// previous one) and serves another cgroup_root (checkServes). It only
-// connects and reads the listener's credentials: the guard, which
-// hears no hello, keeps its agent and its deadline. No guard listening
-// passes. Errors: ErrForeign, wrapped with what to do.
+// that listens on opts.DataDir's socket, guard.sock (a guard of this
+// release or the previous one: both listen there), and serves another
+// cgroup_root (checkServes). It only connects and reads the listener's
+// credentials: the guard, which hears no hello, keeps its agent and its
+// deadline. No guard listening passes. Errors: ErrForeign, wrapped with
+// what to do.
 func Check(ctx context.Context, opts Options) error {
 	var d net.Dialer
-	for _, path := range []string{legacyRunsSocketPath(opts.DataDir), SocketPath(opts.DataDir)} {
-		nc, err := d.DialContext(ctx, "unixpacket", path)
-		if err != nil {
-			continue
-		}
-		cred, err := peerCred(nc.(*net.UnixConn))
-		nc.Close()
-		if err != nil {
-			continue
-		}
-		if err := opts.checkServes(int(cred.Pid)); err != nil {
-			return err
-		}
+	nc, err := d.DialContext(ctx, "unixpacket", SocketPath(opts.DataDir))
+	if err != nil {
+		return nil // no guard listens: nothing is held
 	}
-	return nil
+	cred, err := peerCred(nc.(*net.UnixConn))
+	nc.Close()
+	if err != nil {
+		return nil // dial's own checks tell the rest
+	}
+	return opts.checkServes(int(cred.Pid))
 }
