@@ -206,7 +206,8 @@ func (rc *runsClient) connect(ctx context.Context, start bool) (*link, error) {
 // of the previous release is told by its runs socket, on which something
 // listens (a guard of this release removes it): it is dialled on both of
 // its sockets (legacy.go). Errors: no guard listens; its peer is not
-// root; it does not answer its hello within answerTimeout (errHung); it
+// root; it serves another cgroup_root (ErrForeign, checkServes, before
+// any hello: that guard keeps its agent); it does not answer its hello within answerTimeout (errHung); it
 // speaks another protocol version; errClientClosed.
 func (rc *runsClient) dial(ctx context.Context) (*link, error) {
 	var d net.Dialer
