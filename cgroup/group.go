@@ -130,6 +130,21 @@ func (h *Hierarchy) Load(rel string) (*Group, error) {
 // Path is the group's path relative to the hierarchy root.
 func (g *Group) Path() string { return g.rel }
 
+// Missing lists the group's directories that are gone, one per
+// hierarchy in use (each v1 controller's, then the cgroup2 one): none
+// while the group is whole. A cgroup removed from outside (rmdir(2) of
+// an empty cgroup, by an operator or another manager) is missing in
+// every hierarchy; Hierarchy.New makes it again.
+func (g *Group) Missing() []string {
+	var gone []string
+	for _, d := range g.h.dirs(g.rel) {
+		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
+			gone = append(gone, d)
+		}
+	}
+	return gone
+}
+
 // Placement returns where the group is: the cgroup2 directory and the
 // cgroup.procs file of each v1 controller the group exists in. A process
 // written into all of them is inside the group; ForkInside is how berth

@@ -182,6 +182,19 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	hier.SetLogger(a.log)
 	a.log.Info("cgroup hierarchy", "mode", hier.Mode().String(), "root", hier.Root())
 	warnJournal(a.log, cfg.Agent.LogSink)
+	// One agent per cgroup_root, also after a crash: a guard of another
+	// data_dir still in the root would kill this agent's jobs at its
+	// deadline (docs/live-restart.md).
+	if err := guard.CheckRoot(hier, cfg.Agent.DataDir); err != nil {
+		return fmt.Errorf("refusing to start, nothing was touched: %w", err)
+	}
+	// And per data_dir: the guard of this data_dir may hold runs in
+	// another cgroup root (an agent killed, its cgroup_root changed).
+	if len(a.guardCmd) > 0 {
+		if err := guard.Check(ctx, guard.Options{DataDir: cfg.Agent.DataDir, CgroupRoot: root}); err != nil {
+			return fmt.Errorf("refusing to start, nothing was touched: %w", err)
+		}
+	}
 	if err := hier.Prepare(); err != nil {
 		return fmt.Errorf("prepare cgroup root %q: %w", hier.Root(), err)
 	}

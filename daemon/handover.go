@@ -28,13 +28,17 @@ func (a *Agent) noteAdopted(in *handover.Inherited, adopted int) {
 // and has the lease guard acknowledge the deadline of that renewal, so
 // that the new program has the whole session TTL (less the fencing
 // margin) to resume the session before the guard would kill the jobs.
-// Errors: no session, the renewal failed, or the guard did not acknowledge
+// Errors: the file names another data_dir or cgroup_root (checkIdentity),
+// no session, the renewal failed, or the guard did not acknowledge
 // within ctx; the caller then refuses the hand-over (this agent goes on).
 func (a *Agent) PrepareHandOver(ctx context.Context) error {
 	select {
 	case <-a.started:
 	default:
 		return errors.New("the agent has not joined the cluster yet")
+	}
+	if err := a.checkIdentity(); err != nil {
+		return err
 	}
 	d, err := a.src.RenewNow(ctx)
 	if err != nil {

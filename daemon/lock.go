@@ -30,12 +30,13 @@ func (l *heldLock) release() {
 }
 
 // lockFile takes an exclusive, non-blocking flock(2) on path (created if
-// missing), writes this process's PID into it and returns it held; the
+// missing), writes this process's PID into it (then note, on a line of
+// its own, when set) and returns it held; the
 // lock ends when the file is closed or the process dies, so a killed agent
 // never leaves a stale lock (only a stale file, which the next agent
 // takes over). It returns an error naming what holds the lock when another
 // process has it.
-func lockFile(path, what string) (*heldLock, error) {
+func lockFile(path, what, note string) (*heldLock, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", what, err)
 	}
@@ -48,8 +49,12 @@ func lockFile(path, what string) (*heldLock, error) {
 			holder, _ := os.ReadFile(path)
 			f.Close()
 			if errors.Is(err, unix.EWOULDBLOCK) {
+				pid, rest, _ := strings.Cut(strings.TrimSpace(string(holder)), "\n")
+				if rest != "" {
+					pid += ", " + strings.TrimSpace(rest)
+				}
 				return nil, fmt.Errorf("another berth agent (pid %s) already uses %s (lock %s): refusing to start, nothing was touched",
-					strings.TrimSpace(string(holder)), what, path)
+					pid, what, path)
 			}
 			return nil, fmt.Errorf("lock %s (%s): %w", what, path, err)
 		}
@@ -63,6 +68,9 @@ func lockFile(path, what string) (*heldLock, error) {
 		}
 		_ = f.Truncate(0)
 		_, _ = fmt.Fprintf(f, "%d\n", os.Getpid())
+		if note != "" {
+			_, _ = fmt.Fprintf(f, "%s\n", note)
+		}
 		return &heldLock{path: path, f: f}, nil
 	}
 }
@@ -77,7 +85,7 @@ func LockFile(dataDir string) string { return filepath.Join(dataDir, "agent.lock
 // (its embedded etcd) or the same cgroup root (whose leftovers an agent
 // kills at start-up), before the agent touches either.
 func lockAgent(dataDir, cgroupRoot string) (release func(), err error) {
-	d, err := lockFile(LockFile(dataDir), "data_dir "+dataDir)
+	d, err := lockFile(LockFile(dataDir), "data_dir "+dataDir, "")
 	if err != nil {
 		return nil, err
 	}
@@ -85,10 +93,13 @@ func lockAgent(dataDir, cgroupRoot string) (release func(), err error) {
 	if cgroupRoot == "" {
 		name = "self-" + ownCgroupName()
 	}
-	c, err := lockFile(filepath.Join(lockDir, "cgroup-"+name+".lock"), fmt.Sprintf("cgroup_root %q", cgroupRoot))
+	// The cgroup root's lock names the data_dir of its agent: a second
+	// agent on the root is told which one holds it (one agent per
+	// cgroup_root, docs/live-restart.md).
+	c, err := lockFile(filepath.Join(lockDir, "cgroup-"+name+".lock"), fmt.Sprintf("cgroup_root %q", cgroupRoot), "data_dir "+dataDir)
 	if err != nil {
 		d.release()
-		return nil, err
+		return nil, fmt.Errorf("%w; one agent per cgroup_root: give this agent (data_dir %s) a cgroup_root of its own, or stop that agent first", err, dataDir)
 	}
 	return func() { c.release(); d.release() }, nil
 }

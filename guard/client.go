@@ -68,7 +68,8 @@ const hungAfter = 30 * time.Second
 // sockets: legacy.go) is used as it is, until it exits.
 //
 // Errors: this process's time namespace cannot be read
-// (internal/boottime); the guard could not be started, did not listen
+// (internal/boottime); the guard that listens serves another cgroup_root
+// (ErrForeign: see Check); the guard could not be started, did not listen
 // within readyTimeout, or did not answer the hello within answerTimeout.
 func Start(ctx context.Context, opts Options) (*Client, error) {
 	if _, err := boottime.Offset(); err != nil {

@@ -180,7 +180,7 @@ func (rc *runsClient) attach(ctx context.Context, start bool) (*link, error) {
 // and ends one that accepts but does not answer when hung says so.
 func (rc *runsClient) connect(ctx context.Context, start bool) (*link, error) {
 	l, err := rc.dial(ctx)
-	if err == nil || !start || errors.Is(err, errClientClosed) {
+	if err == nil || !start || errors.Is(err, errClientClosed) || errors.Is(err, ErrForeign) {
 		return l, err
 	}
 	if errors.Is(err, errHung) {
@@ -206,7 +206,8 @@ func (rc *runsClient) connect(ctx context.Context, start bool) (*link, error) {
 // of the previous release is told by its runs socket, on which something
 // listens (a guard of this release removes it): it is dialled on both of
 // its sockets (legacy.go). Errors: no guard listens; its peer is not
-// root; it does not answer its hello within answerTimeout (errHung); it
+// root; it serves another cgroup_root (ErrForeign, checkServes, before
+// any hello: that guard keeps its agent); it does not answer its hello within answerTimeout (errHung); it
 // speaks another protocol version; errClientClosed.
 func (rc *runsClient) dial(ctx context.Context) (*link, error) {
 	var d net.Dialer
@@ -219,9 +220,15 @@ func (rc *runsClient) dial(ctx context.Context) (*link, error) {
 		return nil, fmt.Errorf("connect to the lease guard: %w", err)
 	}
 	c := nc.(*net.UnixConn)
-	if uid, err := peerUID(c); err != nil || uid != 0 {
+	cred, err := peerCred(c)
+	if err != nil || cred.Uid != 0 {
 		c.Close()
-		return nil, fmt.Errorf("connect to the lease guard %s: its peer is uid %d, not root (%v)", path, uid, err)
+		return nil, fmt.Errorf("connect to the lease guard %s: its peer is not root (%+v, %v)", path, cred, err)
+	}
+	// Before the hello: a guard of another cgroup_root is not taken over.
+	if err := rc.opts.checkServes(int(cred.Pid)); err != nil {
+		c.Close()
+		return nil, err
 	}
 	l, err := rc.open(&link{mc: &msgConn{c: c}})
 	if err != nil {
@@ -252,9 +259,14 @@ func (rc *runsClient) dial(ctx context.Context) (*link, error) {
 // boottime offset of its time namespace.
 func (rc *runsClient) dialLegacy(runs *net.UnixConn) (*link, error) {
 	path := legacyRunsSocketPath(rc.opts.DataDir)
-	if uid, err := peerUID(runs); err != nil || uid != 0 {
+	cred, err := peerCred(runs)
+	if err != nil || cred.Uid != 0 {
 		runs.Close()
-		return nil, fmt.Errorf("connect to %s: its peer is uid %d, not root (%v)", path, uid, err)
+		return nil, fmt.Errorf("connect to %s: its peer is not root (%+v, %v)", path, cred, err)
+	}
+	if err := rc.opts.checkServes(int(cred.Pid)); err != nil {
+		runs.Close()
+		return nil, err
 	}
 	v1, pid, err := dialV1(SocketPath(rc.opts.DataDir))
 	if err != nil {
@@ -978,5 +990,12 @@ func (h HeldRun) Verify() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("run %s: pid %d is not in the run's cgroup %s", h.ID, h.PID, h.Leaf)
+	return fmt.Errorf("run %s: pid %d is not in the run's cgroup %s: %w", h.ID, h.PID, h.Leaf, ErrElsewhere)
 }
+
+// ErrElsewhere marks a run (HeldRun.Verify) whose process is the run's
+// (the guard's unreaped child, the same start time) but lives outside
+// the run's cgroup leaf: moved from outside, or started by a guard of
+// another cgroup root. It is not adopted, and is killed by its pid, since
+// no clean-up of the agent's cgroups would reach it.
+var ErrElsewhere = errors.New("the run's process lives outside its cgroup")

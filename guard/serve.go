@@ -112,6 +112,11 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	if _, err := h.Load(cgroup.JobsDir); err != nil {
 		return fmt.Errorf("guard: cgroup root %q is not prepared: %w", opts.CgroupRoot, err)
 	}
+	// One guard's deadline kills every job under the root: never beside
+	// a guard of another data_dir.
+	if err := CheckRoot(h, opts.DataDir); err != nil {
+		return fmt.Errorf("guard: %w", err)
+	}
 	if err := enterLeaf(h); err != nil {
 		return err
 	}
@@ -257,21 +262,32 @@ func (s *server) accept() {
 // peerUID is the uid of the process at the other end of c (SO_PEERCRED,
 // unix(7)).
 func peerUID(c *net.UnixConn) (int, error) {
-	raw, err := c.SyscallConn()
+	cred, err := peerCred(c)
 	if err != nil {
 		return -1, err
+	}
+	return int(cred.Uid), nil
+}
+
+// peerCred is the credentials of the process at the other end of c
+// (SO_PEERCRED, unix(7): for a connected socket, the process that called
+// listen(2) on the other end).
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return -1, err
+		return nil, err
 	}
 	if cerr != nil {
-		return -1, cerr
+		return nil, cerr
 	}
-	return int(cred.Uid), nil
+	return cred, nil
 }
 
 // serveConn reads one connection until it ends: a hello first, then the

@@ -2,6 +2,7 @@ package handover
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -125,6 +126,16 @@ func (in *Inherited) takeRuns(ctx context.Context, g Guard, log *slog.Logger) {
 			continue
 		}
 		if err := h.Verify(); err != nil {
+			if errors.Is(err, guard.ErrElsewhere) {
+				// The run's own process, where no clean-up of this
+				// agent's cgroups reaches: killed by its pid, which the
+				// guard has not reaped, so it names that process.
+				_ = unix.Kill(h.PID, unix.SIGKILL)
+				log.Warn("a run the lease guard holds lives outside its cgroup: killed", "job_id", h.JobID, "run", h.ID, "pid", h.PID, "error", err)
+				h.Logr.Close()
+				g.Forget(h.Run)
+				continue
+			}
 			log.Warn("a run the lease guard holds fails its identity check: killed with the leftovers", "job_id", h.JobID, "run", h.ID, "error", err)
 			h.Logr.Close()
 			g.Forget(h.Run)

@@ -176,3 +176,24 @@ func TestLoadWithoutRuns(t *testing.T) {
 		t.Errorf("inherited %+v without a guard, want only the session", in)
 	}
 }
+
+// A run whose process is the run's (its start time) but lives outside
+// the run's cgroup leaf is not adopted: Load kills it by its pid, since
+// no clean-up of the agent's cgroups reaches it (C31's class), and
+// forgets it.
+func TestLoadKillsRunOutsideItsCgroup(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	pid, ticks := sleeper(t)
+	h := held(t, "e1", "e", pid, ticks, time.Now(), false)
+	h.Leaf = "/sys/fs/cgroup/unified/berth-elsewhere/jobs/e/run-1"
+	g := &heldList{pid: os.Getpid(), held: []guard.HeldRun{h}}
+	in := Load(context.Background(), Options{DataDir: t.TempDir(), Guard: g, Log: log})
+	defer in.Notes.Close(true)
+	if len(in.Jobs.Runs) != 0 || len(in.Keep) != 0 {
+		t.Errorf("runs %v, keep %v: a run outside its cgroup adopted", in.Jobs.Runs, in.Keep)
+	}
+	if !slices.Equal(g.forgotten, []string{"e1"}) {
+		t.Errorf("forgotten %v, want [e1]", g.forgotten)
+	}
+	testutil.Eventually(t, 10*time.Second, "the run outside its cgroup killed", func() bool { return !testutil.Alive(pid) })
+}

@@ -217,6 +217,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 	nj.phase = plan.Running
 	ws := e.workerSpec(cfg, j)
 	ws.Group = nj.group
+	ws.Remake = e.remake(j.ID, rel, nj.group)
 	ws.Token = e.tokenFunc(j.ID, c.token)
 	ws.Log = e.logs.Writer(j.ID, cfg.Agent.LogDir, cfg.Agent.LogMaxSize, cfg.Agent.LogMaxFiles, cfg.Agent.LogSink == "journal", e.log)
 	switch {

@@ -108,6 +108,15 @@ type Spec struct {
 	// ClaimFile, when set, is the claim file every run gets in
 	// BERTH_CLAIM_FILE (package fencing).
 	ClaimFile string
+	// Remake, when set, makes the job's cgroup again, with the job's
+	// limits, where it is gone (removed from outside: docs/cases.md C33),
+	// and returns the directories it made (none: the cgroup was whole).
+	// The worker calls it before every restart, so that a job whose
+	// cgroup vanished between two runs starts again by its policy rather
+	// than failing for good. Errors: the cgroup cannot be made; the
+	// restart then fails as a start does. nil: the cgroup is taken as it
+	// is.
+	Remake func() ([]string, error)
 }
 
 // Worker supervises the runs of one job: start inside the cgroup, wait for
@@ -635,6 +644,22 @@ func (w *Worker) retryStart(err error) {
 	w.timer = time.AfterFunc(time.Until(next), func() { w.restart(tn) })
 }
 
+// remake makes the job's cgroup again before a restart when it is gone
+// (Spec.Remake), and says so in the job's log; a failure is told there
+// too, and the start that follows fails with its own reason. step is held.
+func (w *Worker) remake() {
+	if w.spec.Remake == nil {
+		return
+	}
+	made, err := w.spec.Remake()
+	switch {
+	case err != nil:
+		w.logs.mark("the job's cgroup is gone and could not be made again: %v", err)
+	case len(made) > 0:
+		w.logs.mark("the job's cgroup was gone (removed from outside): made again with its limits")
+	}
+}
+
 // restart is the step at the end of backoff timer n, with a start slot
 // taken before it. A retried start (retryStart) does not count as a
 // restart.
@@ -664,6 +689,7 @@ func (w *Worker) restart(n uint64) {
 		w.tokenWait(terr)
 		return
 	}
+	w.remake()
 	if !w.startRun(release, tok) {
 		// After the start: an agent that dies before it leaves the wait
 		// noted, and the next one finds the run the guard holds (it

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -409,6 +410,27 @@ func TestBackoffObserved(t *testing.T) {
 	}
 	if len(delays) == 0 {
 		t.Error("never saw the worker in backoff")
+	}
+}
+
+// Remake is asked before every restart, never before the first start: a
+// job's cgroup removed from outside between two runs is made again
+// before the next one (C33; the real removal is test.TestC33...).
+func TestRemakeBeforeEveryRestart(t *testing.T) {
+	g := newTestGroup(t, 0)
+	spec := sh(g, "exit 1")
+	spec.Restart = jobspec.RestartAlways
+	spec.Backoff = Backoff{Initial: 20 * time.Millisecond, Max: 20 * time.Millisecond, Reset: time.Hour}
+	var calls atomic.Int32
+	spec.Remake = func() ([]string, error) {
+		calls.Add(1)
+		return nil, nil
+	}
+	w := startWorker(t, spec)
+	testutil.Eventually(t, 20*time.Second, "3 restarts", func() bool { return w.Status().Restarts >= 3 })
+	n, restarts := calls.Load(), w.Status().Restarts
+	if n == 0 || int(n) > restarts {
+		t.Errorf("Remake asked %d times in %d restarts, want once before each restart", n, restarts)
 	}
 }
 
