@@ -37,7 +37,7 @@ bench: ## Go benchmarks (as root); results and method in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./cgroup ./worker ./supervisor ./assign ./cluster ./fencing | tee bench.out
 	$(GO) test -run '^$$' -bench Failover -benchtime 5x ./test | tee -a bench.out
 
-bench-restart: ## live restart with 100, 1,000 and 5,000 jobs (as root): pids kept, adoption time, log lines lost, kill-to-dead against the fencing deadline, the guard's memory; tables in BENCHMARKS.md
+bench-restart: ## cold start and live restart with 100, 1,000, 5,000 and 10,000 jobs (as root): start and adoption times from the exec and from the join, pids kept, log lines lost, kill-to-dead against the fencing deadline, the guard's memory; tables in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench LiveRestart -benchtime 1x -timeout 60m ./test | tee bench-restart.out
 
 bench-recommend: ## berth recommend under the real agent (as root): the four synthetic jobs 10 minutes each, then again under the recommendation; the table in BENCHMARKS.md

@@ -65,6 +65,10 @@ type Agent struct {
 	// usage is the usage history's sampler (recommend.go); set by Run
 	// before the API is served.
 	usage *sampler.Sampler
+	// usageRead is closed once the usage history is read (Run reads it
+	// beside the join: at thousands of jobs that is a second); what uses
+	// the history waits for it.
+	usageRead chan struct{}
 
 	mu         sync.Mutex // guards what follows
 	handler    http.Handler
@@ -93,7 +97,7 @@ type Options struct {
 // does not touch cgroups, processes or the store.
 func New(cfg *config.Config, path string, opts Options) *Agent {
 	a := &Agent{log: opts.Logger, path: path, host: opts.Host, clock: clockwork.NewRealClock(),
-		build: [2]string{opts.Version, opts.Commit}, guardCmd: opts.GuardCommand, started: make(chan struct{}), ready: make(chan struct{}),
+		build: [2]string{opts.Version, opts.Commit}, guardCmd: opts.GuardCommand, started: make(chan struct{}), ready: make(chan struct{}), usageRead: make(chan struct{}),
 		imageStarted: time.Now().UTC()}
 	a.backend = &backend{a}
 	if a.log == nil {
@@ -266,8 +270,14 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	// The usage history, read before any job starts (berth recommend).
+	// The usage history (berth recommend), read beside the join; the
+	// sampler starts once it is read.
 	a.usage = openUsage(cfg.Agent.DataDir, a.backend, a.log)
+	go func() {
+		defer close(a.usageRead)
+		a.usage.Load()
+	}()
+	defer func() { <-a.usageRead }()
 	// Serve from here on: /healthz answers 503 and /v1/agent "joining"
 	// until the agent is a member and has reconciled.
 	h := api.Handler(a.backend, api.Options{Metrics: a.registry.Handler(), Listen: ln.Addr().String(), WebConfigFile: cfg.Agent.WebConfigFile,
@@ -324,7 +334,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	close(a.started)
 	supDone := make(chan error, 1)
 	go func() { supDone <- a.sup.Run(runCtx) }()
-	waitUsage := runUsage(runCtx, a.usage)
+	waitUsage := runUsage(runCtx, a.usage, a.usageRead)
 	defer func() {
 		stop()
 		waitUsage()

@@ -54,6 +54,7 @@ func (a *Agent) PrepareHandOver(ctx context.Context) error {
 	}
 	// So is the usage history (berth recommend): the new program reads
 	// it. A history not saved costs samples, not jobs: logged only.
+	<-a.usageRead // not a half-read history over the file
 	if err := a.usage.Save(); err != nil {
 		a.log.Warn("usage history not saved before the hand-over", "error", err)
 	}

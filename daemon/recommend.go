@@ -27,26 +27,30 @@ var (
 	_ api.Recommender = (*backend)(nil)
 )
 
-// openUsage returns the agent's usage sampler over b, its history read
-// from dataDir's file (a file that cannot be read is logged and set
-// aside: the history starts empty). It must be called before the first
-// job starts.
+// openUsage returns the agent's usage sampler over b, whose history is
+// dataDir's file: the caller reads it (Sampler.Load: a file that cannot
+// be read is logged and set aside, the history starts empty) before the
+// sampler runs (runUsage) or saves.
 func openUsage(dataDir string, b *backend, log *slog.Logger) *sampler.Sampler {
 	m, err := recommend.New(recommend.DefaultParams())
 	if err != nil {
 		panic(fmt.Sprintf("recommend.DefaultParams: %v", err)) // fixed parameters: a bug
 	}
-	s := sampler.New(sampler.Options{Model: m, Path: filepath.Join(dataDir, recommend.FileName), Jobs: b, Log: log})
-	s.Load()
-	return s
+	return sampler.New(sampler.Options{Model: m, Path: filepath.Join(dataDir, recommend.FileName), Jobs: b, Log: log})
 }
 
-// runUsage runs s until ctx is done (it then saves the history) and
-// returns a function that waits for it.
-func runUsage(ctx context.Context, s *sampler.Sampler) (wait func()) {
+// runUsage runs s, once read is closed (its history read), until ctx is
+// done (it then saves the history) and returns a function that waits for
+// it.
+func runUsage(ctx context.Context, s *sampler.Sampler, read <-chan struct{}) (wait func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		select {
+		case <-read:
+		case <-ctx.Done():
+			return
+		}
 		s.Run(ctx)
 	}()
 	return func() { <-done }
@@ -99,6 +103,7 @@ func (b *backend) Defined(ctx context.Context, ids []string) (map[string]bool, e
 func (b *backend) Recommendations(jobs, connectors []string) (api.Recommendations, error) {
 	host := recommend.Host{CPUs: b.ag.host.NumCPU(), MemoryHigh: b.ag.hier != nil && b.ag.hier.Mode() == cgroup.Unified}
 	out := api.Recommendations{Host: host, Jobs: []api.JobRecommendation{}}
+	<-b.ag.usageRead
 	m := b.ag.usage.Model()
 	now := time.Now()
 	all := len(jobs) == 0 && len(connectors) == 0

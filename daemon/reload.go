@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 
@@ -76,18 +78,34 @@ func (a *Agent) Reload(ctx context.Context) error {
 // blocks as this agent's file's (create or update), and gives up the ones
 // that left the file: deleted unless another agent's file holds them or
 // `berth apply` stored them (workload.ApplyFile).
+//
+// A file already applied, with no definition written or deleted in the
+// store since (store.Store.FileUnchanged), is not applied again: applying
+// it would write nothing, and reading and comparing thousands of
+// definitions is seconds of the agent's start.
 func (a *Agent) applyFile(ctx context.Context, cfg *config.Config) error {
 	data, err := os.ReadFile(cfg.File)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", cfg.File, err)
 	}
+	st := a.src.Client().Store
+	digest := fileDigest(cfg.Agent.ID, a.build, data)
+	if same, err := st.FileUnchanged(ctx, cfg.Agent.ID, digest); err != nil {
+		a.log.Warn("cannot tell whether the file's connectors are stored as they are; applying them", "file", cfg.File, "error", err)
+	} else if same {
+		a.log.Info("workload unchanged since this file was applied", "file", cfg.File)
+		return nil
+	}
 	defs, err := config.Definitions(cfg.File, data, a.host)
 	if err != nil {
 		return err
 	}
-	plan, err := workload.ApplyFile(ctx, a.src.Client().Store, defs, cfg.Agent.ID, a.host)
+	plan, err := workload.ApplyFile(ctx, st, defs, cfg.Agent.ID, a.host)
 	if err != nil {
 		return fmt.Errorf("apply the connectors of %s to the cluster: %w", cfg.File, err)
+	}
+	if err := st.MarkFileApplied(ctx, cfg.Agent.ID, digest); err != nil {
+		a.log.Warn("the applied file was not recorded; the next start applies it again", "file", cfg.File, "error", err)
 	}
 	if len(plan.Created)+len(plan.Updated)+len(plan.Deleted)+len(plan.Released) > 0 {
 		a.log.Info("workload applied", "file", cfg.File, "created", plan.Created, "updated", plan.Updated,
@@ -97,4 +115,18 @@ func (a *Agent) applyFile(ctx context.Context, cfg *config.Config) error {
 		a.log.Warn("definitions left the file but a stored connector still names them; kept until unused", "file", cfg.File, "kept", plan.Kept)
 	}
 	return nil
+}
+
+// fileDigest identifies agent's file data as this build applies it
+// (store.AppliedRecord.Digest): a SHA-256 of the agent ID, the build
+// (another build may encode the definitions otherwise) and the file's
+// bytes, in hex.
+func fileDigest(agent string, build [2]string, data []byte) string {
+	h := sha256.New()
+	for _, s := range []string{agent, build[0], build[1]} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -18,10 +18,16 @@ import (
 // N sleep(1) jobs and one counting job on the real agent, one round per
 // iteration:
 //
+//   - cold start, on an empty data_dir: cold-ms from the agent's exec
+//     to /v1/jobs showing every job running, cold-join-ms the same from
+//     its "joined the cluster" line (what the start spends before the
+//     join is the difference);
 //   - crash and return: SIGKILL of the agent, then a new start.
 //     kept-pct: jobs whose pid is the same after the restart (goal 100);
-//     adopt-ms: from the new agent's exec to /v1/jobs showing every job
-//     running with its old pid (goal at N = 1,000: ≤ 1,000 ms);
+//     adopt-ms: from the new agent's exec to GET /v1/agent reporting the
+//     adoption and /v1/jobs showing every job running with its old pid
+//     (goal ≤ 1,000 ms); adopt-join-ms the same from its "joined the
+//     cluster" line;
 //     lines-lost: numbers missing or repeated in the counting job's log
 //     (goal 0);
 //   - crash without return: SIGKILL of the agent, no new start.
@@ -35,9 +41,9 @@ import (
 //   - guard-pss-anon-kib: the lease guard's own memory (Pss_Anon of
 //     /proc/PID/smaps_rollup) while it holds the N+1 runs.
 //
-// make bench-restart runs it at N = 100, 1,000 and 5,000.
+// make bench-restart runs it at N = 100, 1,000, 5,000 and 10,000.
 func BenchmarkLiveRestart(b *testing.B) {
-	for _, n := range []int{100, 1000, 5000} {
+	for _, n := range []int{100, 1000, 5000, 10000} {
 		b.Run(fmt.Sprintf("jobs-%d", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				liveRestartRound(b, n)
@@ -58,6 +64,7 @@ tasks = %d
   command = ["sleep", "infinity"]
 
 `+counterJob, n))
+	t0 := time.Now()
 	e.start()
 	all := func() map[string]api.Job {
 		var js map[string]api.Job
@@ -74,6 +81,7 @@ tasks = %d
 		return js
 	}
 	before := all()
+	reportSince(b, e, t0, "cold")
 	var guard []int
 	for _, d := range e.cgroupDirs() {
 		guard = append(guard, testutil.ProcsUnder(filepath.Join(d, "guard"))...)
@@ -87,10 +95,15 @@ tasks = %d
 	if err := e.stop(syscall.SIGKILL); err == nil {
 		b.Fatal("agent killed by SIGKILL reported success")
 	}
-	t0 := time.Now()
+	t0 = time.Now()
 	e.start()
 	var kept int
 	testutil.Eventually(b, 10*time.Minute, "every job adopted", func() bool {
+		var ag api.Agent
+		getJSON(b, "http://"+e.addr+"/v1/agent", &ag)
+		if ag.Adoption == nil {
+			return false
+		}
 		kept = 0
 		for id, j := range e.jobs() {
 			if j.State == "running" && j.PID == before[id].PID {
@@ -99,7 +112,7 @@ tasks = %d
 		}
 		return kept == n+1
 	})
-	b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "adopt-ms")
+	reportSince(b, e, t0, "adopt")
 	b.ReportMetric(100*float64(kept)/float64(n+1), "kept-pct")
 	n0 := len(countLines(b, logFile))
 	testutil.Eventually(b, time.Minute, "the counter writes on", func() bool { return len(countLines(b, logFile)) > n0+10 })
@@ -172,4 +185,32 @@ func smapsField(tb testing.TB, pid int, field string) int {
 		}
 	}
 	return -1
+}
+
+// reportSince reports, as name-ms, the time from t0 (just before the
+// agent's exec) to now, and as name-join-ms the time from the agent's
+// "joined the cluster" log line to now.
+func reportSince(b *testing.B, e *env, t0 time.Time, name string) {
+	now := time.Now()
+	b.ReportMetric(float64(now.Sub(t0).Microseconds())/1000, name+"-ms")
+	if at, ok := joinedAt(e.out.String()); ok {
+		b.ReportMetric(float64(now.Sub(at).Microseconds())/1000, name+"-join-ms")
+	}
+}
+
+// joinedAt is the time of the last "joined the cluster" line of an
+// agent's log (logfmt, time= first, milliseconds).
+func joinedAt(log string) (time.Time, bool) {
+	i := strings.LastIndex(log, `msg="joined the cluster"`)
+	if i < 0 {
+		return time.Time{}, false
+	}
+	line := log[strings.LastIndex(log[:i], "\n")+1 : i]
+	v, ok := strings.CutPrefix(line, "time=")
+	if !ok {
+		return time.Time{}, false
+	}
+	ts, _, _ := strings.Cut(v, " ")
+	at, err := time.Parse(time.RFC3339Nano, ts)
+	return at, err == nil
 }

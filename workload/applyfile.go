@@ -92,12 +92,15 @@ func ApplyFile(ctx context.Context, c *store.Store, defs *config.Defs, agent str
 		return nil
 	}
 	put := func(kind spec.DefKind) error {
+		// One read and a few batched writes for the whole file: at
+		// thousands of definitions, one request each is seconds of the
+		// agent's start (store.Store.PutFileDefs).
+		if _, err := c.PutFileDefs(ctx, kind, want[kind], agent); err != nil {
+			return fmt.Errorf("apply %s's file: %w", agent, err)
+		}
 		for _, name := range sortedKeys(want[kind]) {
 			id := string(kind) + "/" + name
 			old, existed := have[kind][name]
-			if _, err := c.PutFileDef(ctx, kind, name, want[kind][name], agent); err != nil {
-				return fmt.Errorf("apply %s's file: %s: %w", agent, id, err)
-			}
 			switch {
 			case !existed:
 				done.Created = append(done.Created, id)

@@ -56,6 +56,15 @@ func Start(dataDir string) (*Server, error) {
 // in memory (etcd's SnapshotCatchUpEntries; its default is 5,000).
 const catchUpEntries = 100
 
+// tickMs and electionMs are the embedded etcd's raft tick and election
+// timeout, in milliseconds (etcd's --heartbeat-interval and
+// --election-timeout; defaults 100 and 1000; etcd's tuning guide asks
+// the election timeout to be at least ten ticks).
+const (
+	tickMs     = 10
+	electionMs = 100
+)
+
 // StartWithFatal is Start, except that when etcd cannot go
 // on (a panic- or fatal-level entry of its log, during start or at any time
 // after) onFatal is called with the entry's message and error, e.g.
@@ -90,6 +99,11 @@ func StartWithFatal(dataDir string, onFatal func(error)) (*Server, error) {
 	// every claim, each assignment) for the agent's life: ≈ 0.4 KiB per
 	// job at 2,000 jobs. They are in the WAL and applied to the store.
 	cfg.SnapshotCatchUpEntries = catchUpEntries
+	// One member elects itself: it waits out one election timeout when
+	// it restarts from its WAL (etcd's default 1 s, ten ticks of 100 ms),
+	// which is a second of every agent start with no peer to hear from.
+	// A short tick costs one timer per tick and no network.
+	cfg.TickMs, cfg.ElectionMs = tickMs, electionMs
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

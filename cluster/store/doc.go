@@ -16,6 +16,8 @@
 //	                         written by the leader so a new leader applies rule 5
 //	connectors/<name>        a connector definition (DefRecord: TOML body + assign fields)
 //	groups/<name>            a sharing group definition (DefRecord: TOML body)
+//	applied/<id>             AppliedRecord: digest of agent id's file as last applied,
+//	                         and the definition counts then (FileUnchanged)
 //	claims/<job>             member ID of the agent that runs job, bound to its lease
 //	targets/<connector>      Target: an operator's pause, resume or stop of the connector
 //	restarts/<connector>/<job>  RestartRequest: a pending restart of one of its jobs

@@ -46,6 +46,10 @@ func (k Keys) DefDir(kind spec.DefKind) string { return k.prefix + string(kind) 
 // Def is definition kind/name: connectors/<name> or groups/<name>.
 func (k Keys) Def(kind spec.DefKind, name string) string { return k.DefDir(kind) + name }
 
+// FileApplied is the record of agent id's last applied file:
+// applied/<id> (FileApplied).
+func (k Keys) FileApplied(id string) string { return k.prefix + "applied/" + id }
+
 // ClaimsDir is the directory of job claims: claims/.
 func (k Keys) ClaimsDir() string { return k.prefix + "claims/" }
 

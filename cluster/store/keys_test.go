@@ -18,6 +18,7 @@ func TestKeys(t *testing.T) {
 		{k.LastSeen("a"), "/berth/prod/lastseen/a"},
 		{k.Def(spec.DefConnector, "orders"), "/berth/prod/connectors/orders"},
 		{k.DefDir(spec.DefGroup), "/berth/prod/groups/"},
+		{k.FileApplied("a"), "/berth/prod/applied/a"},
 		{k.Claim("orders-0"), "/berth/prod/claims/orders-0"},
 		{k.Target("orders"), "/berth/prod/targets/orders"},
 		{k.Restart("orders", "orders-0"), "/berth/prod/restarts/orders/orders-0"},

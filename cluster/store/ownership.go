@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/berthd/berth/spec"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -194,4 +195,125 @@ func (s *Store) casDef(ctx context.Context, key string, rev int64, def *DefRecor
 		return false, err
 	}
 	return resp.Succeeded, nil
+}
+
+// putBatchBytes bounds the values one PutFileDefs transaction writes, well
+// under etcd's default request limit (--max-request-bytes, 1.5 MiB).
+const putBatchBytes = 512 * 1024
+
+// PutFileDefs is PutFileDef for every definition of kind in bodies (by
+// name), in as few requests as the store's limits allow: the stored
+// records are read by key (MaxTxnOps per transaction), and the ones that
+// change are written in transactions of up to MaxTxnOps keys and about
+// putBatchBytes, each guarded by every key's revision as read. A
+// transaction another writer came first in is done again key by key
+// (PutFileDef, with its retries). Each definition is validated before
+// anything is written; nothing is written for an unchanged one. It
+// returns the names it wrote, sorted. Errors as PutFileDef, naming the
+// definition; on an error the definitions before it in name order may
+// have been written.
+func (s *Store) PutFileDefs(ctx context.Context, kind spec.DefKind, bodies map[string][]byte, agent string) ([]string, error) {
+	if agent == "" {
+		return nil, fmt.Errorf("store %ss from a file: no agent ID", kind)
+	}
+	names := make([]string, 0, len(bodies))
+	for n := range bodies {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	defs := make(map[string]DefRecord, len(names))
+	keys := make([]string, len(names))
+	for i, n := range names {
+		def, err := s.validDef(kind, n, bodies[n])
+		if err != nil {
+			return nil, err
+		}
+		defs[n] = def
+		keys[i] = s.keys.DefDir(kind) + n
+	}
+	type stored struct {
+		def DefRecord
+		rev int64
+	}
+	old := make(map[string]stored, len(names))
+	var bad error
+	if err := GetKeys(ctx, s.etcd, s.maxTxnOps, keys, func(kv *mvccpb.KeyValue) {
+		var d DefRecord
+		if err := json.Unmarshal(kv.Value, &d); err != nil {
+			bad = fmt.Errorf("decode %s: %w", kv.Key, err)
+			return
+		}
+		old[strings.TrimPrefix(string(kv.Key), s.keys.DefDir(kind))] = stored{d, kv.ModRevision}
+	}); err != nil {
+		return nil, fmt.Errorf("store %ss from %s's file: %w", kind, agent, err)
+	}
+	if bad != nil {
+		return nil, bad
+	}
+	var written []string
+	var cmps []clientv3.Cmp
+	var puts []clientv3.Op
+	var batch []string
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		resp, err := s.etcd.Txn(ctx).If(cmps...).Then(puts...).Commit()
+		if err != nil {
+			return fmt.Errorf("store %d %ss (%s …) at %s: %w", len(batch), kind, batch[0], s.keys.DefDir(kind), err)
+		}
+		if resp.Succeeded {
+			written = append(written, batch...)
+		} else {
+			// Another writer changed one of them meanwhile: key by key.
+			for _, n := range batch {
+				ok, err := s.PutFileDef(ctx, kind, n, bodies[n], agent)
+				if err != nil {
+					return err
+				}
+				if ok {
+					written = append(written, n)
+				}
+			}
+		}
+		cmps, puts, batch, size = cmps[:0], puts[:0], batch[:0], 0
+		return nil
+	}
+	for i, n := range names {
+		def, o := defs[n], old[n]
+		switch {
+		case o.rev == 0:
+			def.Files = []string{agent}
+		case len(o.def.Files) > 0:
+			def.Files = slices.Clone(o.def.Files)
+			if !slices.Contains(def.Files, agent) {
+				def.Files = append(def.Files, agent)
+				slices.Sort(def.Files)
+			}
+		}
+		if o.rev != 0 && o.def.Body == def.Body && slices.Equal(o.def.Files, def.Files) {
+			continue
+		}
+		v, err := json.Marshal(def)
+		if err != nil {
+			return written, fmt.Errorf("encode %s: %w", keys[i], err)
+		}
+		if len(batch) > 0 && (len(batch) >= s.maxTxnOps || size+len(v) > putBatchBytes) {
+			if err := flush(); err != nil {
+				return written, err
+			}
+		}
+		cmp := clientv3.Compare(clientv3.ModRevision(keys[i]), "=", o.rev)
+		if o.rev == 0 {
+			cmp = clientv3.Compare(clientv3.CreateRevision(keys[i]), "=", 0)
+		}
+		cmps, puts, batch = append(cmps, cmp), append(puts, clientv3.OpPut(keys[i], string(v))), append(batch, n)
+		size += len(v)
+	}
+	if err := flush(); err != nil {
+		return written, err
+	}
+	slices.Sort(written)
+	return written, nil
 }

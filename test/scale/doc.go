@@ -8,8 +8,9 @@
 //
 // For each N it starts `berth agent` on a fresh cgroup root and data_dir
 // with N connectors, each one job `sleep` with cpu, memory and pids limits,
-// and reports: time from the agent's start to its "joined the cluster"
-// line, to ready and to all N jobs running, beside two floors measured by
+// and reports: time from the agent's exec to its "joined the cluster"
+// line, to ready and to all N jobs running (from the exec, and from the
+// join), each against the cgroup+fork floor, beside two floors measured by
 // this harness in the same run, 16 starts at a time: fork+exec (N plain
 // starts of the same sleep) and cgroup+fork (N cgroups made with the jobs'
 // limits through the repository's cgroup package, Hierarchy.New, and the
