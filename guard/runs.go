@@ -54,9 +54,10 @@ type heldRun struct {
 }
 
 // newRuns starts the worker runtime that launches jobs (this process
-// becomes a child subreaper).
-func newRuns(log *slog.Logger, h *cgroup.Hierarchy) (*runs, error) {
-	rt, err := worker.StartRuntime()
+// becomes a child subreaper), in a PID namespace whose init is jobsInit
+// when that is set (worker.RuntimeOptions.JobsInit).
+func newRuns(log *slog.Logger, h *cgroup.Hierarchy, jobsInit []string) (*runs, error) {
+	rt, err := worker.StartRuntimeWith(worker.RuntimeOptions{JobsInit: jobsInit})
 	if err != nil {
 		return nil, fmt.Errorf("guard: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,10 +53,28 @@ func (e *env) jobProcs() []int {
 // guardPids lists the processes in the guard's leaf, <root>/guard.
 func (e *env) guardPids() []int {
 	var pids []int
+	for _, p := range e.guardLeafPids() {
+		if !isJobsInit(p) {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+// guardLeafPids is every process in the guard's cgroup leaf: the guard and
+// the init of its jobs' PID namespace (`berth jobs-init`).
+func (e *env) guardLeafPids() []int {
+	var pids []int
 	for _, d := range e.cgroupDirs() {
 		pids = append(pids, testutil.ProcsUnder(filepath.Join(d, "guard"))...)
 	}
 	return uniq(pids)
+}
+
+// isJobsInit reports whether pid runs `berth jobs-init`.
+func isJobsInit(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && slices.Contains(strings.Split(string(b), "\x00"), "jobs-init")
 }
 
 // guardLog is the guard's log, <data_dir>/guard.log.
