@@ -164,7 +164,27 @@ fi
 # jobs' scope's guard leaf, is the jobs' parent; nothing sits in the
 # scope's root, which has the controllers enabled (failure case C13: a
 # cgroup with processes cannot enable controllers for its children).
-guard_pid() { cat "$JCG/guard/cgroup.procs" 2>/dev/null | head -n1; }
+# guard_pid is the lease guard's pid: the process of its cgroup leaf that
+# is not the init of its jobs' PID namespace (`berth jobs-init`).
+guard_pid() {
+	local p
+	for p in $(cat "$JCG/guard/cgroup.procs" 2>/dev/null); do
+		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q ' jobs-init' || {
+			echo "$p"
+			return
+		}
+	done
+}
+# jobs_init_pid is the init of the guard's jobs namespace.
+jobs_init_pid() {
+	local p
+	for p in $(cat "$JCG/guard/cgroup.procs" 2>/dev/null); do
+		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q ' jobs-init' && {
+			echo "$p"
+			return
+		}
+	done
+}
 apart() {
 	[ "$(find "$CG" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs)" = "$(systemctl show -p MainPID --value berth)" ] &&
 		[ -n "$(guard_pid)" ] && ! has_procs "$JCG/cgroup.procs" &&
@@ -361,14 +381,25 @@ else
 fi
 if eventually 10 apart; then pass "crash-jobs-in-own-scope"; else fail crash-jobs-in-own-scope "$(where)"; fi
 
-# 9c. The agent and the lease guard killed together: the jobs' main
-# processes die with the guard (their parent-death signal); what they
-# forked (lane2-sink's `setsid sleep 1000`) is killed by the agent that
-# Restart= starts (failure case C1), which starts every job anew.
+# 9c. The agent and the lease guard killed together: every process of
+# every job dies with the guard, what they forked (lane2-sink's `setsid
+# sleep 1000`) too, by the kernel (the guard's jobs PID namespace, C38),
+# within 1 s and before Restart= (RestartSec 2 s) starts an agent, which
+# starts every job anew.
 old=$(jobprocs)
 main=$(systemctl show -p MainPID --value berth)
+ns_ok=no
+[ -n "$(jobs_init_pid)" ] && [ "$(readlink "/proc/$(task_pid)/ns/pid")" = "$(readlink "/proc/$(jobs_init_pid)/ns/pid")" ] && ns_ok=yes
 kill -KILL "$(guard_pid)"
 systemctl kill --kill-whom=main -s KILL berth
+t0=$(date +%s%N)
+while [ -n "$(alive $old)" ] && [ $(($(date +%s%N) - t0)) -lt 1000000000 ]; do sleep 0.05; done
+left=$(alive $old)
+if [ "$ns_ok" = yes ] && [ -n "$old" ] && [ -z "$left" ]; then
+	pass "guard-death-kills-every-job-process ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
+else
+	fail guard-death-kills-every-job-process "in the jobs namespace: $ns_ok; before: $(echo $old); alive 1 s after the guard's SIGKILL: $(echo $left)"
+fi
 anew() {
 	active && [ "$(systemctl show -p MainPID --value berth)" != "$main" ] && [ -z "$(alive $old)" ] &&
 		jobs_as_configured 100663296 && apart
