@@ -130,8 +130,10 @@ if [ $? -eq 0 ] && [ -z "$out" ]; then pass "systemd-analyze-verify"; else fail 
 # 2b. The unit's hardening, as systemd scores it (0 safest, 10 most
 # exposed). packaging/berth.service says why each remaining permission is
 # needed; the score must not rise above MAX_EXPOSURE (the packaged unit
-# scores 4.9 MEDIUM here; without its hardening it scored 8.6 EXPOSED).
-MAX_EXPOSURE=4.9
+# scores 5.2 MEDIUM here, 4.9 before CAP_SYS_ADMIN joined its bounding set
+# for the lease guard's jobs PID namespace, which no job gets; without its
+# hardening it scored 8.6 EXPOSED).
+MAX_EXPOSURE=5.2
 sec=$(systemd-analyze security --no-pager berth.service 2>&1)
 exposure=$(printf '%s\n' "$sec" | grep -oE 'Overall exposure level for berth.service: [0-9.]+' | grep -oE '[0-9.]+$')
 # The settings that still add to the score (their last column).
@@ -390,15 +392,34 @@ old=$(jobprocs)
 main=$(systemctl show -p MainPID --value berth)
 ns_ok=no
 [ -n "$(jobs_init_pid)" ] && [ "$(readlink "/proc/$(task_pid)/ns/pid")" = "$(readlink "/proc/$(jobs_init_pid)/ns/pid")" ] && ns_ok=yes
-kill -KILL "$(guard_pid)"
+# still_alive sets LEFT to those of the "pid:starttime" entries that run
+# (not zombies), with builtins only: no fork, so that a poll costs little
+# even under emulation, where a fork takes tens of milliseconds.
+still_alive() {
+	local e st f
+	LEFT=
+	for e in "$@"; do
+		read -r st 2>/dev/null <"/proc/${e%%:*}/stat" || continue
+		read -ra f <<<"${st##*) }"
+		[ "${f[0]}" != Z ] && [ "${f[19]}" = "${e#*:}" ] && LEFT="$LEFT $e"
+	done
+}
+gpid=$(guard_pid)
+t0=$EPOCHREALTIME
+kill -KILL "$gpid"
 systemctl kill --kill-whom=main -s KILL berth
-t0=$(date +%s%N)
-while [ -n "$(alive $old)" ] && [ $(($(date +%s%N) - t0)) -lt 1000000000 ]; do sleep 0.05; done
-left=$(alive $old)
-if [ "$ns_ok" = yes ] && [ -n "$old" ] && [ -z "$left" ]; then
-	pass "guard-death-kills-every-job-process ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
+while :; do
+	ts=$EPOCHREALTIME
+	still_alive $old
+	[ -z "$LEFT" ] && break
+	awk -v a="$t0" -v b="$ts" 'BEGIN { exit !(b - a > 1) }' && break
+	sleep 0.05
+done
+ms=$(awk -v a="$t0" -v b="$ts" 'BEGIN { printf "%d", (b - a) * 1000 }')
+if [ "$ns_ok" = yes ] && [ -n "$old" ] && [ -z "$LEFT" ]; then
+	pass "guard-death-kills-every-job-process (none alive at the poll that began $ms ms after the guard's SIGKILL)"
 else
-	fail guard-death-kills-every-job-process "in the jobs namespace: $ns_ok; before: $(echo $old); alive 1 s after the guard's SIGKILL: $(echo $left)"
+	fail guard-death-kills-every-job-process "in the jobs namespace: $ns_ok; before: $(echo $old); alive at the poll that began $ms ms after the guard's SIGKILL:$LEFT"
 fi
 anew() {
 	active && [ "$(systemctl show -p MainPID --value berth)" != "$main" ] && [ -z "$(alive $old)" ] &&
