@@ -54,9 +54,19 @@ type heldRun struct {
 }
 
 // newRuns starts the worker runtime that launches jobs (this process
-// becomes a child subreaper).
-func newRuns(log *slog.Logger, h *cgroup.Hierarchy) (*runs, error) {
-	rt, err := worker.StartRuntime()
+// becomes a child subreaper), in a PID namespace whose init is jobsInit
+// when that is set (worker.RuntimeOptions.JobsInit). A guard that cannot
+// make the namespace (no CAP_SYS_ADMIN: a unit whose bounding set was
+// narrowed, a container) says so at WARN and runs the jobs without it, as
+// a guard of the previous release did: their main processes die with the
+// guard, what they forked lives until the next agent kills it.
+func newRuns(log *slog.Logger, h *cgroup.Hierarchy, jobsInit []string) (*runs, error) {
+	rt, err := worker.StartRuntimeWith(worker.RuntimeOptions{JobsInit: jobsInit})
+	if err != nil && jobsInit != nil {
+		log.Warn("guard: jobs run without a PID namespace of their own: a job's forked processes outlive the guard's death until the next agent kills them",
+			"error", err)
+		rt, err = worker.StartRuntime()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("guard: %w", err)
 	}

@@ -44,6 +44,13 @@ type ServeOptions struct {
 	Log *slog.Logger
 	// Ready, when set, is called once the socket listens.
 	Ready func()
+	// JobsInit, when set, is the command of the init of the PID namespace
+	// every job runs in (`berth jobs-init`: worker.RunJobsInit), so that
+	// the kernel kills every process of every job when the guard dies,
+	// whatever killed it (docs/live-restart.md). nil: jobs run in the
+	// guard's namespace (the in-process tests), their main processes tied
+	// to it by their parent-death signal only.
+	JobsInit []string
 }
 
 // killRetry is the pause between attempts to kill a job cgroup that
@@ -121,7 +128,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		return err
 	}
 	// After the move: the launcher threads start from the guard's leaf.
-	rs, err := newRuns(log, h)
+	rs, err := newRuns(log, h, opts.JobsInit)
 	if err != nil {
 		return err
 	}
@@ -145,7 +152,8 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	s.wg.Add(1)
 	go s.accept()
 	defer s.close()
-	log.Info("guard listening", "socket", sock, "protocol", Version, "cgroup_root", h.Root(), "pid", os.Getpid())
+	log.Info("guard listening", "socket", sock, "protocol", Version, "cgroup_root", h.Root(), "pid", os.Getpid(),
+		"jobs_init", rs.rt.JobsInit())
 	if opts.Ready != nil {
 		opts.Ready()
 	}
@@ -425,6 +433,10 @@ func (s *server) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.runs.rt.JobsDone():
+			// Every job died with it (pid_namespaces(7)), and none can
+			// start again: the agent starts a new guard.
+			return fmt.Errorf("guard: the init of the jobs' PID namespace (pid %d) exited: every job was killed", s.runs.rt.JobsInit())
 		case cm := <-s.msgs:
 			if exit, err := s.handle(&st, cm); exit {
 				return err

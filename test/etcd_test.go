@@ -403,14 +403,18 @@ func (a *agent) checkOnProc(js map[string]api.Job) {
 // for lingerStamps more lines (≈ lingerStamps × 20 ms) before it exits 0, so
 // that a graceful stop takes visible time during which no other worker of
 // the job may run. SIGKILL (fencing) stops it at once. The agent expands
-// ${BERTH_JOB_ID} and turns "$$" into "$".
+// ${BERTH_JOB_ID} and turns "$$" into "$". The pid stamped is the shell's
+// as the host sees it, the one /v1/jobs shows (/proc/self/stat, read by a
+// builtin: /proc is the host's), not $$, its number in the guard's jobs
+// PID namespace.
 //
 // A stop signals every process of the job's cgroup (kill_mode
 // control-group), /bin/date and /bin/sleep too: a stamp is written only
 // when its time was read, so a date killed mid-stamp leaves no half line.
 func stampCommand(dir string, lingerStamps int) string {
 	script := fmt.Sprintf(`f=%s/${BERTH_JOB_ID}.log
-stamp() { t=$(/bin/date +%%s%%N) && [ -n "$t" ] && echo "$BERTH_CGROUP $$ $t" >> "$f"; }
+read -r me _ < /proc/self/stat
+stamp() { t=$(/bin/date +%%s%%N) && [ -n "$t" ] && echo "$BERTH_CGROUP $me $t" >> "$f"; }
 trap 'n=0; while [ $n -lt %d ]; do stamp; /bin/sleep 0.02; n=$((n+1)); done; exit 0' TERM
 while :; do stamp; /bin/sleep 0.02; done`, dir, lingerStamps)
 	script = strings.ReplaceAll(script, "$$", "$$$$")

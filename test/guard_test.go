@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,10 +53,28 @@ func (e *env) jobProcs() []int {
 // guardPids lists the processes in the guard's leaf, <root>/guard.
 func (e *env) guardPids() []int {
 	var pids []int
+	for _, p := range e.guardLeafPids() {
+		if !isJobsInit(p) {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+// guardLeafPids is every process in the guard's cgroup leaf: the guard and
+// the init of its jobs' PID namespace (`berth jobs-init`).
+func (e *env) guardLeafPids() []int {
+	var pids []int
 	for _, d := range e.cgroupDirs() {
 		pids = append(pids, testutil.ProcsUnder(filepath.Join(d, "guard"))...)
 	}
 	return uniq(pids)
+}
+
+// isJobsInit reports whether pid runs `berth jobs-init`.
+func isJobsInit(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && slices.Contains(strings.Split(string(b), "\x00"), "jobs-init")
 }
 
 // guardLog is the guard's log, <data_dir>/guard.log.
@@ -197,8 +216,9 @@ func rollup(t *testing.T, pid int) map[string]int {
 }
 
 // The guard of an idle agent keeps at most 8 MiB of anonymous memory
-// resident (its budget); its file-backed pages are the berth binary's,
-// shared with the agent. The figures are logged.
+// resident (its budget), its jobs namespace's init at most 6 MiB; their
+// file-backed pages are the berth binary's, shared with the agent. The
+// figures are logged.
 func TestGuardMemory(t *testing.T) {
 	e := newEnv(t)
 	e.write(e.header("2s") + guardJob)
@@ -213,6 +233,19 @@ func TestGuardMemory(t *testing.T) {
 		guards[0], m["Rss"], m["Pss"], m["Anonymous"], m["Pss_Anon"], m["Pss_File"])
 	if m["Anonymous"] == 0 || m["Anonymous"] > 8<<10 {
 		t.Errorf("guard's anonymous resident memory %d kB, want at most 8 MiB", m["Anonymous"])
+	}
+	// The init of its jobs' PID namespace, one per guard whatever the
+	// number of jobs (it holds nothing per job): at most 6 MiB of its own.
+	for _, p := range e.guardLeafPids() {
+		if !isJobsInit(p) {
+			continue
+		}
+		m := rollup(t, p)
+		t.Logf("jobs-init pid %d: Rss %d kB, Pss %d kB, Anonymous %d kB, Pss_Anon %d kB, Pss_File %d kB",
+			p, m["Rss"], m["Pss"], m["Anonymous"], m["Pss_Anon"], m["Pss_File"])
+		if m["Anonymous"] == 0 || m["Anonymous"] > 6<<10 {
+			t.Errorf("jobs-init's anonymous resident memory %d kB, want at most 6 MiB", m["Anonymous"])
+		}
 	}
 	if err := e.stop(syscall.SIGTERM); err != nil {
 		t.Fatalf("clean stop: %v", err)

@@ -316,11 +316,8 @@ name = "sleeper"
 `)
 	e.start()
 	before := e.waitRunning("sleeper")["sleeper"]
-	var guards []int
-	for _, d := range e.cgroupDirs() {
-		guards = append(guards, testutil.ProcsUnder(filepath.Join(d, "guard"))...)
-	}
-	if guards = uniq(guards); len(guards) != 1 {
+	guards := e.guardPids()
+	if len(guards) != 1 {
 		t.Fatalf("processes in the guard's cgroup: %v, want one", guards)
 	}
 	if err := syscall.Kill(guards[0], syscall.SIGKILL); err != nil {

@@ -33,9 +33,12 @@ type pool struct {
 	// confined threads have given up every privilege a child could gain
 	// (confineThread) before they fork anything.
 	confined bool
-	reaper   *reaper
-	quit     chan struct{} // closed by stop: the threads end
-	threads  sync.WaitGroup
+	// ns, when set, is the PID namespace the threads' children are born
+	// in (jobsNamespace.join).
+	ns      *jobsNamespace
+	reaper  *reaper
+	quit    chan struct{} // closed by stop: the threads end
+	threads sync.WaitGroup
 }
 
 func newPool(confined bool) *pool {
@@ -120,7 +123,10 @@ func (p *pool) stop() {
 func (p *pool) launcher(ready chan<- error) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	var err error
-	if p.confined {
+	if p.ns != nil {
+		err = p.ns.join()
+	}
+	if err == nil && p.confined {
 		err = confineThread()
 	}
 	var home *cgroup.Home

@@ -19,7 +19,14 @@ var testRT *Runtime
 type runWithRuntime struct{ m *testing.M }
 
 func (r runWithRuntime) Run() int {
-	rt, err := StartRuntime()
+	var opts RuntimeOptions
+	if os.Geteuid() == 0 {
+		// As the lease guard runs jobs (a PID namespace needs
+		// CAP_SYS_ADMIN); TestRuntimeWithoutNamespace and the other tests
+		// that start a Runtime of their own run jobs without one.
+		opts.JobsInit = testJobsInit()
+	}
+	rt, err := StartRuntimeWith(opts)
 	if err != nil {
 		panic(err)
 	}
@@ -36,9 +43,28 @@ func (r runWithRuntime) Run() int {
 // runtime's included, and that no test left a cgroup directory or lock
 // file of its own behind.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == JobsInitCommand {
+		// This binary started as the init of a test Runtime's jobs
+		// namespace (testJobsInit).
+		if err := RunJobsInit(); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Geteuid() != 0 {
 		os.Exit(runWithRuntime{m}.Run())
 	}
 	goleak.VerifyTestMain(runWithRuntime{m}, goleak.IgnoreCurrent(),
 		goleak.Cleanup(func(code int) { os.Exit(testutil.CheckLeftBehind(code)) }))
+}
+
+// testJobsInit is the init command of a test Runtime's jobs namespace:
+// this test binary, which TestMain turns into RunJobsInit.
+func testJobsInit() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	return []string{exe, JobsInitCommand}
 }

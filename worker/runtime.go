@@ -24,6 +24,7 @@ type Runtime struct {
 	plain    *pool // jobs that run as the agent's user
 	confined *pool // jobs that run as a user of their own (a Credential)
 	muxes    []*logMux
+	ns       *jobsNamespace // nil: jobs run in this process's PID namespace
 
 	mu      sync.Mutex
 	nextMux int  // round robin over muxes
@@ -76,13 +77,27 @@ var ErrRuntimeClosed = errors.New("worker runtime closed")
 // epoll_create1(2) or eventfd(2) error when a log reader cannot start, or
 // the error of a launcher thread that cannot find its own cgroups; nothing
 // is left running then.
-func StartRuntime() (*Runtime, error) {
+func StartRuntime() (*Runtime, error) { return StartRuntimeWith(RuntimeOptions{}) }
+
+// StartRuntimeWith is StartRuntime with opts: with opts.JobsInit, every
+// job runs in a PID namespace of the Runtime's own, whose init it starts
+// first (jobsNamespace), so that the kernel ends every process of every
+// job when this process dies. It returns StartRuntime's errors, and
+// startJobsNamespace's.
+func StartRuntimeWith(opts RuntimeOptions) (*Runtime, error) {
 	unignoreStopSignals()
 	r, err := holdReaper()
 	if err != nil {
 		return nil, err
 	}
 	rt := &Runtime{reaper: r, plain: newPool(false), confined: newPool(true), starts: make(chan struct{}, startSlots())}
+	if opts.JobsInit != nil {
+		if rt.ns, err = startJobsNamespace(r, opts.JobsInit); err != nil {
+			releaseReaper(r)
+			return nil, err
+		}
+		rt.plain.ns, rt.confined.ns = rt.ns, rt.ns
+	}
 	if err := rt.startLogMuxes(); err != nil {
 		rt.stop()
 		return nil, err
@@ -124,6 +139,9 @@ func (rt *Runtime) Close() error {
 func (rt *Runtime) stop() {
 	rt.plain.stop()
 	rt.confined.stop()
+	if rt.ns != nil {
+		rt.ns.stop()
+	}
 	for _, m := range rt.muxes {
 		m.stop()
 	}

@@ -98,7 +98,9 @@ func spawn(spec *Spec, g Group, logw *os.File, onExit func(unix.WaitStatus)) (*p
 // Launch forks and execs x on one of rt's launcher threads, inside g,
 // with stdin /dev/null and stdout and stderr on logw, in a session of its
 // own, with parent-death signal SIGKILL (prctl(2) PR_SET_PDEATHSIG: the
-// launcher thread's end kills it), and returns its pid once the image has
+// launcher thread's end kills it) or, on a Runtime with a jobs namespace,
+// in that namespace (jobsNamespace: its init's end kills every process of
+// it), and returns its pid once the image has
 // been exec'd. onExit gets the main process's wait status from the reaper
 // (it must not block). The agent launches through it, and so does the
 // lease guard for an agent (guard.Serve). Errors name the program and
@@ -122,6 +124,12 @@ func (rt *Runtime) Launch(x *Exec, g Group, logw *os.File, onExit func(unix.Wait
 			Pdeathsig:  syscall.SIGKILL,
 			Credential: x.Cred,
 		},
+	}
+	if rt.ns != nil {
+		// In the jobs namespace the init's death kills every process
+		// (jobsNamespace); Go's Pdeathsig would kill the child at once,
+		// whose parent, outside its namespace, is pid 0 there.
+		attr.Sys.Pdeathsig = 0
 	}
 	pid, err := rt.launch(g, x.Path, x.Argv, attr, onExit)
 	if errors.Is(err, unix.EAGAIN) {

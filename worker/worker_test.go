@@ -525,7 +525,11 @@ func TestStopKillsDescendants(t *testing.T) {
 func TestExitKillsDescendants(t *testing.T) {
 	g := newTestGroup(t, 0)
 	var logs testutil.SyncBuffer
-	spec := sh(g, `setsid sleep 1000 & echo "bg=$!"; sleep 0.2; exit 0`)
+	// The background process prints its pid as the host sees it (read
+	// from /proc/self/stat by a builtin; $! is the jobs namespace's).
+	f := filepath.Join(t.TempDir(), "bg")
+	spec := sh(g, `setsid sh -c 'read -r p _ </proc/self/stat; echo "bg=$p" >`+f+`; exec sleep 1000' &
+until [ -s `+f+` ]; do sleep 0.05; done; cat `+f+`; exit 0`)
 	spec.Log = &logs
 	w := startWorker(t, spec)
 	<-w.Done()

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/berthd/berth/guard"
+	"github.com/berthd/berth/worker"
 	"github.com/spf13/cobra"
 )
 
@@ -53,6 +54,9 @@ func runGuard(dataDir, cgroupRoot string) error {
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	err := guard.Serve(context.Background(), guard.ServeOptions{
 		DataDir: dataDir, CgroupRoot: cgroupRoot, Log: log, Ready: guard.NotifyReady,
+		// This very program, even when its file has been replaced (an
+		// upgrade) since the guard started.
+		JobsInit: []string{"/proc/self/exe", worker.JobsInitCommand},
 	})
 	if errors.Is(err, guard.ErrRunning) {
 		log.Info("another guard serves this data_dir; exiting", "data_dir", dataDir)
@@ -63,4 +67,18 @@ func runGuard(dataDir, cgroupRoot string) error {
 		return fmt.Errorf("guard: %w", err)
 	}
 	return nil
+}
+
+// jobsInitCmd is `berth jobs-init`, hidden: the lease guard starts it as
+// the init of the PID namespace its jobs run in (worker.RunJobsInit).
+func jobsInitCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    worker.JobsInitCommand,
+		Short:  "be the init of the lease guard's jobs namespace (started by the guard)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return worker.RunJobsInit()
+		},
+	}
 }

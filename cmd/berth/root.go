@@ -53,6 +53,7 @@ func commands(configPath *string) []*cobra.Command {
 		versionCmd(),
 		gendocsCmd(),
 		guardCmd(),
+		jobsInitCmd(),
 	}
 }
 

@@ -35,7 +35,7 @@ func runStamper() int {
 		fmt.Fprintln(os.Stderr, "stamper:", err)
 		return 1
 	}
-	pid := os.Getpid()
+	pid := hostPID() // the pid /v1/jobs shows, not the jobs namespace's
 	stamp := func() {
 		_, _ = f.Write([]byte(fmt.Sprintf("%s %d %d\n", cg, pid, time.Now().UnixNano())))
 	}
