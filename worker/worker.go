@@ -108,6 +108,11 @@ type Spec struct {
 	// ClaimFile, when set, is the claim file every run gets in
 	// BERTH_CLAIM_FILE (package fencing).
 	ClaimFile string
+	// RunEnv is environment every run gets that is not part of the
+	// job's Fingerprint, since it names the job's cgroup as this host
+	// mounts it: memory_pressure = "notify"'s $MEMORY_PRESSURE_WATCH and
+	// $MEMORY_PRESSURE_WRITE (memwatch.Notify).
+	RunEnv []string
 }
 
 // Worker supervises the runs of one job: start inside the cgroup, wait for
@@ -164,6 +169,9 @@ type Worker struct {
 	waits     int  // token waits in a row (tokenWait): a restart counts once
 	stopping  bool // Stop was called
 	ended     bool
+	// pressure is the cause of a stop for memory pressure under way
+	// (PressureStop), for the run's exit; "" when none is.
+	pressure string
 }
 
 // New returns a worker for s in state Stopped whose Start starts a new
@@ -596,6 +604,11 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 		}
 	}
 	exit := exitFromStatus(ws, exitAt, oom)
+	if w.pressure != "" {
+		exit.MemoryPressure = w.pressure
+		exit.Reason += " (memory pressure: " + w.pressure + ")"
+		w.pressure = ""
+	}
 	w.logs.mark("exited pid %d: %s", p.pid, exit.Reason)
 
 	if w.stopping {
@@ -699,6 +712,28 @@ func (w *Worker) stop() {
 	// Otherwise the first run has not begun: startRun sees stopping.
 }
 
+// PressureStop stops the current run because the job's memory is under
+// pressure (memory_pressure = "restart"), cause saying so with the
+// figures that triggered it: KillSignal to the processes KillMode names,
+// StopTimeout of grace, then the cgroup killed, as Stop does; but the
+// worker goes on: the run's exit carries cause (Exit.MemoryPressure, and
+// in Exit.Reason), counts as a failure, and the restart policy applies.
+// It returns when the stop signal was sent, and false when nothing was
+// signalled: no run is Running (starting, backing off, ended), a Stop or
+// another pressure stop is under way. It runs as one of the worker's
+// steps and waits for the one under way.
+func (w *Worker) PressureStop(cause string) (sent time.Time, ok bool) {
+	w.step.Lock()
+	defer w.step.Unlock()
+	if w.ended || w.stopping || w.run == nil || w.pressure != "" {
+		return time.Time{}, false
+	}
+	w.pressure = cause
+	w.logs.mark("memory pressure: %s; stopping the run gracefully, then restart policy %s", cause, w.spec.Restart)
+	w.terminate(w.run)
+	return time.Now(), true
+}
+
 // drainPollMin and drainPollMax bound the interval between looks at the
 // cgroup while a stop waits for it to empty after its main process exited.
 const (
@@ -710,6 +745,9 @@ const (
 // main process has not exited after StopTimeout, kills the whole cgroup;
 // its exit then comes to exited as any other. step is held.
 func (w *Worker) terminate(p *proc) {
+	if w.timer != nil { // the grace of a pressure stop under way: this stop's own replaces it
+		w.timer.Stop()
+	}
 	w.setState(func(s *Status) { s.State = Stopping })
 	w.graceEnd = time.Now().Add(w.spec.StopTimeout)
 	sig := unix.SignalName(w.spec.KillSignal)
