@@ -121,7 +121,7 @@ fuzz: ## every fuzz target for FUZZTIME each; seed corpora in <pkg>/testdata/fuz
 LANE1_E2E := '^(TestMemoryPressureRestartBeforeOOMKill|TestStopRemovesEverything|TestCrashedAgentHandsJobsOver|TestUpgradeHandsJobsOver|TestOrphansKilledAfterAgentSIGKILL|TestLimitsRemovedWhileNoAgentRanAreLiftedFromAdoptedRun)$$'
 
 test-v2: ## cgroup (with cgroup/memwatch), worker, supervisor and guard tests, and the end-to-end stop, crash and upgrade tests, on a pure cgroup v2 kernel under qemu (lane 1)
-	test/vm/lane1.sh cgroup cgroup/memwatch worker supervisor guard test:$(LANE1_E2E) -- $(TESTFLAGS)
+	LANE1_MEM=$${LANE1_MEM:-2048} test/vm/lane1.sh cgroup cgroup/memwatch worker supervisor guard test:$(LANE1_E2E) -- $(TESTFLAGS)
 
 test-systemd: build ## install the .deb in Debian with systemd under qemu and check the service (lane 2)
 	VERSION=$(VERSION) test/vm/lane2.sh
