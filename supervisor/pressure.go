@@ -157,9 +157,11 @@ func (e *executor) onPressure(ev memwatch.Event) {
 	if j.w == nil {
 		return
 	}
-	sent, ok := j.w.PressureStop(cause)
+	// The pressure began when the span the trigger held began (PSI);
+	// a v1 crossing is the moment of the event.
+	sent, ok := j.w.PressureStop(cause, ev.At.Add(-ev.Held))
 	if !ok {
-		return // not running (starting, backing off, stopping)
+		return // not running (starting, backing off, stopping), or the run before's pressure
 	}
 	e.tbl.mu.Lock()
 	j.pressureRestarts++

@@ -23,11 +23,11 @@ func TestPressureStop(t *testing.T) {
 	w := startWorker(t, spec)
 	waitRunning(t, w)
 	const cause = "usage 2 bytes crossed memory_high 1 bytes (test)"
-	sent, ok := w.PressureStop(cause)
+	sent, ok := w.PressureStop(cause, time.Now())
 	if !ok || sent.IsZero() {
 		t.Fatalf("PressureStop of a running job: %v %v", sent, ok)
 	}
-	if _, again := w.PressureStop(cause); again {
+	if _, again := w.PressureStop(cause, time.Now()); again {
 		t.Error("a second PressureStop during the first signalled again")
 	}
 	testutil.Eventually(t, 20*time.Second, "the run's exit with its memory pressure", func() bool {
@@ -43,7 +43,10 @@ func TestPressureStop(t *testing.T) {
 	}
 	// The next run is stopped again the same way.
 	waitRunning(t, w)
-	if _, ok := w.PressureStop(cause); !ok {
+	if _, ok := w.PressureStop(cause, time.Time{}); ok {
+		t.Error("a pressure that began before the run stopped it")
+	}
+	if _, ok := w.PressureStop(cause, time.Now()); !ok {
 		t.Error("PressureStop of the restarted run did nothing")
 	}
 }

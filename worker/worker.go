@@ -28,6 +28,9 @@ type Group interface {
 	// Signal sends sig to every process in the group and returns how
 	// many it signalled (a stop in kill mode control-group).
 	Signal(sig unix.Signal) (int, error)
+	// SignalUnfrozen is Signal without freezing the group first (a stop
+	// for memory pressure, whose throttled tasks freeze late).
+	SignalUnfrozen(sig unix.Signal) (int, error)
 	// Pids lists every process in the group (a stop waits until none is
 	// left, or its grace is over).
 	Pids() ([]int, error)
@@ -722,10 +725,15 @@ func (w *Worker) stop() {
 // signalled: no run is Running (starting, backing off, ended), a Stop or
 // another pressure stop is under way. It runs as one of the worker's
 // steps and waits for the one under way.
-func (w *Worker) PressureStop(cause string) (sent time.Time, ok bool) {
+//
+// since is when the pressure began: one that began before the run did
+// (the job's cgroup holds every run, and a stall of the run before can
+// reach into the next one's first window) is not this run's, and
+// signals nothing.
+func (w *Worker) PressureStop(cause string, since time.Time) (sent time.Time, ok bool) {
 	w.step.Lock()
 	defer w.step.Unlock()
-	if w.ended || w.stopping || w.run == nil || w.pressure != "" {
+	if w.ended || w.stopping || w.run == nil || w.pressure != "" || since.Before(w.started) {
 		return time.Time{}, false
 	}
 	w.pressure = cause
@@ -752,7 +760,11 @@ func (w *Worker) terminate(p *proc) {
 	w.graceEnd = time.Now().Add(w.spec.StopTimeout)
 	sig := unix.SignalName(w.spec.KillSignal)
 	if w.spec.KillMode == spec.KillControlGroup {
-		n, err := w.spec.Group.Signal(w.spec.KillSignal)
+		signal := w.spec.Group.Signal
+		if w.pressure != "" && !w.stopping {
+			signal = w.spec.Group.SignalUnfrozen
+		}
+		n, err := signal(w.spec.KillSignal)
 		if err != nil {
 			w.logs.mark("stopping pid %d: %s to the cgroup: %v; sending it to the main process", p.pid, sig, err)
 			_ = unix.Kill(p.pid, w.spec.KillSignal)
