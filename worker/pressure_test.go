@@ -21,7 +21,11 @@ func TestPressureStop(t *testing.T) {
 	var logs testutil.SyncBuffer
 	spec.Log = &logs
 	w := startWorker(t, spec)
-	waitRunning(t, w)
+	trapped := func() {
+		pid := waitRunning(t, w)
+		testutil.Eventually(t, 30*time.Second, "the trap and the loop", func() bool { return len(descendants(pid)) > 0 })
+	}
+	trapped()
 	const cause = "usage 2 bytes crossed memory_high 1 bytes (test)"
 	sent, ok := w.PressureStop(cause, time.Now())
 	if !ok || sent.IsZero() {
@@ -42,7 +46,7 @@ func TestPressureStop(t *testing.T) {
 		t.Errorf("the job's TERM trap did not run:\n%s", logs.String())
 	}
 	// The next run is stopped again the same way.
-	waitRunning(t, w)
+	trapped()
 	if _, ok := w.PressureStop(cause, time.Time{}); ok {
 		t.Error("a pressure that began before the run stopped it")
 	}
