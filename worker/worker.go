@@ -31,6 +31,9 @@ type Group interface {
 	// SignalUnfrozen is Signal without freezing the group first (a stop
 	// for memory pressure, whose throttled tasks freeze late).
 	SignalUnfrozen(sig unix.Signal) (int, error)
+	// RelaxMemoryHigh lifts memory.high for a stop for memory pressure
+	// and returns how to put it back (nil: nothing was lifted).
+	RelaxMemoryHigh() (restore func() error, err error)
 	// Pids lists every process in the group (a stop waits until none is
 	// left, or its grace is over).
 	Pids() ([]int, error)
@@ -173,8 +176,10 @@ type Worker struct {
 	stopping  bool // Stop was called
 	ended     bool
 	// pressure is the cause of a stop for memory pressure under way
-	// (PressureStop), for the run's exit; "" when none is.
+	// (PressureStop), for the run's exit; "" when none is. relaxed puts
+	// back the memory.high that stop lifted, once the run has exited.
 	pressure string
+	relaxed  func() error
 }
 
 // New returns a worker for s in state Stopped whose Start starts a new
@@ -612,6 +617,12 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 		exit.Reason += " (memory pressure: " + w.pressure + ")"
 		w.pressure = ""
 	}
+	if w.relaxed != nil {
+		if err := w.relaxed(); err != nil {
+			w.logs.mark("%v", err)
+		}
+		w.relaxed = nil
+	}
 	w.logs.mark("exited pid %d: %s", p.pid, exit.Reason)
 
 	if w.stopping {
@@ -738,6 +749,14 @@ func (w *Worker) PressureStop(cause string, since time.Time) (sent time.Time, ok
 	}
 	w.pressure = cause
 	w.logs.mark("memory pressure: %s; stopping the run gracefully, then restart policy %s", cause, w.spec.Restart)
+	// A run throttled at memory.high would run its stop handler in fits:
+	// memory.max alone bounds it until it has exited.
+	if restore, err := w.spec.Group.RelaxMemoryHigh(); err != nil {
+		w.logs.mark("memory.high not lifted for the stop: %v", err)
+	} else if restore != nil {
+		w.relaxed = restore
+		w.logs.mark("memory.high lifted until the run has exited")
+	}
 	w.terminate(w.run)
 	return time.Now(), true
 }
