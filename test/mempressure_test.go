@@ -35,7 +35,8 @@ var (
 // reported (p50, p99, max), as the agent measures it (the watcher's wake
 // to the signal sent) and as the job does (its own cgroup's usage seen at
 // memory_high to SIGTERM received; on v2 that adds the pressure's
-// duration).
+// duration), for BENCHMARKS.md, not checked (a timed test would be
+// flaky on a loaded host).
 func TestMemoryPressureRestartBeforeOOMKill(t *testing.T) {
 	mode := cgroup.DetectMode()
 	if mode == cgroup.Unavailable {
@@ -146,11 +147,6 @@ tasks = %d
 	last := jobs[ids[0]].LastExit
 	if last == nil || !strings.Contains(last.Reason, "memory pressure: ") || last.MemoryPressure == "" {
 		t.Errorf("GET /v1/jobs last_exit of %s: %+v, want the memory pressure and its figures", ids[0], last)
-	}
-	if len(agent) > 0 {
-		if p99 := quantile(agent, 0.99); p99 > time.Second {
-			t.Errorf("stop signal %v p99 after the watcher woke, want at most 1 s", p99)
-		}
 	}
 }
 
