@@ -1,6 +1,7 @@
 package test
 
 import (
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"os"
@@ -188,4 +189,64 @@ func quantiles(ds []time.Duration) string {
 		return "no samples"
 	}
 	return fmt.Sprintf("n %d, p50 %v, p99 %v, max %v", len(ds), quantile(ds, 0.5), quantile(ds, 0.99), slices.Max(ds))
+}
+
+// memory_pressure = "notify": the job gets systemd's memory pressure
+// protocol (systemd.io/MEMORY_PRESSURE) for its own cgroup:
+// $MEMORY_PRESSURE_WATCH its memory.pressure in the cgroup2 tree, and
+// $MEMORY_PRESSURE_WRITE the Base64 of the trigger to write there (with
+// the defaults, systemd's own "some 200000 2000000" and a NUL), which the
+// job can open and write; a job without the key gets neither.
+func TestMemoryPressureNotifyEnvironment(t *testing.T) {
+	if _, err := os.Stat("/proc/pressure/memory"); err != nil {
+		t.Skipf("the kernel keeps no PSI (%v): needs CONFIG_PSI and psi=1", err)
+	}
+	if cgroup.DetectMode() == cgroup.Legacy {
+		t.Skip("a legacy v1 host has no cgroup2 tree to keep PSI per cgroup in")
+	}
+	e := newEnv(t)
+	script := `echo "watch=$MEMORY_PRESSURE_WATCH write=$MEMORY_PRESSURE_WRITE"; ` +
+		`[ -n "$MEMORY_PRESSURE_WATCH" ] && printf '%s' "$MEMORY_PRESSURE_WRITE" | base64 -d > "$MEMORY_PRESSURE_WATCH" && echo wrote; exec sleep infinity`
+	e.write(e.header("2s") + fmt.Sprintf(`
+[static]
+connectors = ["told", "plain"]
+
+[[connector]]
+name = "told"
+  [connector.run]
+  command = ["/bin/sh", "-c", %q]
+  memory_pressure = "notify"
+
+[[connector]]
+name = "plain"
+  [connector.run]
+  command = ["/bin/sh", "-c", %q]
+`, script, script))
+	e.start()
+	e.waitRunning("told", "plain")
+	logDir := filepath.Join(e.dir, "log")
+	var told string
+	testutil.Eventually(t, 30*time.Second, "the notified job's environment and its write", func() bool {
+		b, _ := os.ReadFile(filepath.Join(logDir, "told.log"))
+		told = string(b)
+		return strings.Contains(told, "wrote")
+	})
+	re := regexp.MustCompile(`watch=(\S+) write=(\S+)`)
+	m := re.FindStringSubmatch(told)
+	if m == nil {
+		t.Fatalf("no environment in the job's log:\n%s", told)
+	}
+	if !strings.HasSuffix(m[1], "/jobs/told/memory.pressure") || !strings.HasPrefix(m[1], "/sys/fs/cgroup") {
+		t.Errorf("MEMORY_PRESSURE_WATCH %q, want the job's own cgroup's memory.pressure", m[1])
+	}
+	if m[2] != base64.StdEncoding.EncodeToString([]byte("some 200000 2000000\x00")) {
+		t.Errorf("MEMORY_PRESSURE_WRITE %q, want the Base64 of \"some 200000 2000000\\x00\"", m[2])
+	}
+	testutil.Eventually(t, 30*time.Second, "the plain job's line", func() bool {
+		b, _ := os.ReadFile(filepath.Join(logDir, "plain.log"))
+		return strings.Contains(string(b), "watch= write=")
+	})
+	if _, ok := metric(e.metrics(), "berth_job_memory_pressure_actions_total", `action="notify",connector="told"`); !ok {
+		t.Error("berth_job_memory_pressure_actions_total{action=\"notify\"} of the notified job missing")
+	}
 }
