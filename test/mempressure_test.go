@@ -250,3 +250,45 @@ name = "plain"
 		t.Error("berth_job_memory_pressure_actions_total{action=\"notify\"} of the notified job missing")
 	}
 }
+
+// A reload that changes memory_high in place moves the v1 threshold of a
+// running job with memory_pressure = "restart" (the kernel fixes a
+// threshold at registration): the job keeps its process, and its usage
+// crossing the new, lower memory_high stops it for memory pressure.
+func TestMemoryPressureThresholdFollowsReload(t *testing.T) {
+	if cgroup.DetectMode() == cgroup.Unified || cgroup.DetectMode() == cgroup.Unavailable {
+		t.Skip("the v1 usage threshold: a legacy or hybrid host")
+	}
+	bin := shapejob(t)
+	e := newEnv(t)
+	conf := func(high string) string {
+		return e.header("10s") + fmt.Sprintf(`
+[static]
+connectors = ["grow"]
+
+[[connector]]
+name = "grow"
+  [connector.run]
+  command = [%q, "-leak", "200ms"]
+  restart = "always"
+  memory_pressure = "restart"
+  limits = { memory = "256MiB", memory_high = %q }
+`, bin, high)
+	}
+	e.write(conf("200MiB"))
+	e.start()
+	pid := e.waitRunning("grow")["grow"].PID
+	e.write(conf("24MiB"))
+	e.berth("reload")
+	testutil.Eventually(t, 60*time.Second, "the threshold moved and the job stopped for memory pressure at it", func() bool {
+		last := e.jobs()["grow"].LastExit
+		return last != nil && strings.Contains(last.MemoryPressure, "crossed memory_high 25165824 bytes")
+	})
+	if !strings.Contains(e.out.String(), `msg="memory pressure threshold moved to the new memory_high" job_id=grow trigger="memory.usage_in_bytes 25165824"`) {
+		t.Errorf("no log line of the moved threshold")
+	}
+	b, _ := os.ReadFile(filepath.Join(e.dir, "log", "grow.log"))
+	if !strings.Contains(string(b), fmt.Sprintf("exited pid %d: exited 0 (memory pressure: ", pid)) {
+		t.Errorf("the first run (pid %d) was not the one stopped:\n%s", pid, b)
+	}
+}
