@@ -118,10 +118,10 @@ fuzz: ## every fuzz target for FUZZTIME each; seed corpora in <pkg>/testdata/fuz
 
 # The end-to-end tests of the three ways an agent ends (stop, crash,
 # upgrade) run there too, with the real binary.
-LANE1_E2E := '^(TestStopRemovesEverything|TestCrashedAgentHandsJobsOver|TestUpgradeHandsJobsOver|TestOrphansKilledAfterAgentSIGKILL|TestLimitsRemovedWhileNoAgentRanAreLiftedFromAdoptedRun|TestC33JobCgroupRemovedFromOutside|TestC38JobsDieWithTheirGuard)$$'
+LANE1_E2E := '^(TestMemoryPressureRestartBeforeOOMKill|TestMemoryPressureNotifyEnvironment|TestStopRemovesEverything|TestCrashedAgentHandsJobsOver|TestUpgradeHandsJobsOver|TestOrphansKilledAfterAgentSIGKILL|TestLimitsRemovedWhileNoAgentRanAreLiftedFromAdoptedRun|TestC33JobCgroupRemovedFromOutside|TestC38JobsDieWithTheirGuard)$$'
 
 test-v2: ## cgroup (with cgroup/memwatch), worker, supervisor and guard tests, and the end-to-end stop, crash and upgrade tests, on a pure cgroup v2 kernel under qemu (lane 1)
-	test/vm/lane1.sh cgroup cgroup/memwatch worker supervisor guard test:$(LANE1_E2E) -- $(TESTFLAGS)
+	LANE1_MEM=$${LANE1_MEM:-2048} test/vm/lane1.sh cgroup cgroup/memwatch worker supervisor guard test:$(LANE1_E2E) -- $(TESTFLAGS)
 
 test-systemd: build ## install the .deb in Debian with systemd under qemu and check the service (lane 2)
 	VERSION=$(VERSION) test/vm/lane2.sh

@@ -409,3 +409,44 @@ func readInactiveFile(d mountDir, buf []byte, key []string, s *MemorySample) err
 	}
 	return nil
 }
+
+// RelaxMemoryHigh lifts the group's memory.high to "max" for a stop of
+// the job under memory pressure, and returns how to put back the value it
+// had (restore). A task over memory.high is put to sleep in the kernel at
+// each return to user space, up to 2 s at a time, only a fatal signal
+// waking it (mm/memcontrol.c, mem_cgroup_handle_over_high): a job so
+// throttled runs its stop handler in fits and may not finish within its
+// stop_timeout. memory.max still bounds it meanwhile. Kubernetes' planned
+// memory pressure agent relaxes memory.high the same way before it
+// evicts (KEP-5986). Where the group has no memory.high (cgroup v1 memory,
+// whose memory_high berth does not enforce; a hybrid host's
+// controller-less cgroup2 tree) it does nothing and restore is nil.
+//
+// Errors: the file cannot be read or written (the group is gone).
+func (g *Group) RelaxMemoryHigh() (restore func() error, err error) {
+	dir := g.h.unifiedDir(g.rel)
+	if dir == "" {
+		return nil, nil
+	}
+	file := filepath.Join(dir, "memory.high")
+	old, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("relax memory.high of %s: %w", g.rel, err)
+	}
+	prev := strings.TrimSpace(string(old))
+	if prev == "max" {
+		return nil, nil
+	}
+	if err := os.WriteFile(file, []byte("max"), 0); err != nil {
+		return nil, fmt.Errorf("relax memory.high of %s: %w", g.rel, err)
+	}
+	return func() error {
+		if err := os.WriteFile(file, []byte(prev), 0); err != nil {
+			return fmt.Errorf("restore memory.high %s of %s: %w", prev, g.rel, err)
+		}
+		return nil
+	}, nil
+}

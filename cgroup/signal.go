@@ -52,6 +52,28 @@ func (g *Group) Signal(sig unix.Signal) (n int, err error) {
 			err = fmt.Errorf("signal cgroup %s: %w", g.rel, terr)
 		}
 	}()
+	return g.signalPasses(sig, frozen)
+}
+
+// SignalUnfrozen is Signal without the freeze: it lists the group again
+// after each pass and signals the processes it has not signalled yet
+// until a pass finds none (systemd's cg_kill_recursive), at once. It is
+// the stop of a job under memory pressure: a task throttled at
+// memory.high sleeps in the kernel's charge path, up to 2 s at a time
+// (mm/memcontrol.c, mem_cgroup_handle_over_high), and does not reach the
+// freezer until it wakes, so a freeze first would hold the signal back
+// by up to Signal's freeze timeout (1 s, seen under lane 1). Errors as
+// Signal's.
+func (g *Group) SignalUnfrozen(sig unix.Signal) (n int, err error) {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	return g.signalPasses(sig, false)
+}
+
+// signalPasses sends sig to the group's processes: one pass when frozen,
+// else passes until one finds no process not yet signalled (at most
+// signalRounds). runMu held.
+func (g *Group) signalPasses(sig unix.Signal, frozen bool) (n int, err error) {
 	sent := map[int]bool{}
 	for range signalRounds {
 		pids, err := g.Pids()

@@ -625,7 +625,11 @@ func (d *decoder) process(t *table) *spec.Process {
 	p.StopTimeout = t.duration("stop_timeout", 0)
 	p.KillMode = spec.KillMode(t.oneOf("kill_mode", "a kill mode", ""))
 	p.KillSignal = t.signal("kill_signal", "")
+	p.MemoryPressure = d.pressure(t)
 	p.Limits = d.limitsTable(t.sub("limits"))
+	if msg := d.host.CheckPressure(p); msg != "" {
+		d.errs.add(t.key("memory_pressure"), "%s", msg)
+	}
 	for _, pp := range d.host.CheckProcess(p, host.ProcessEnv(p)) {
 		if pp.Key == "working_directory" {
 			// the key as the file wrote it: working_directory or dir
@@ -634,6 +638,31 @@ func (d *decoder) process(t *table) *spec.Process {
 		d.errs.add(t.key(pp.Key), "%s", pp.Msg)
 	}
 	return p
+}
+
+// pressure reads a process's memory_pressure, memory_pressure_limit and
+// memory_pressure_duration (spec.PressureRule; bounds in the reference).
+// Absent keys take their defaults; a limit or duration with
+// memory_pressure none is kept and does nothing.
+func (d *decoder) pressure(t *table) spec.PressureRule {
+	r := spec.PressureRule{Action: spec.MemoryPressure(t.oneOf("memory_pressure", "a memory pressure action", string(spec.PressureNone))),
+		Limit: spec.DefaultPressureLimit, Duration: spec.DefaultPressureDuration}
+	if v, ok := t.number("memory_pressure_limit"); ok {
+		if v <= 0 || v > 100 {
+			d.errs.add(t.key("memory_pressure_limit"), "must be more than 0 and at most 100 (percent of wall time stalled), not %v", v)
+		} else {
+			r.Limit = v
+		}
+	}
+	if v, ok := t.durationOK("memory_pressure_duration"); ok {
+		if v < spec.MinPressureDuration || v > spec.MaxPressureDuration {
+			d.errs.add(t.key("memory_pressure_duration"), "must be at least %s (the kernel's shortest PSI trigger window, Documentation/accounting/psi.rst) and at most %s, not %s",
+				spec.MinPressureDuration, spec.MaxPressureDuration, v)
+		} else {
+			r.Duration = v
+		}
+	}
+	return r
 }
 
 // nulMsg is the problem of a string with a NUL byte: arguments,

@@ -198,6 +198,11 @@ func flattenProcess(prefix string, p *spec.Process, m map[string]string) {
 	if p.KillSignal != "" {
 		m[prefix+"kill_signal"] = string(p.KillSignal)
 	}
+	if r := p.MemoryPressure.Effective(); r.Acts() {
+		m[prefix+"memory_pressure"] = string(r.Action)
+		m[prefix+"memory_pressure_limit"] = strconv.FormatFloat(r.Limit, 'f', -1, 64)
+		m[prefix+"memory_pressure_duration"] = r.Duration.String()
+	}
 	flattenLimits(prefix+"limits.", p.Limits, m)
 }
 

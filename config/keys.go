@@ -360,6 +360,16 @@ var sections = []Section{
 				Doc: "the older name of working_directory, still read"},
 			{Name: "restart", Type: TypeString, Default: tomlString(string(spec.DefaultRestart)), Values: []string{string(spec.RestartAlways), string(spec.RestartOnFailure), string(spec.RestartNever)}, Example: tomlString(string(spec.RestartOnFailure)),
 				Doc: "when an exited worker is started again, with backoff (systemd's Restart=; never is Restart=no)"},
+			{Name: "memory_pressure", Type: TypeString, Default: tomlString(string(spec.PressureNone)), Values: spec.MemoryPressures(), Example: tomlString(string(spec.PressureRestart)),
+				Doc: "what the agent does when the job's memory comes under pressure, before the kernel's OOM killer: " +
+					"none: nothing; notify: the job gets $MEMORY_PRESSURE_WATCH and $MEMORY_PRESSURE_WRITE (systemd.io/MEMORY_PRESSURE) for its own cgroup's memory.pressure and sheds caches itself; " +
+					"restart: a graceful stop (kill_signal, then stop_timeout), then the restart policy, the exit saying memory pressure. " +
+					"cgroup v2: a PSI trigger, the stall share at least memory_pressure_limit for memory_pressure_duration; " +
+					"cgroup v1 memory (legacy and hybrid hosts): restart fires when the usage crosses limits.memory_high (required there; on v2 memory_high or memory is)"},
+			{Name: "memory_pressure_limit", Type: TypeNumber, Default: strconv.FormatFloat(spec.DefaultPressureLimit, 'f', -1, 64), Unit: "percent", Bounds: "> 0, <= 100", Example: "20",
+				Doc: "share of wall time at least one of the job's tasks stalls on memory (PSI some, as systemd-oomd's ManagedOOMMemoryPressureLimit=) that counts as pressure (cgroup v2; v1 memory uses memory_high)"},
+			{Name: "memory_pressure_duration", Type: TypeDuration, Default: tomlString(spec.DefaultPressureDuration.String()), Bounds: ">= " + spec.MinPressureDuration.String() + " (the kernel's shortest PSI window), <= " + spec.MaxPressureDuration.String(), Example: tomlString("5s"),
+				Doc: "how long memory_pressure_limit must hold (systemd-oomd's ManagedOOMMemoryPressureDurationSec=); notify rounds it to a PSI window of 2 s to 10 s"},
 			{Name: "stop_timeout", Type: TypeDuration, DefaultNote: "[agent] stop_timeout", Bounds: ">= 0", Example: tomlString("10s"),
 				Doc: "grace between the stop signal and killing the job's whole cgroup"},
 			{Name: "kill_mode", Type: TypeString, DefaultNote: "[agent] kill_mode", Values: killModes, Example: tomlString(string(spec.KillMixed)),

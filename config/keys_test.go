@@ -196,6 +196,8 @@ func TestReferenceBoundsAndValues(t *testing.T) {
 		SectionClient + ".username":       "password = \"p\"\n",
 		SectionClient + ".password":       "username = \"u\"\n",
 		SectionClient + ".password_file":  "username = \"u\"\n",
+		// restart needs a threshold of the job's own (host.CheckPressure).
+		SectionProcess + ".memory_pressure": "limits = { memory = \"64MiB\", memory_high = \"48MiB\" }\n",
 	}
 	valid := func(s Section, k Key, v string) error {
 		src := withKey(s.ID, k, v)

@@ -319,7 +319,8 @@ func (b *backend) Snapshot() metrics.Snapshot {
 	}
 	for _, j := range v.Jobs {
 		s.Jobs = append(s.Jobs, metrics.Job{ID: j.Spec.ID, Connector: j.Spec.Connector, Kind: string(j.Spec.Kind),
-			Group: j.Spec.Group, State: j.Status.State, Restarts: j.Status.Restarts, Cgroup: j.Group, UpdateBlocked: j.UpdateBlocked != ""})
+			Group: j.Spec.Group, State: j.Status.State, Restarts: j.Status.Restarts, Cgroup: j.Group, UpdateBlocked: j.UpdateBlocked != "",
+			PressureRestarts: j.PressureRestarts, PressureNotified: j.PressureNotified})
 	}
 	return s
 }

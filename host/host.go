@@ -44,6 +44,12 @@ type Host struct {
 	// check.
 	CheckEnvFile func(path string) error
 
+	// MemoryCgroup is the cgroup version that accounts the jobs' memory
+	// on this host: 1 (the v1 memory controller: legacy and hybrid
+	// hosts), 2 (a unified host), 0 when unknown. It decides what a
+	// memory_pressure = "restart" needs (CheckPressure).
+	MemoryCgroup int
+
 	// CheckPasswordFile checks a password_file ([cluster] and
 	// [agent.client]) as the agent reads it (ReadPasswordFile); nil skips
 	// the check.
@@ -71,6 +77,34 @@ func (h *Host) LimitsOnly() *Host {
 	c.LookupUser, c.LookPath, c.StatDir, c.CheckEnvFile = nil, nil, nil, nil
 	c.CheckPasswordFile, c.CheckTLS, c.CheckWebConfig = nil, nil, nil
 	return &c
+}
+
+// CheckPressure checks that p's memory pressure action can work with its
+// limits on h, and returns what is wrong ("" when it can): a restart
+// needs a threshold of the job's own. On cgroup v1 memory (MemoryCgroup
+// 1) the job's pressure (PSI) gives no warning before the v1 limit, where
+// anonymous memory without swap is OOM-killed after a few milliseconds of
+// stall, so the action fires when the usage crosses memory_high
+// (Documentation/admin-guide/cgroup-v1/memory.rst, "Memory thresholds"),
+// which v1 cannot enforce: memory_high is required. On cgroup v2 (and
+// when h is nil or the version unknown) the stall rises as the job nears
+// memory.high or memory.max: one of memory_high and memory is required,
+// since a job without either is never under pressure of its own.
+func (h *Host) CheckPressure(p *spec.Process) string {
+	if p.MemoryPressure.Action != spec.PressureRestart {
+		return ""
+	}
+	l := p.Limits
+	if h != nil && h.MemoryCgroup == 1 {
+		if l.MemoryHigh == 0 {
+			return `"restart" needs limits.memory_high on this host: its memory is accounted by cgroup v1, whose pressure stall gives no warning before the limit, so the restart fires when the job's usage crosses memory_high (which v1 does not enforce)`
+		}
+		return ""
+	}
+	if l.MemoryHigh == 0 && l.Memory == 0 {
+		return `"restart" needs limits.memory_high or limits.memory: a job without a memory limit of its own is never under memory pressure of its own (on cgroup v1 memory_high is the threshold it fires at)`
+	}
+	return ""
 }
 
 // ProcessProblem is one process fact that does not hold on the host.

@@ -1,9 +1,12 @@
 package host
 
-import "github.com/berthd/berth/limits"
+import (
+	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/limits"
+)
 
 // Local returns the facts of the running machine: its online CPUs
-// (sysfs), limits.ResolveDevice, the lookups a start does (CheckUser,
+// (sysfs), the cgroup version of its memory (MemoryCgroup), limits.ResolveDevice, the lookups a start does (CheckUser,
 // FindProgram, CheckDir), and the reading of env_files (ReadEnvFile),
 // password files (ReadPasswordFile) and TLS files (CheckTLSFiles), so that
 // `berth validate`, a reload and a start check a definition alike
@@ -18,6 +21,12 @@ func Local() *Host {
 		CheckEnvFile:      checkEnvFile,
 		CheckPasswordFile: checkPasswordFile,
 		CheckTLS:          CheckTLSFiles,
+	}
+	switch cgroup.DetectMode() {
+	case cgroup.Legacy, cgroup.Hybrid:
+		h.MemoryCgroup = 1
+	case cgroup.Unified:
+		h.MemoryCgroup = 2
 	}
 	if cpus, err := limits.OnlineCPUs(); err == nil {
 		h.OnlineCPUs = cpus

@@ -12,6 +12,7 @@ var (
 	descJobs       = prometheus.NewDesc("berth_jobs", "Jobs run by this agent, by state.", []string{"state"}, nil)
 	descGeneration = prometheus.NewDesc("berth_assignment_generation", "Generation of the assignment this agent runs.", nil, nil)
 	descUnassigned = prometheus.NewDesc("berth_jobs_unassigned", "Jobs that exist but that no agent runs.", nil, nil)
+	famPressure    = newJobFamily("berth_job_memory_pressure_actions_total", "Memory pressure actions the agent took for the job (memory_pressure): restart, a graceful stop before the OOM killer; notify, a pressure event the job was told of (its $MEMORY_PRESSURE_WATCH trigger).", "counter", "action", "notify", "restart")
 	famBlocked     = jobGauge("berth_job_update_blocked", "1 while the job's new definition cannot start on this host (user, program or working directory missing) and the job keeps running its previous one, or while the kernel refuses one of its new limits in place (the others are applied), else 0.")
 	descReloadOK   = prometheus.NewDesc("berth_config_last_reload_successful", "1 when the last reload of the configuration file succeeded (or none was tried since start), 0 when it was refused.", nil, nil)
 	descReloadTime = prometheus.NewDesc("berth_config_last_reload_success_timestamp_seconds", "When the configuration file was last put in force (start or successful reload), seconds since the Unix epoch.", nil, nil)
@@ -52,6 +53,8 @@ func (agentCollector) Update(out Output, s Snapshot) error {
 			out.jobWith(famState, i, string(st), v)
 		}
 		out.job(famRestarts, i, float64(j.Restarts))
+		out.jobWith(famPressure, i, "notify", float64(j.PressureNotified))
+		out.jobWith(famPressure, i, "restart", float64(j.PressureRestarts))
 		blocked := 0.0
 		if j.UpdateBlocked {
 			blocked = 1

@@ -49,8 +49,8 @@ func reference() []struct {
 		name, source string
 		fams         []any
 	}{
-		{"agent", "what the agent knows of each job (state, restarts, held-back definitions), the assignment it runs and its last reload; reads no file",
-			[]any{famUp, famState, famRestarts, famBlocked, descJobs, descGeneration, descUnassigned, descReloadOK, descReloadTime}},
+		{"agent", "what the agent knows of each job (state, restarts, memory pressure actions, held-back definitions), the assignment it runs and its last reload; reads no file",
+			[]any{famUp, famState, famRestarts, famPressure, famBlocked, descJobs, descGeneration, descUnassigned, descReloadOK, descReloadTime}},
 		{"cgroup", "each job's cgroup: the kernel's CPU, memory, OOM and pids accounting, and the limits berth wrote",
 			[]any{famCPU, famThrottled, famThrottledN, famCPULimit, famMem, famMemLimit, famOOM, famPids}},
 		{"procfs", "/proc/PID/stat, io and status of every process of each job, summed per job; counters keep what exited processes counted",
@@ -89,7 +89,11 @@ func describe(f any) Family {
 	case *jobFamily:
 		labels := []string{"connector", "group", "job_id", "kind"}
 		var values []string
-		if f.extra != "" {
+		switch {
+		case f.extra != "" && f.extra < "connector":
+			labels = append([]string{f.extra}, labels...)
+			values = f.values
+		case f.extra != "":
 			labels = append(labels, f.extra)
 			values = f.values
 		}

@@ -16,6 +16,9 @@ type Job struct {
 	State worker.State
 	// Restarts counts restarts of the job's worker after it ended.
 	Restarts int
+	// PressureRestarts and PressureNotified count the job's memory
+	// pressure actions (memory_pressure restart and notify).
+	PressureRestarts, PressureNotified uint64
 	// Cgroup is the job's cgroup; nil when it has none (waiting, failed
 	// before its cgroup was made).
 	Cgroup *cgroup.Group

@@ -31,8 +31,8 @@ var jobFamilies []*jobFamily
 // newJobFamily declares a per-job family; extra and values name the extra
 // label and its possible values (none when extra is "").
 func newJobFamily(name, help, typ, extra string, values ...string) *jobFamily {
-	if extra != "" && extra <= "kind" {
-		panic("metrics: " + name + ": extra label " + extra + " must sort after kind")
+	if extra != "" && extra >= "connector" && extra <= "kind" {
+		panic("metrics: " + name + ": extra label " + extra + " must sort before connector or after kind")
 	}
 	if extra == "" {
 		values = []string{""}
@@ -90,8 +90,9 @@ func (t *jobTable) reset(jobs []Job) {
 		clear(t.set[i])
 	}
 	t.labels, t.ends = t.labels[:0], t.ends[:0]
-	// Labels in name order, as client_golang writes them (every extra
-	// label's name sorts after "kind").
+	// Labels in name order, as client_golang writes them (an extra
+	// label's name sorts before "connector" or after "kind": write puts
+	// it first or last).
 	for i := range jobs {
 		j := &jobs[i]
 		t.labels = append(t.labels, `connector="`...)
@@ -155,8 +156,14 @@ func (t *jobTable) write(w *bufio.Writer) error {
 				}
 				line = append(line[:0], f.name...)
 				line = append(line, '{')
+				if f.extra != "" && f.extra < "connector" {
+					line = append(line, f.extra...)
+					line = append(line, `="`...)
+					line = appendEscaped(line, ev)
+					line = append(line, `",`...)
+				}
 				line = append(line, t.labels[start:t.ends[i]]...)
-				if f.extra != "" {
+				if f.extra > "kind" {
 					line = append(line, ',')
 					line = append(line, f.extra...)
 					line = append(line, `="`...)

@@ -66,6 +66,10 @@ type Process struct {
 	// KillSignal overrides [agent] kill_signal when not ""; in a Job it
 	// holds the effective value.
 	KillSignal Signal
+	// MemoryPressure is the memory pressure action and its rule
+	// (memory_pressure, memory_pressure_limit, memory_pressure_duration);
+	// the zero value is none.
+	MemoryPressure PressureRule
 	// Limits are the job's resource limits.
 	Limits limits.Limits
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/cgroup/memwatch"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/fencing"
 	"github.com/berthd/berth/host"
@@ -106,6 +107,19 @@ func New(opts Options) *Agent {
 	return a
 }
 
+// startMemWatch starts the memory watcher of the jobs' pressure actions;
+// a failure leaves the jobs that need it unable to start, with the
+// reason.
+func (e *executor) startMemWatch() {
+	if e.mem != nil || e.memErr != nil {
+		return
+	}
+	e.mem, e.memErr = memwatch.New()
+	if e.memErr != nil {
+		e.log.Error("memory pressure watcher; jobs with memory_pressure will not start", "error", e.memErr)
+	}
+}
+
 // Ready is closed once the first reconcile of a published assignment has
 // finished (every assigned job started or failed with a reason), or
 // readyWait after Run began when no assignment arrives.
@@ -133,10 +147,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer close(fenced)
 		a.watchMembership(fenceCtx)
 	}()
+	a.exec.startMemWatch()
+	pressured := make(chan struct{})
+	go func() {
+		defer close(pressured)
+		a.watchPressure(fenceCtx)
+	}()
 	a.loop(ctx)
 	err := a.exec.stopAll(a.Config().Agent.StopTimeout)
 	endFence()
 	<-fenced
+	<-pressured
+	if a.exec.mem != nil {
+		a.exec.mem.Close()
+	}
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/cgroup/memwatch"
 	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/fencing"
 	"github.com/berthd/berth/host"
@@ -54,6 +55,11 @@ type executor struct {
 
 	logs     worker.JobLogs
 	envFiles config.EnvFiles // the env_files' values, read on this host
+
+	// mem watches the memory pressure of the jobs that have an action
+	// (pressure.go); nil when it could not start (memErr says why).
+	mem    *memwatch.Watcher
+	memErr error
 }
 
 // wanted is the assignment's jobs that have a definition, by ID.

@@ -198,6 +198,33 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 			nj.group = nil
 		}
 	}
+	var runEnv []string
+	if err == nil {
+		var werr error
+		nj.watch, runEnv, werr = e.watchJob(j, nj.group)
+		switch {
+		case werr != nil && j.Process.MemoryPressure.Action == spec.PressureRestart:
+			// A restart that cannot watch would meet the OOM killer
+			// instead: the job does not start without it.
+			nj.permanent = true
+			dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+			_ = nj.group.Delete(dctx)
+			dcancel()
+			nj.group = nil
+			e.discardLaunch(ctx, l, plan.DiscardNotStarted)
+			nj.phase, nj.err = plan.Failed, werr.Error()
+			e.tbl.mu.Lock()
+			e.tbl.jobs[j.ID] = nj
+			e.tbl.mu.Unlock()
+			e.log.Error("job failed to start; it is retried on reload or when its definition changes", "job_id", j.ID, "error", werr)
+			return
+		case werr != nil:
+			e.log.Warn("job runs without its memory pressure notification", "job_id", j.ID, "error", werr)
+		case nj.watch != nil:
+			e.log.Info("job memory pressure watched", "job_id", j.ID, "action", string(j.Process.MemoryPressure.Action),
+				"mechanism", nj.watch.Mechanism().String(), "trigger", nj.watch.Trigger())
+		}
+	}
 	if err != nil {
 		e.discardLaunch(ctx, l, plan.DiscardNotStarted)
 		nj.phase, nj.err = plan.Failed, fmt.Sprintf("create cgroup: %v", err)
@@ -218,6 +245,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 	ws := e.workerSpec(cfg, j)
 	ws.Group = nj.group
 	ws.Remake = e.remake(j.ID, rel, nj.group)
+	ws.RunEnv = runEnv
 	ws.Token = e.tokenFunc(j.ID, c.token)
 	ws.Log = e.logs.Writer(j.ID, cfg.Agent.LogDir, cfg.Agent.LogMaxSize, cfg.Agent.LogMaxFiles, cfg.Agent.LogSink == "journal", e.log)
 	switch {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/cgroup/memwatch"
 	"github.com/berthd/berth/limits"
 	"github.com/berthd/berth/spec"
 	"github.com/berthd/berth/supervisor/plan"
@@ -50,6 +51,13 @@ type job struct {
 	res   *specs.LinuxResources
 	group *cgroup.Group
 	w     *worker.Worker
+	// watch is the job's memory pressure watch (memory_pressure notify or
+	// restart), nil when it has none; pressureRestarts and
+	// pressureNotified count the actions taken on it
+	// (berth_job_memory_pressure_actions_total).
+	watch            *memwatch.Handle
+	pressureRestarts uint64
+	pressureNotified uint64
 
 	// Notes on a Running job. blocked is why its new definition cannot
 	// start on this host (the worker keeps the previous one); refused

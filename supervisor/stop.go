@@ -41,6 +41,7 @@ func (e *executor) stopJob(j *job, grace time.Duration) error {
 			err = fmt.Errorf("stop job %s: %w", j.spec.ID, err)
 		}
 	}
+	e.unwatch(j)
 	if j.group != nil {
 		if derr := j.group.Delete(ctx); derr != nil {
 			err = errors.Join(err, fmt.Errorf("remove cgroup of job %s: %w", j.spec.ID, derr))
@@ -130,6 +131,7 @@ func (e *executor) fenceAll() error {
 					mu.Unlock()
 					return // keep the job: it still has processes
 				}
+				e.unwatch(j)
 				_ = j.group.Delete(ctx)
 			}
 			if e.tbl.remove(j.spec.ID, j) {

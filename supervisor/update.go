@@ -73,6 +73,9 @@ func (e *executor) updateJob(cur *job, nj spec.Job) {
 				"job_id", nj.ID, "refused", refused, "changes", changeList(config.DiffJobs(cur.spec, nj)))
 		}
 	}
+	if refused == "" {
+		e.rewatch(cur, cur.spec, nj)
+	}
 	e.tbl.mu.Lock()
 	cur.res, cur.spec, cur.refused = applied, nj, refused
 	switch {

@@ -34,6 +34,10 @@ type JobView struct {
 	// as a whole: its new definition cannot start on this host, or the
 	// kernel refused some limits in place; "" when neither.
 	UpdateBlocked string
+	// PressureRestarts and PressureNotified count the memory pressure
+	// actions taken for the job (memory_pressure restart and notify)
+	// since this agent made its entry.
+	PressureRestarts, PressureNotified uint64
 }
 
 // GroupView is a sharing group with jobs on this agent.
@@ -99,7 +103,7 @@ func (a *Agent) Job(id string) (JobView, bool) {
 func (a *Agent) jobView(j *job) JobView {
 	st, reason := j.status()
 	return JobView{Spec: j.spec, Phase: j.phase, Status: st, Reason: reason, Cgroup: a.exec.cgroupPath(j.spec),
-		Group: j.group, UpdateBlocked: j.updateBlocked()}
+		Group: j.group, UpdateBlocked: j.updateBlocked(), PressureRestarts: j.pressureRestarts, PressureNotified: j.pressureNotified}
 }
 
 // longest returns the longest stop timeout of the jobs in force and the

@@ -200,5 +200,5 @@ func (s *Spec) runEnv(token uint64) []string {
 	if s.ClaimFile != "" {
 		env = append(env, spec.EnvClaimFile+"="+s.ClaimFile)
 	}
-	return env
+	return append(env, s.RunEnv...)
 }

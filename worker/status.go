@@ -46,7 +46,15 @@ type Exit struct {
 	// OOM kill count grew during the run (memory.oom_control oom_kill on v1,
 	// memory.events oom_kill on v2).
 	OOMKilled bool `json:"oom_killed"`
-	// Reason is the human summary: "exited 1", "killed by SIGKILL (OOM kill)".
+	// MemoryPressure says, with the figures that triggered it, that the
+	// agent stopped the run because its memory was under pressure
+	// (memory_pressure = "restart", Worker.PressureStop): "usage 41943040
+	// bytes crossed memory_high 41943040 bytes (cgroup v1 threshold)", or
+	// "memory stall (PSI some) at least 10% for 1.98s (avg10 35.20%, total
+	// 1.234s)"; "" when it was not.
+	MemoryPressure string `json:"memory_pressure,omitempty"`
+	// Reason is the human summary: "exited 1", "killed by SIGKILL (OOM
+	// kill)", "killed by SIGTERM (memory pressure: ...)".
 	Reason string `json:"reason"`
 }
 
@@ -98,5 +106,7 @@ func exitFromStatus(ws unix.WaitStatus, at time.Time, oomKilled bool) Exit {
 }
 
 // failed reports whether e counts as a failure for the on-failure policy (spec.RestartOnFailure): a
-// non-zero exit status or death by a signal.
-func (e Exit) failed() bool { return e.Code != 0 }
+// non-zero exit status or death by a signal, or a stop for memory pressure
+// (the job did not choose to end, whatever status its stop handler
+// returned).
+func (e Exit) failed() bool { return e.Code != 0 || e.MemoryPressure != "" }

@@ -28,6 +28,12 @@ type Group interface {
 	// Signal sends sig to every process in the group and returns how
 	// many it signalled (a stop in kill mode control-group).
 	Signal(sig unix.Signal) (int, error)
+	// SignalUnfrozen is Signal without freezing the group first (a stop
+	// for memory pressure, whose throttled tasks freeze late).
+	SignalUnfrozen(sig unix.Signal) (int, error)
+	// RelaxMemoryHigh lifts memory.high for a stop for memory pressure
+	// and returns how to put it back (nil: nothing was lifted).
+	RelaxMemoryHigh() (restore func() error, err error)
 	// Pids lists every process in the group (a stop waits until none is
 	// left, or its grace is over).
 	Pids() ([]int, error)
@@ -117,6 +123,11 @@ type Spec struct {
 	// restart then fails as a start does. nil: the cgroup is taken as it
 	// is.
 	Remake func() ([]string, error)
+	// RunEnv is environment every run gets that is not part of the
+	// job's Fingerprint, since it names the job's cgroup as this host
+	// mounts it: memory_pressure = "notify"'s $MEMORY_PRESSURE_WATCH and
+	// $MEMORY_PRESSURE_WRITE (memwatch.Notify).
+	RunEnv []string
 }
 
 // Worker supervises the runs of one job: start inside the cgroup, wait for
@@ -173,6 +184,11 @@ type Worker struct {
 	waits     int  // token waits in a row (tokenWait): a restart counts once
 	stopping  bool // Stop was called
 	ended     bool
+	// pressure is the cause of a stop for memory pressure under way
+	// (PressureStop), for the run's exit; "" when none is. relaxed puts
+	// back the memory.high that stop lifted, once the run has exited.
+	pressure string
+	relaxed  func() error
 }
 
 // New returns a worker for s in state Stopped whose Start starts a new
@@ -605,6 +621,17 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 		}
 	}
 	exit := exitFromStatus(ws, exitAt, oom)
+	if w.pressure != "" {
+		exit.MemoryPressure = w.pressure
+		exit.Reason += " (memory pressure: " + w.pressure + ")"
+		w.pressure = ""
+	}
+	if w.relaxed != nil {
+		if err := w.relaxed(); err != nil {
+			w.logs.mark("%v", err)
+		}
+		w.relaxed = nil
+	}
 	w.logs.mark("exited pid %d: %s", p.pid, exit.Reason)
 
 	if w.stopping {
@@ -725,6 +752,41 @@ func (w *Worker) stop() {
 	// Otherwise the first run has not begun: startRun sees stopping.
 }
 
+// PressureStop stops the current run because the job's memory is under
+// pressure (memory_pressure = "restart"), cause saying so with the
+// figures that triggered it: KillSignal to the processes KillMode names,
+// StopTimeout of grace, then the cgroup killed, as Stop does; but the
+// worker goes on: the run's exit carries cause (Exit.MemoryPressure, and
+// in Exit.Reason), counts as a failure, and the restart policy applies.
+// It returns when the stop signal was sent, and false when nothing was
+// signalled: no run is Running (starting, backing off, ended), a Stop or
+// another pressure stop is under way. It runs as one of the worker's
+// steps and waits for the one under way.
+//
+// since is when the pressure began: one that began before the run did
+// (the job's cgroup holds every run, and a stall of the run before can
+// reach into the next one's first window) is not this run's, and
+// signals nothing.
+func (w *Worker) PressureStop(cause string, since time.Time) (sent time.Time, ok bool) {
+	w.step.Lock()
+	defer w.step.Unlock()
+	if w.ended || w.stopping || w.run == nil || w.pressure != "" || since.Before(w.started) {
+		return time.Time{}, false
+	}
+	w.pressure = cause
+	w.logs.mark("memory pressure: %s; stopping the run gracefully, then restart policy %s", cause, w.spec.Restart)
+	// A run throttled at memory.high would run its stop handler in fits:
+	// memory.max alone bounds it until it has exited.
+	if restore, err := w.spec.Group.RelaxMemoryHigh(); err != nil {
+		w.logs.mark("memory.high not lifted for the stop: %v", err)
+	} else if restore != nil {
+		w.relaxed = restore
+		w.logs.mark("memory.high lifted until the run has exited")
+	}
+	w.terminate(w.run)
+	return time.Now(), true
+}
+
 // drainPollMin and drainPollMax bound the interval between looks at the
 // cgroup while a stop waits for it to empty after its main process exited.
 const (
@@ -736,11 +798,18 @@ const (
 // main process has not exited after StopTimeout, kills the whole cgroup;
 // its exit then comes to exited as any other. step is held.
 func (w *Worker) terminate(p *proc) {
+	if w.timer != nil { // the grace of a pressure stop under way: this stop's own replaces it
+		w.timer.Stop()
+	}
 	w.setState(func(s *Status) { s.State = Stopping })
 	w.graceEnd = time.Now().Add(w.spec.StopTimeout)
 	sig := unix.SignalName(w.spec.KillSignal)
 	if w.spec.KillMode == spec.KillControlGroup {
-		n, err := w.spec.Group.Signal(w.spec.KillSignal)
+		signal := w.spec.Group.Signal
+		if w.pressure != "" && !w.stopping {
+			signal = w.spec.Group.SignalUnfrozen
+		}
+		n, err := signal(w.spec.KillSignal)
 		if err != nil {
 			w.logs.mark("stopping pid %d: %s to the cgroup: %v; sending it to the main process", p.pid, sig, err)
 			_ = unix.Kill(p.pid, w.spec.KillSignal)
