@@ -71,7 +71,7 @@ func (s *Session) Release(ctx context.Context, job string) error {
 // does (create-if-absent, bound to the session's lease), in as few
 // transactions as etcd's limits allow: every claim is a nested transaction,
 // so one claim held by another member does not fail the others, and one
-// request carries up to MaxTxnOps−1 claims (127 by default). won lists the
+// request carries up to MaxTxnOps−3 claims (125 by default: claimsPerTxn). won lists the
 // jobs whose claims are now ours (also those that already were), in the
 // order given; held maps every other job to the member that holds it
 // (another member, or an earlier session of ours whose lease has not yet
@@ -126,7 +126,7 @@ func (s *Session) ClaimRuns(ctx context.Context, jobs []string, renew func(job s
 		return nil, nil, err
 	}
 	held = map[string]string{}
-	per := s.c.cfg.MaxTxnOps - 1
+	per := claimsPerTxn(s.c.cfg.MaxTxnOps)
 	for start := 0; start < len(jobs); start += per {
 		if err := s.Err(); err != nil {
 			return won, held, fmt.Errorf("claim %d jobs: %w", len(jobs)-start, err)
@@ -163,6 +163,15 @@ func (s *Session) ClaimRuns(ctx context.Context, jobs []string, renew func(job s
 	}
 	return won, held, nil
 }
+
+// claimsPerTxn is how many claims one request carries within etcd's
+// --max-txn-ops (maxOps): etcd counts a nested transaction against what its
+// parent leaves (server/etcdserver/api/v3rpc/key.go checkTxnRequest: a
+// nested request's budget is the limit less its parent's widest branch),
+// and a renewing claim (claimOp) is three levels deep, its innermost
+// branch two compares wide: k claims leave 1 for the claim's level and
+// maxOps − k − 1 ≥ 2 for the renewal's, so k ≤ maxOps − 3 (125 by default).
+func claimsPerTxn(maxOps int) int { return maxOps - 3 }
 
 // claimOp is the nested transaction of job's claim: create it if absent;
 // else, with renew, re-put it if it is ours (renewOps), else read it.

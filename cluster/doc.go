@@ -79,7 +79,7 @@
 //
 // Claims are taken and released in batches (ClaimMany, ReleaseMany): each
 // claim a nested transaction create-if-absent on the member's lease, up to
-// MaxTxnOps−1 of them per request. Session renewals stay one per agent: the
+// MaxTxnOps−3 of them per request (claimsPerTxn). Session renewals stay one per agent: the
 // election uses the session's lease without a keep-alive of its own.
 //
 // # Upgrade from the single-key layout

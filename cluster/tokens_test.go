@@ -226,3 +226,35 @@ func TestTokensOfOneJobNeverRepeatAcrossMembers(t *testing.T) {
 	}
 	t.Logf("%d tokens, turns %v", len(tokens), turns)
 }
+
+// Renewing many claims at once stays within etcd's --max-txn-ops, which
+// counts a nested transaction's operations against what its parent left
+// (etcd's checkTxnRequest: the budget of a nested request is the limit
+// less its parent's widest branch): a full batch of renewals, three levels
+// deep, was refused with "too many operations in txn request".
+func TestClaimRunsRenewsAFullBatch(t *testing.T) {
+	name := uniqueName(t)
+	c := connect(t, shared.Endpoints(), name, nil)
+	s, err := c.Join(ctxT(t), assign.Member{ID: "a", Protocol: spec.ProtocolStatic}, "127.0.0.1:1111")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	jobs := make([]string, 3*c.cfg.MaxTxnOps)
+	for i := range jobs {
+		jobs[i] = fmt.Sprintf("job-%04d", i)
+	}
+	first, _, err := s.ClaimRuns(ctxT(t), jobs, nil)
+	if err != nil || len(first) != len(jobs) {
+		t.Fatalf("first claims: %d of %d, %v", len(first), len(jobs), err)
+	}
+	won, held, err := s.ClaimRuns(ctxT(t), jobs, func(string) bool { return true })
+	if err != nil || len(won) != len(jobs) || len(held) != 0 {
+		t.Fatalf("renewed claims: won %d of %d, held %v, err %v", len(won), len(jobs), held, err)
+	}
+	for _, w := range won {
+		if w.Revision <= first[len(first)-1].Revision {
+			t.Fatalf("claim %s renewed at revision %d, not after the first claims (%d)", w.Job, w.Revision, first[len(first)-1].Revision)
+		}
+	}
+}
