@@ -41,7 +41,7 @@ func (w *Worker) adopt(a Adoptable) {
 			return
 		}
 		w.logs = logs
-		tok, err := w.nextToken() // a rare path: with step held
+		tok, err := w.spec.nextToken(w.life) // a rare path: with step held
 		if err != nil {
 			w.tokenWait(err)
 			return

@@ -378,7 +378,7 @@ func (w *Worker) begin() {
 		terr error
 	)
 	if newRun {
-		tok, terr = w.nextToken()
+		tok, terr = w.spec.nextToken(w.life)
 	}
 	var release func()
 	if newRun && terr == nil {
@@ -423,12 +423,13 @@ func (w *Worker) begin() {
 }
 
 // nextToken returns the fencing token of the run about to start
-// (Spec.Token; 0 without one). It is called without step.
-func (w *Worker) nextToken() (uint64, error) {
-	if w.spec.Token == nil {
+// (Spec.Token, asked under ctx, the worker's life; 0 without one). It is
+// called without the worker's step lock.
+func (s *Spec) nextToken(ctx context.Context) (uint64, error) {
+	if s.Token == nil {
 		return 0, nil
 	}
-	tok, err := w.spec.Token(w.life)
+	tok, err := s.Token(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("fencing token: %w", err)
 	}
@@ -672,18 +673,19 @@ func (w *Worker) retryStart(err error) {
 }
 
 // remake makes the job's cgroup again before a restart when it is gone
-// (Spec.Remake), and says so in the job's log; a failure is told there
-// too, and the start that follows fails with its own reason. step is held.
-func (w *Worker) remake() {
-	if w.spec.Remake == nil {
+// (Spec.Remake), and says so in the job's log (logs); a failure is told
+// there too, and the start that follows fails with its own reason. The
+// worker's step lock is held.
+func (s *Spec) remake(logs *logPipe) {
+	if s.Remake == nil {
 		return
 	}
-	made, err := w.spec.Remake()
+	made, err := s.Remake()
 	switch {
 	case err != nil:
-		w.logs.mark("the job's cgroup is gone and could not be made again: %v", err)
+		logs.mark("the job's cgroup is gone and could not be made again: %v", err)
 	case len(made) > 0:
-		w.logs.mark("the job's cgroup was gone (removed from outside): made again with its limits")
+		logs.mark("the job's cgroup was gone (removed from outside): made again with its limits")
 	}
 }
 
@@ -696,7 +698,7 @@ func (w *Worker) restart(n uint64) {
 	}
 	// The token first, then the slot: a store round trip and a write of
 	// the record hold up no other start.
-	tok, terr := w.nextToken()
+	tok, terr := w.spec.nextToken(w.life)
 	var release func()
 	if terr == nil {
 		if release = w.spec.Runtime.startSlot(w.stopCh); release != nil {
@@ -716,7 +718,7 @@ func (w *Worker) restart(n uint64) {
 		w.tokenWait(terr)
 		return
 	}
-	w.remake()
+	w.spec.remake(w.logs)
 	if !w.startRun(release, tok) {
 		// After the start: an agent that dies before it leaves the wait
 		// noted, and the next one finds the run the guard holds (it
