@@ -693,7 +693,12 @@ func (s *Spec) remake(logs *logPipe) {
 // taken before it. A retried start (retryStart) does not count as a
 // restart.
 func (w *Worker) restart(n uint64) {
-	if !w.due(n) {
+	// Timer n must still be the worker's own: no stop or later timer came
+	// since it was set.
+	w.step.Lock()
+	due := w.timer != nil && w.timers == n && !w.ended && !w.stopping
+	w.step.Unlock()
+	if !due {
 		return
 	}
 	// The token first, then the slot: a store round trip and a write of
@@ -727,13 +732,6 @@ func (w *Worker) restart(n uint64) {
 	}
 }
 
-// due reports whether backoff timer n is still the worker's own: no stop
-// or later timer came since it was set.
-func (w *Worker) due(n uint64) bool {
-	w.step.Lock()
-	defer w.step.Unlock()
-	return w.timer != nil && w.timers == n && !w.ended && !w.stopping
-}
 
 // stop is the step of Stop: terminate the run, or cancel the restart.
 func (w *Worker) stop() {
