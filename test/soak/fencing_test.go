@@ -100,7 +100,8 @@ func (r fencingRound) has(name string) (*member, bool) {
 // writing at once only where the fault leaves the old run's processes
 // stopped past the lease (the stalled host, the hung guard with no
 // agent), every one of them rejected by the token there; and the failover
-// gap's 99th percentile within session TTL + 2 s. A job an agent holds
+// gap's 99th percentile of the single-fault rounds within session TTL + 2 s
+// (a mixed round's job may move twice: reported apart). A job an agent holds
 // failed for good while a round settles is an error too (the agent is
 // then reloaded, or restarted, so that the soak goes on). The figures, per fault kind,
 // go to the log and to -soak.report; -soak.fencing.history keeps the
@@ -414,8 +415,11 @@ func (s *fencingSoak) verdict(rounds []fencingRound, setup, whole time.Duration)
 		t.Errorf("%d history lines do not parse (a torn write?): %v", s.hist.bad, s.hist.badEgs)
 	}
 
-	// Zombies and runs writing at once, by round.
-	var gaps []time.Duration
+	// Zombies and runs writing at once, by round. The failover gap's goal
+	// is one failover's: a mixed round can take two agents of three at
+	// once (a stalled host and a hung guard), so that a job moves twice
+	// before it writes again; its gaps are reported apart.
+	var gaps, mixedGaps []time.Duration
 	var guardPairs, guardJobRounds, guardRoundsWithPairs int
 	var elsewhereStale, elsewhereZombie, tokenOnlyZombie, tokenOnlyStale, tokenOnlyZombieRule, tokenOnlyRounds int
 	bad := 0
@@ -427,7 +431,11 @@ func (s *fencingSoak) verdict(rounds []fencingRound, setup, whole time.Duration)
 			continue
 		}
 		r := rounds[rd.Index]
-		gaps = append(gaps, rd.MaxGap)
+		if len(r.kinds) == 1 {
+			gaps = append(gaps, rd.MaxGap)
+		} else {
+			mixedGaps = append(mixedGaps, rd.MaxGap)
+		}
 		if v, ok := r.has("agent-and-guard-kill"); ok {
 			guardJobRounds += len(v.home)
 			guardPairs += rd.Overlaps
@@ -463,7 +471,7 @@ func (s *fencingSoak) verdict(rounds []fencingRound, setup, whole time.Duration)
 	}
 	gapP99 := fence.Percentile(gaps, 99)
 	if limit := ttl + 2*time.Second; gapP99 > limit {
-		t.Errorf("failover gap p99 %s, more than session TTL + 2 s = %s", gapP99.Round(time.Millisecond), limit)
+		t.Errorf("failover gap p99 of the single-fault rounds %s, more than session TTL + 2 s = %s", gapP99.Round(time.Millisecond), limit)
 	}
 
 	// The figures.
@@ -506,11 +514,13 @@ func (s *fencingSoak) verdict(rounds []fencingRound, setup, whole time.Duration)
 		"| pairs of runs of one job writing at once, agent and guard killed | %d in %d job-rounds (%d of %d rounds with a pair) | 0 |\n"+
 		"| stale attempts, every fault kind but the stalled host and the hung guard | %d zombie attempts, %d rejected by the token | 0 |\n"+
 		"| stale attempts there (%d rounds) | %d zombie attempts (%d of rule-following jobs), %d rejected by the token | every one rejected by the token, counted |\n"+
-		"| failover gap p99 (longest gap with no accepted writer, per round) | %s (p50 %s) | ≤ session TTL + 2 s = %s |\n",
+		"| failover gap p99 (longest gap with no accepted writer, per single-fault round) | %s (p50 %s) | ≤ session TTL + 2 s = %s |\n"+
+		"| the same in mixed rounds (two faults at once, a job may move twice) | %s (p50 %s) | reported |\n",
 		len(rounds), check.Count(fence.AcceptedOutOfOrder), tokenless, runs,
 		guardPairs, guardJobRounds, guardRoundsWithPairs, countHas(rounds, "agent-and-guard-kill"),
 		elsewhereZombie, elsewhereStale, tokenOnlyRounds, tokenOnlyZombie, tokenOnlyZombieRule, tokenOnlyStale,
-		ms(gapP99), ms(fence.Percentile(gaps, 50)), ttl+2*time.Second)
+		ms(gapP99), ms(fence.Percentile(gaps, 50)), ttl+2*time.Second,
+		ms(fence.Percentile(mixedGaps, 99)), ms(fence.Percentile(mixedGaps, 50)))
 	appendReport(t, "\n#### targets\n\n"+targets+"\n#### per fault kind\n\n"+fence.Table(fence.Summarize(replayed, kindOf)))
 }
 
