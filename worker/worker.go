@@ -732,7 +732,6 @@ func (w *Worker) restart(n uint64) {
 	}
 }
 
-
 // stop is the step of Stop: terminate the run, or cancel the restart.
 func (w *Worker) stop() {
 	w.step.Lock()
