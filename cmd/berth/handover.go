@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/berthd/berth/daemon"
 	"github.com/berthd/berth/scope"
+	"github.com/berthd/berth/worker"
 	sd "github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 )
@@ -59,13 +59,15 @@ const handOverEnv = "BERTH_HANDED_OVER_FROM"
 func handOver(log *slog.Logger, agent *daemon.Agent, self, configPath string, sigs chan os.Signal) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, self, "version").CombinedOutput()
+	// Through the reaper: this process's wait4(-1) would take the exit
+	// status os/exec waits for (worker.Output).
+	out, err := worker.Output(ctx, []string{self, "version"})
 	if err != nil {
 		return fmt.Errorf("hand-over refused: %s does not run (%v): %s", self, err, strings.TrimSpace(string(out)))
 	}
 	newVersion := strings.TrimSpace(string(out))
 	// The new program starts with the file at configPath: it must take it.
-	out, err = exec.CommandContext(ctx, self, "validate", "--config", configPath).CombinedOutput()
+	out, err = worker.Output(ctx, []string{self, "validate", "--config", configPath})
 	if err != nil {
 		return fmt.Errorf("hand-over refused: %s (%s) refuses the configuration file (%v): %s", self, newVersion, err, validateProblems(out))
 	}
