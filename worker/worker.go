@@ -411,8 +411,23 @@ func (w *Worker) begin() {
 	}
 	w.logs = logs
 	if p := w.pending; p != nil {
+		// Carry on the backoff of an earlier agent's worker of the job:
+		// its restart count, last exit, delay and due time.
 		w.pending = nil
-		w.resumeBackoff(*p)
+		if w.stopping {
+			w.setState(func(s *Status) { s.State = Stopped })
+			w.end()
+			return
+		}
+		w.delay = p.Delay
+		w.setState(func(s *Status) {
+			s.State, s.Restarts, s.LastExit, s.NextRestart = BackingOff, p.Restarts, p.LastExit, p.NextRestart
+		})
+		w.logs.mark("restarting in %s: the backoff of an earlier agent (%d restarts so far)", max(0, time.Until(p.NextRestart)).Round(time.Millisecond), p.Restarts)
+		w.spec.noteWaiting(w.Status(), w.delay)
+		w.timers++
+		tn := w.timers
+		w.timer = time.AfterFunc(time.Until(p.NextRestart), func() { w.restart(tn) })
 		return
 	}
 	if terr != nil {
@@ -455,26 +470,6 @@ func (w *Worker) tokenWait(err error) {
 	w.timers++
 	tn := w.timers
 	w.timer = time.AfterFunc(time.Until(next), func() { w.restart(tn) })
-}
-
-// resumeBackoff carries on the backoff of an earlier agent's worker of the
-// job (Resume): the restart count and last exit it had, and the restart
-// at the time it was due (at once if that has passed). step is held.
-func (w *Worker) resumeBackoff(p Pending) {
-	if w.stopping {
-		w.setState(func(s *Status) { s.State = Stopped })
-		w.end()
-		return
-	}
-	w.delay = p.Delay
-	w.setState(func(s *Status) {
-		s.State, s.Restarts, s.LastExit, s.NextRestart = BackingOff, p.Restarts, p.LastExit, p.NextRestart
-	})
-	w.logs.mark("restarting in %s: the backoff of an earlier agent (%d restarts so far)", max(0, time.Until(p.NextRestart)).Round(time.Millisecond), p.Restarts)
-	w.spec.noteWaiting(w.Status(), w.delay)
-	w.timers++
-	tn := w.timers
-	w.timer = time.AfterFunc(time.Until(p.NextRestart), func() { w.restart(tn) })
 }
 
 // startRun starts one run; step is held. A stop that came meanwhile ends
