@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/cgroup/memwatch"
+	"github.com/berthd/berth/host"
 	"github.com/berthd/berth/spec"
 )
 
@@ -44,6 +45,17 @@ func (e *executor) watchJob(j spec.Job, g *cgroup.Group) (*memwatch.Handle, []st
 		var err error
 		if env, err = memwatch.Notify(t, rule); err != nil {
 			return nil, nil, fmt.Errorf("memory_pressure notify: %w", err)
+		}
+		// A job with a user of its own must be able to write its trigger,
+		// as systemd relaxes the file for MemoryPressureWatch=.
+		if j.Process.User != "" {
+			cred, err := host.ResolveCredential(j.Process.User)
+			if err == nil {
+				err = memwatch.Delegate(t, int(cred.Uid), int(cred.Gid))
+			}
+			if err != nil {
+				return nil, env, fmt.Errorf("memory_pressure notify: give %s's memory.pressure to user %s: %w", j.ID, j.Process.User, err)
+			}
 		}
 		t.V1Dir = "" // the trigger the job writes: PSI in the cgroup2 tree
 	}

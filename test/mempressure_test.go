@@ -209,7 +209,7 @@ func TestMemoryPressureNotifyEnvironment(t *testing.T) {
 		`[ -n "$MEMORY_PRESSURE_WATCH" ] && printf '%s' "$MEMORY_PRESSURE_WRITE" | base64 -d > "$MEMORY_PRESSURE_WATCH" && echo wrote; exec sleep infinity`
 	e.write(e.header("2s") + fmt.Sprintf(`
 [static]
-connectors = ["told", "plain"]
+connectors = ["told", "plain", "told-as-nobody"]
 
 [[connector]]
 name = "told"
@@ -218,12 +218,19 @@ name = "told"
   memory_pressure = "notify"
 
 [[connector]]
+name = "told-as-nobody"
+  [connector.run]
+  command = ["/bin/sh", "-c", %q]
+  memory_pressure = "notify"
+  user = "nobody"
+
+[[connector]]
 name = "plain"
   [connector.run]
   command = ["/bin/sh", "-c", %q]
-`, script, script))
+`, script, script, script))
 	e.start()
-	e.waitRunning("told", "plain")
+	e.waitRunning("told", "plain", "told-as-nobody")
 	logDir := filepath.Join(e.dir, "log")
 	var told string
 	testutil.Eventually(t, 30*time.Second, "the notified job's environment and its write", func() bool {
@@ -242,6 +249,12 @@ name = "plain"
 	if m[2] != base64.StdEncoding.EncodeToString([]byte("some 200000 2000000\x00")) {
 		t.Errorf("MEMORY_PRESSURE_WRITE %q, want the Base64 of \"some 200000 2000000\\x00\"", m[2])
 	}
+	// A job with a user of its own writes its trigger too: the agent gave
+	// it its cgroup's memory.pressure.
+	testutil.Eventually(t, 30*time.Second, "the notified job of user nobody writes its trigger", func() bool {
+		b, _ := os.ReadFile(filepath.Join(logDir, "told-as-nobody.log"))
+		return strings.Contains(string(b), "wrote")
+	})
 	testutil.Eventually(t, 30*time.Second, "the plain job's line", func() bool {
 		b, _ := os.ReadFile(filepath.Join(logDir, "plain.log"))
 		return strings.Contains(string(b), "watch= write=")
