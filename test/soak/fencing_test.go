@@ -100,7 +100,7 @@ func (r fencingRound) has(name string) (*member, bool) {
 // writing at once only where the fault leaves the old run's processes
 // stopped past the lease (the stalled host, the hung guard with no
 // agent), every one of them rejected by the token there; and the failover
-// gap's 99th percentile of the single-fault rounds within session TTL + 2 s
+// gap's 99th percentile of the single-fault rounds (from 100 of them) within session TTL + 2 s
 // (a mixed round's job may move twice: reported apart). A job an agent holds
 // failed for good while a round settles is an error too (the agent is
 // then reloaded, or restarted, so that the soak goes on). The figures, per fault kind,
