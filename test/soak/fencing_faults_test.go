@@ -254,8 +254,12 @@ func (s *fencingSoak) killLeader(*member) step {
 
 // upgrade runs `berth upgrade` for the agent (SIGUSR2: it re-execs the
 // same binary, which must adopt every run, same tokens); the command must
-// exit 0.
+// exit 0. In a mixed round the other fault may have cost the agent its
+// session (the hand-over is then refused: the agent goes on as before) or
+// changed a job's command (that run starts anew, not adopted): both are
+// right answers, logged; any other failure fails the test.
 func (s *fencingSoak) upgrade(v *member) step {
+	mixed := s.mixed
 	var out testutil.SyncBuffer
 	cmd := exec.Command(berthBin, "upgrade", "--config", v.config, "--timeout", "60s")
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -275,7 +279,13 @@ func (s *fencingSoak) upgrade(v *member) step {
 	return func() bool {
 		select {
 		case <-exited:
-			if err != nil {
+			text := out.String()
+			excused := mixed && (strings.Contains(text, "refused the hand-over and goes on as before") ||
+				strings.Contains(text, "runs were not adopted"))
+			switch {
+			case err != nil && excused:
+				s.t.Logf("berth upgrade of agent %s, beside the round's other fault: %v: %s", v.id, err, strings.TrimSpace(text))
+			case err != nil:
 				s.t.Errorf("berth upgrade of agent %s: %v:\n%s\n%s", v.id, err, out.String(), v.proc.out.tail(20))
 			}
 			return true

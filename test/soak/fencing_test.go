@@ -38,6 +38,9 @@ type fencingSoak struct {
 	margin   time.Duration
 	variant  int    // the connectors' job command, toggled by changed reload storms
 	planned  string // the kinds the rounds drew from, for the figures
+	// mixed is true while a round of two faults at once begins: a
+	// fault's step may then meet what the other did to its agent.
+	mixed bool
 	// failed counts the jobs found failed for good while a round
 	// settled, each started again by a reload of its agent.
 	failed int
@@ -285,6 +288,7 @@ func (s *fencingSoak) round(i int, kinds []*faultKind) fencingRound {
 	start := time.Now()
 	s.hist.mark(fence.Begin, i, r.name)
 	steps := make([]step, len(kinds))
+	s.mixed = len(kinds) > 1
 	for j, k := range kinds {
 		steps[j] = k.begin(s, r.victims[j])
 	}
