@@ -102,7 +102,7 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 	fa := runFakeAgentWith(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	hog := func(l limits.Limits) *spec.Workload {
 		return workloadOf(spec.Connector{Name: "m", Run: &spec.Process{
-			Command: []string{"/usr/bin/python3", "-c", "import signal, time\nb = [b'x' * (48 << 20)]\nsignal.signal(signal.SIGUSR1, lambda *_: b.clear())\nwhile True: time.sleep(1000)"},
+			Command: []string{"/usr/bin/python3", "-c", "import signal, time\nb, freed = [], []\ndef free(*_):\n  freed.append(1)\n  b.clear()\nsignal.signal(signal.SIGUSR1, free)\nb.append(b'x' * (48 << 20))\nif freed: b.clear()\nwhile True: time.sleep(1000)"},
 			Restart: spec.RestartNever, Limits: l}})
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
@@ -110,6 +110,9 @@ func TestRefusedLimitReportedOthersApplied(t *testing.T) {
 	}
 	fa.src.assign(hog(limits.Limits{Memory: 256 << 20, Pids: 100}))
 	first := fa.waitJob(t, "m", "m running", running)
+	// The job sets its SIGUSR1 handler before it allocates the 48 MiB, and
+	// frees them after the allocation if the signal came during it: once
+	// they are in use, SIGUSR1 frees them rather than killing the job.
 	testutil.Eventually(t, 30*time.Second, "m uses 48MiB", func() bool {
 		fa.tbl.mu.RLock()
 		j := fa.tbl.jobs["m"]
