@@ -23,6 +23,7 @@ type fakeSource struct {
 	desired  source.Desired
 	claimErr error  // Claim fails with it while set
 	holder   string // Claim finds the claim held by it while set
+	relErr   error  // Release fails with it while set (counted all the same)
 	claims   map[string]int
 	releases map[string]int
 	done     map[string]int // RestartDone calls per job
@@ -117,8 +118,10 @@ func (f *fakeSource) RenewClaim(_ context.Context, job string) (cluster.Claimed,
 }
 
 func (f *fakeSource) Release(_ context.Context, job string) error {
-	f.set(func(f *fakeSource) { f.releases[job]++ })
-	return nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.releases[job]++
+	return f.relErr
 }
 
 // SetTarget keeps t in the fake store and signals Changed.

@@ -105,7 +105,8 @@ func (e *executor) inheriting() bool { return !e.inherited.Empty() }
 
 // execute carries out plan p, in its order: hold the blocked jobs' reasons,
 // stop (all at once), discard what an earlier agent left and no job
-// takes, make the sharing groups' cgroups, hold, start, adopt and resume
+// takes, release again the claims whose release failed (retryReleases),
+// make the sharing groups' cgroups, hold, start, adopt and resume
 // (claims in batches, then cgroups and workers), update in place, remove
 // unused group cgroups, then log and remove the handled restart requests.
 func (e *executor) execute(ctx context.Context, cfg *config.Config, desired source.Desired, want map[string]spec.Job, p plan.Plan) {
@@ -149,6 +150,11 @@ func (e *executor) execute(ctx context.Context, cfg *config.Config, desired sour
 	}
 	_ = e.stopJobs(stop, cfg.Agent.StopTimeout)
 	e.discard(ctx, p.Discard)
+	starting := map[string]bool{}
+	for _, l := range launches(p) {
+		starting[l.job.ID] = true
+	}
+	e.retryReleases(ctx, starting)
 
 	run := map[string]spec.Job{} // the wanted jobs that may run
 	for id, j := range want {

@@ -247,6 +247,53 @@ func TestTransientClaimErrorRetriedWithBackoff(t *testing.T) {
 	})
 }
 
+// TestFailedReleaseRetriedWithBackoff: a stopped job whose release the
+// store refuses is released again with backoff, once the store answers,
+// and then no more: the member the job moved to does not wait on a claim
+// this agent no longer runs for as long as its session lives
+// (test/releaseretry_test.go is the same on real etcd and agents).
+func TestFailedReleaseRetriedWithBackoff(t *testing.T) {
+	fa := runFakeAgent(t)
+	fa.src.assign(workloadOf(sleeper("r", limits.Limits{})))
+	fa.waitJob(t, "r", "r running", running)
+	fa.src.set(func(f *fakeSource) { f.relErr = fmt.Errorf("etcd unreachable") })
+	fa.src.assign(workloadOf())
+	fa.waitJob(t, "r", "r gone", func(j apiJobView) bool { return !j.ok })
+	testutil.Eventually(t, 10*time.Second, "the release tried", func() bool { return fa.src.count(fa.src.releases, "r") >= 1 })
+	if d, pending := fa.tbl.nextRetry(); !pending || d > 2*time.Second {
+		t.Fatalf("retry pending %v in %v, want one within the claim backoff (≤ 2 s)", pending, d)
+	}
+	fa.src.set(func(f *fakeSource) { f.relErr = nil })
+	var n int
+	testutil.Eventually(t, 20*time.Second, "the release retried once the store answers", func() bool {
+		fa.clock.Advance(2 * time.Second)
+		n = fa.src.count(fa.src.releases, "r")
+		_, pending := fa.tbl.nextRetry()
+		return n >= 2 && !pending
+	})
+	fa.clock.Advance(time.Hour)
+	fa.src.assign(workloadOf(sleeper("other", limits.Limits{})))
+	fa.waitJob(t, "other", "other running", running)
+	if m := fa.src.count(fa.src.releases, "r"); m != n {
+		t.Errorf("released %d times after it succeeded, want no more (%d)", m, n)
+	}
+}
+
+// TestUnsureClaimReleasedWhenJobGoes: a job whose claim call failed (the
+// store may have written the claim all the same) waits; when it is no
+// longer assigned here its claim is released, lest a claim this session
+// may hold be left behind.
+func TestUnsureClaimReleasedWhenJobGoes(t *testing.T) {
+	fa := runFakeAgent(t)
+	fa.src.set(func(f *fakeSource) { f.claimErr = fmt.Errorf("context deadline exceeded") })
+	fa.src.assign(workloadOf(sleeper("u", limits.Limits{})))
+	fa.waitJob(t, "u", "u waiting", func(j apiJobView) bool { return j.ok && j.State == worker.Waiting })
+	fa.src.set(func(f *fakeSource) { f.claimErr = nil })
+	fa.src.assign(workloadOf())
+	fa.waitJob(t, "u", "u gone", func(j apiJobView) bool { return !j.ok })
+	testutil.Eventually(t, 10*time.Second, "u's claim released", func() bool { return fa.src.count(fa.src.releases, "u") == 1 })
+}
+
 // TestFenceKillsEverythingAndKeepsClaims: a loss of membership the source
 // delivers (Lost) makes the agent kill every worker at once and forget
 // every job, without releasing any claim (the claims go with the lost

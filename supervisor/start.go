@@ -150,6 +150,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 	switch {
 	case c.err != nil:
 		nj.phase, nj.holder, nj.err = plan.Waiting, "?", fmt.Sprintf("claim: %v", c.err)
+		nj.unsure = true // the store may have written it
 	case !c.got:
 		nj.phase, nj.holder = plan.Waiting, c.holder
 	default:

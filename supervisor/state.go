@@ -39,8 +39,12 @@ type job struct {
 	// store did not answer).
 	holder string
 	// claimed is true once this agent holds the job's claim; it is
-	// released only when no process of the job is left.
+	// released only when no process of the job is left. unsure is true
+	// for a Waiting job whose claim call failed: the store may have
+	// written the claim all the same (a transaction that committed but
+	// whose answer was lost), so it is released too when the job goes.
 	claimed bool
+	unsure  bool
 	// target is a Held job's target state, with who set it and when.
 	target spec.TargetState
 	heldBy string

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/cgroup"
+	"github.com/berthd/berth/internal/retry"
 )
 
 // stopJobs stops the given jobs concurrently, removes their cgroups,
@@ -52,15 +53,63 @@ func (e *executor) stopJob(j *job, grace time.Duration) error {
 	} else if j.w != nil {
 		e.log.Info("job stopped", "job_id", j.spec.ID)
 	}
-	// A failed stop keeps the claim until the lease ends.
-	if j.claimed && err == nil {
+	// A failed stop keeps the claim until the lease ends. A claim this
+	// session may hold (taken, or a claim call whose outcome is unknown)
+	// is released; a release that fails is retried by later passes
+	// (retryReleases), or the member the job moved to would wait for it
+	// as long as this session lives.
+	if (j.claimed || j.unsure) && err == nil {
 		if rerr := e.source.Release(ctx, j.spec.ID); rerr != nil {
-			e.log.Warn("release claim", "job_id", j.spec.ID, "error", rerr)
+			e.log.Warn("release claim; retrying with backoff", "job_id", j.spec.ID, "error", rerr)
+			e.tbl.mu.Lock()
+			e.tbl.unreleased[j.spec.ID] = true
+			e.tbl.releaseRetries.Failed(j.spec.ID, retry.Claim(), e.clock.Now())
+			e.tbl.mu.Unlock()
 		}
 	}
 	e.tbl.remove(j.spec.ID, nil)
 	e.logs.Release(j.spec.ID)
 	return err
+}
+
+// retryReleases releases again, one store call each, the claims whose
+// release failed (table.unreleased) and whose retry is due, once no
+// entry of the table runs their job. A job that starts is dropped from
+// them: its start takes the claim anew (and, with a claim this session
+// still holds, re-writes it: startJobs). A release that fails again is
+// retried with backoff (retry.Claim: 100 ms doubling to 2 s). It runs on
+// the pass's goroutine, before the pass starts any job, so that no
+// release can remove a claim a start of this pass took.
+func (e *executor) retryReleases(ctx context.Context, starting map[string]bool) {
+	e.tbl.mu.Lock()
+	now := e.clock.Now()
+	var due []string
+	for id := range e.tbl.unreleased {
+		switch {
+		case starting[id] || e.tbl.jobs[id] != nil:
+			delete(e.tbl.unreleased, id)
+			e.tbl.releaseRetries.Forget(id)
+		case e.tbl.releaseRetries.Due(id, now):
+			due = append(due, id)
+		}
+	}
+	e.tbl.mu.Unlock()
+	for _, id := range due {
+		rctx, cancel := context.WithTimeout(ctx, claimTimeout)
+		err := e.source.Release(rctx, id)
+		cancel()
+		e.tbl.mu.Lock()
+		if err == nil {
+			delete(e.tbl.unreleased, id)
+			e.tbl.releaseRetries.Forget(id)
+		} else {
+			e.tbl.releaseRetries.Failed(id, retry.Claim(), e.clock.Now())
+		}
+		e.tbl.mu.Unlock()
+		if err == nil {
+			e.log.Info("claim released after an earlier release failed", "job_id", id)
+		}
+	}
 }
 
 // stopAll stops every job and removes every cgroup the agent made: the
@@ -140,5 +189,14 @@ func (e *executor) fenceAll() error {
 		}()
 	}
 	wg.Wait()
+	if len(errs) == 0 {
+		// The lease goes, and every claim of it: none is left to release.
+		e.tbl.mu.Lock()
+		for id := range e.tbl.unreleased {
+			delete(e.tbl.unreleased, id)
+			e.tbl.releaseRetries.Forget(id)
+		}
+		e.tbl.mu.Unlock()
+	}
 	return errors.Join(errs...)
 }

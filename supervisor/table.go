@@ -28,6 +28,15 @@ type table struct {
 	// retries is when each job whose start failed transiently (a held
 	// claim, the store, a busy kernel) is tried again.
 	retries retry.Schedule
+	// unreleased are the jobs whose claim this agent's session may still
+	// hold though it runs them no more: the release failed (the store
+	// did not answer), so that the member the job moved to would wait
+	// for it as long as this session lives. Each pass releases them
+	// again when releaseRetries says it is due (retryReleases), until
+	// the release succeeds, the job starts here again, or a fence ends
+	// the session (its claims go with its lease).
+	unreleased     map[string]bool
+	releaseRetries retry.Schedule
 	// handled maps a job to the store revision of the restart request this
 	// agent has carried out for it, until the request is gone from the
 	// store: a request is carried out once even when its removal fails.
@@ -36,7 +45,7 @@ type table struct {
 
 func newTable(clock clockwork.Clock) *table {
 	return &table{clock: clock, jobs: map[string]*job{}, groups: map[string]*groupNode{},
-		assigned: map[string]bool{}, handled: map[string]int64{}}
+		assigned: map[string]bool{}, handled: map[string]int64{}, unreleased: map[string]bool{}}
 }
 
 // get returns job id's entry; nil when there is none.
@@ -89,10 +98,15 @@ func (t *table) current(now time.Time) (map[string]plan.Current, map[string]int6
 	return out, handled
 }
 
-// nextRetry returns how long until the earliest pending retry; false when
-// none is pending.
+// nextRetry returns how long until the earliest pending retry (a start
+// or a release of a claim); false when none is pending.
 func (t *table) nextRetry() (time.Duration, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.retries.Next(t.clock.Now())
+	now := t.clock.Now()
+	d, ok := t.retries.Next(now)
+	if rd, rok := t.releaseRetries.Next(now); rok && (!ok || rd < d) {
+		d, ok = rd, true
+	}
+	return d, ok
 }

@@ -201,3 +201,44 @@ func lastLines(s string, n int) string {
 	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(ls[max(0, len(ls)-n):], "\n")
 }
+
+// dump is the cluster's claims, member records and shares under
+// /berth/<cluster>/ (one line each: key, value, lease and its remaining
+// TTL in seconds, create and mod revisions), for a failure message: who
+// holds what, on which lease, and whether that lease lives.
+func (c *etcdCluster) dump(cluster string) string {
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Sprintf("store dump: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	prefix := "/berth/" + cluster + "/"
+	resp, err := cl.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Sprintf("store dump of %s: %v", prefix, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "--- store under %s at revision %d:\n", prefix, resp.Header.Revision)
+	for _, kv := range resp.Kvs {
+		k := strings.TrimPrefix(string(kv.Key), prefix)
+		if !strings.HasPrefix(k, "claims/") && !strings.HasPrefix(k, "members/") && !strings.HasPrefix(k, "pub/") {
+			continue
+		}
+		v := string(kv.Value)
+		if len(v) > 300 {
+			v = v[:300] + "…"
+		}
+		ttl := "-"
+		if kv.Lease != 0 {
+			if r, err := cl.TimeToLive(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
+				ttl = err.Error()
+			} else {
+				ttl = fmt.Sprint(r.TTL)
+			}
+		}
+		fmt.Fprintf(&b, "%s = %q lease %x (ttl %s) create %d mod %d\n", k, v, kv.Lease, ttl, kv.CreateRevision, kv.ModRevision)
+	}
+	return b.String()
+}

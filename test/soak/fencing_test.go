@@ -367,9 +367,30 @@ func (s *fencingSoak) settle(r fencingRound) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("round %d (%s): not settled after 2 minutes: %s\n%s", r.index, r.name, why, s.w.tails(nil))
+			tails, store := s.w.tails(nil), s.w.etcd.dump("soak-"+s.w.tag)
+			s.dumpGoroutines()
+			t.Fatalf("round %d (%s): not settled after 2 minutes: %s\n%s\n%s", r.index, r.name, why, tails, store)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// dumpGoroutines has every agent print its goroutines (SIGQUIT: the Go
+// runtime writes them to the agent's output, and the agent exits), for a
+// round that does not settle: a pass stuck somewhere shows there. Each
+// agent gets 10 s to exit; the kept logs (-soak.fencing.history) hold the
+// dumps.
+func (s *fencingSoak) dumpGoroutines() {
+	for _, m := range s.w.agents {
+		if m.proc.running() {
+			m.proc.signal(syscall.SIGQUIT)
+		}
+	}
+	for _, m := range s.w.agents {
+		select {
+		case <-m.proc.exited:
+		case <-time.After(10 * time.Second):
+		}
 	}
 }
 
