@@ -42,6 +42,8 @@ type Agent struct {
 	// its client, nil without one.
 	guardCmd []string
 	guard    *guard.Client
+	// handedOver: a hand-over started this image (Options.HandedOver).
+	handedOver bool
 	// notes records the jobs waiting to restart for the next agent
 	// (handover.BackoffFile); nil without a guard.
 	notes *handover.Notes
@@ -73,7 +75,7 @@ type Agent struct {
 	mu         sync.Mutex // guards what follows
 	handler    http.Handler
 	declWarned bool
-	adoption   *api.Adoption        // what the start adopted; nil: nothing held
+	adoption   *api.Adoption        // what the start adopted; nil: nothing held, no hand-over
 	refused    *api.HandOverRefusal // the last hand-over refused; nil: none
 	place      jobsPlace            // where the jobs live (systemd's scope)
 	reloadMu   sync.Mutex           // one reload at a time
@@ -91,13 +93,18 @@ type Options struct {
 	// GuardCommand runs the lease guard, `berth guard` ({the berth binary,
 	// "guard"}; package guard); nil: no guard is started (a test's agent).
 	GuardCommand []string
+	// HandedOver says that a hand-over (berth upgrade, SIGUSR2) started
+	// this image: it reports its adoption (GET /v1/agent) after its first
+	// reconcile even when the lease guard held no run, so that berth
+	// upgrade sees the hand-over end rather than wait its --timeout.
+	HandedOver bool
 }
 
 // New returns an agent for cfg, whose file is path (re-read on Reload). It
 // does not touch cgroups, processes or the store.
 func New(cfg *config.Config, path string, opts Options) *Agent {
 	a := &Agent{log: opts.Logger, path: path, host: opts.Host, clock: clockwork.NewRealClock(),
-		build: [2]string{opts.Version, opts.Commit}, guardCmd: opts.GuardCommand, started: make(chan struct{}), ready: make(chan struct{}), usageRead: make(chan struct{}),
+		build: [2]string{opts.Version, opts.Commit}, guardCmd: opts.GuardCommand, handedOver: opts.HandedOver, started: make(chan struct{}), ready: make(chan struct{}), usageRead: make(chan struct{}),
 		imageStarted: time.Now().UTC()}
 	a.backend = &backend{a}
 	if a.log == nil {
@@ -378,7 +385,8 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 // endpoints (an embedded etcd under data_dir), connects to it, stores the
 // agent file's workload (create or update, never delete) and joins as a
 // member whose API is at addr, resuming the session in inherited if its
-// lease still lives.
+// lease still lives; with a session to resume it joins before it stores
+// the workload, so that the resume comes as early as it can.
 func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string, inherited *handover.Inherited) error {
 	a.src = source.NewCluster(cfg, a.host, source.Options{Log: a.log, OnRenew: a.registry.Cluster.ObserveRenew,
 		OnDeadline: func(t time.Time) { a.guard.Deadline(t.Add(guardLag(cfg.Cluster.SessionTTL))) },
@@ -407,14 +415,27 @@ func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string, inher
 		a.leave()
 		return err
 	}
-	if err := a.applyFile(ctx, cfg); err != nil {
-		// The store keeps what it has (another host may have applied a
-		// conflicting definition); the agent runs what the cluster says.
-		a.log.Error("the file's connectors were not applied to the cluster", "error", err)
+	apply := func() {
+		if err := a.applyFile(ctx, cfg); err != nil {
+			// The store keeps what it has (another host may have applied a
+			// conflicting definition); the agent runs what the cluster says.
+			a.log.Error("the file's connectors were not applied to the cluster", "error", err)
+		}
+	}
+	// A session to resume (a hand-over, a restart) is resumed first: the
+	// guard kills the jobs at its deadline unless the session is renewed
+	// before, and a store that is slow to answer (changing leader) must
+	// not spend that time on the file, which can wait.
+	resume := inherited.Session.Lease != 0
+	if !resume {
+		apply()
 	}
 	if err := a.src.Join(ctx, addr); err != nil {
 		a.leave()
 		return err
+	}
+	if resume {
+		apply()
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"syscall"
 	"time"
 
@@ -65,7 +66,7 @@ command line.`,
 			if err := syscall.Kill(pid, syscall.SIGUSR2); err != nil {
 				return fmt.Errorf("signal the agent (pid %d): %w", pid, err)
 			}
-			after, err := waitHandOver(ctx, cl, before, len(jobs) > 0)
+			after, err := waitHandOver(ctx, cmd.ErrOrStderr(), cl, before, len(jobs) > 0)
 			if err != nil {
 				return fmt.Errorf("%w (the agent's log says why)", err)
 			}
@@ -84,19 +85,34 @@ command line.`,
 	return c
 }
 
+// progressAfter is how long berth upgrade waits for the hand-over's end
+// before it says what the agent reports meanwhile: the agent answers a
+// refusal within 5 s (C36), so an agent still silent then is waited for
+// with a word on stderr, not in silence until --timeout.
+const progressAfter = 5 * time.Second
+
 // waitHandOver polls the agent until a new image with the same pid is a
 // member and, when the old one had jobs (withJobs), has reported what it
 // adopted (at its first reconcile), or the agent reports a refusal newer
 // than before's (GET /v1/agent hand_over_refused: the error says why), or
-// ctx ends.
-func waitHandOver(ctx context.Context, cl *api.Client, before api.Agent, withJobs bool) (api.Agent, error) {
+// ctx ends. It tells progress when the new image first answers, and once
+// what the agent reports when progressAfter has passed without an end.
+func waitHandOver(ctx context.Context, progress io.Writer, cl *api.Client, before api.Agent, withJobs bool) (api.Agent, error) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	start := time.Now()
+	seenNew, told := false, false
+	var last api.Agent
+	var lastErr error
 	for {
 		a, err := cl.Agent(ctx)
 		if r := a.HandOverRefused; err == nil && r != nil && (before.HandOverRefused == nil || r.At.After(before.HandOverRefused.At)) {
 			return a, fmt.Errorf("the agent (pid %d) refused the hand-over and goes on as before: %s", a.PID, r.Reason)
 		}
+		if err == nil {
+			last = a
+		}
+		lastErr = err
 		if err == nil && a.ImageStarted.After(before.ImageStarted) {
 			if a.PID != before.PID {
 				return a, fmt.Errorf("a new agent answers with pid %d, not %d: it was restarted, not handed over", a.PID, before.PID)
@@ -104,11 +120,34 @@ func waitHandOver(ctx context.Context, cl *api.Client, before api.Agent, withJob
 			if a.State == "member" && (a.Adoption != nil || !withJobs) {
 				return a, nil
 			}
+			if !seenNew {
+				seenNew = true
+				fmt.Fprintf(progress, "the agent (pid %d) runs %s now; waiting for it to resume its session and adopt the runs\n", a.PID, a.Version)
+			}
+		}
+		if !told && time.Since(start) >= progressAfter {
+			told = true
+			fmt.Fprintf(progress, "no end of the hand-over after %s; %s; waiting up to --timeout (the agent's log says what it waits for)\n",
+				progressAfter, describeAgent(last, lastErr, before))
 		}
 		select {
 		case <-ctx.Done():
-			return api.Agent{}, fmt.Errorf("no hand-over seen: %w", ctx.Err())
+			return api.Agent{}, fmt.Errorf("no hand-over seen: %w; %s", ctx.Err(), describeAgent(last, lastErr, before))
 		case <-t.C:
 		}
+	}
+}
+
+// describeAgent says, for berth upgrade, what the agent last reported
+// (a, or the error of the last poll, err) against what it was before the
+// signal.
+func describeAgent(a api.Agent, err error, before api.Agent) string {
+	switch {
+	case err != nil:
+		return fmt.Sprintf("the agent does not answer (%v)", err)
+	case a.ImageStarted.After(before.ImageStarted):
+		return fmt.Sprintf("the new image (%s) is %s, adoption not reported yet", a.Version, a.State)
+	default:
+		return fmt.Sprintf("the old image (%s) is %s and has neither handed over nor refused", a.Version, a.State)
 	}
 }
