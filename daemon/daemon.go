@@ -385,8 +385,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 // endpoints (an embedded etcd under data_dir), connects to it, stores the
 // agent file's workload (create or update, never delete) and joins as a
 // member whose API is at addr, resuming the session in inherited if its
-// lease still lives; with a session to resume it joins before it stores
-// the workload, so that the resume comes as early as it can.
+// lease still lives.
 func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string, inherited *handover.Inherited) error {
 	a.src = source.NewCluster(cfg, a.host, source.Options{Log: a.log, OnRenew: a.registry.Cluster.ObserveRenew,
 		OnDeadline: func(t time.Time) { a.guard.Deadline(t.Add(guardLag(cfg.Cluster.SessionTTL))) },
@@ -415,27 +414,14 @@ func (a *Agent) join(ctx context.Context, cfg *config.Config, addr string, inher
 		a.leave()
 		return err
 	}
-	apply := func() {
-		if err := a.applyFile(ctx, cfg); err != nil {
-			// The store keeps what it has (another host may have applied a
-			// conflicting definition); the agent runs what the cluster says.
-			a.log.Error("the file's connectors were not applied to the cluster", "error", err)
-		}
-	}
-	// A session to resume (a hand-over, a restart) is resumed first: the
-	// guard kills the jobs at its deadline unless the session is renewed
-	// before, and a store that is slow to answer (changing leader) must
-	// not spend that time on the file, which can wait.
-	resume := inherited.Session.Lease != 0
-	if !resume {
-		apply()
+	if err := a.applyFile(ctx, cfg); err != nil {
+		// The store keeps what it has (another host may have applied a
+		// conflicting definition); the agent runs what the cluster says.
+		a.log.Error("the file's connectors were not applied to the cluster", "error", err)
 	}
 	if err := a.src.Join(ctx, addr); err != nil {
 		a.leave()
 		return err
-	}
-	if resume {
-		apply()
 	}
 	return nil
 }
