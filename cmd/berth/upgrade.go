@@ -38,12 +38,20 @@ An agent of a release before the hand-over (its GET /v1/agent has no
 image_started) is not signalled: SIGUSR2 would end it; the command fails, and
 the .deb then restarts the service.
 
+The agent answers a refusal within seconds: the renewal of its session
+before the exec and the lease guard's acknowledgement take at most 3 s
+together, so a store that does not answer (a leader election that does not
+end, a cut link) refuses the hand-over rather than stall it. When no end
+has come after 5 s, the command says on stderr what the agent reports, and
+waits on.
+
 Exit status: 0 when the new agent answers with every job it found adopted,
 1 when no agent runs, it predates the hand-over, it refused the hand-over
 (the command prints why as soon as the agent has: the installed program
-does not run, refuses the configuration file, the renewal before the exec
-failed), or the new agent did not answer within --timeout, 2 for a bad
-command line.`,
+does not run, refuses the configuration file, the agent is not a member
+(its session was lost and its jobs fenced), the renewal before the exec
+failed or was not answered within 3 s), or the new agent did not answer
+within --timeout, 2 for a bad command line.`,
 		Example: `  berth upgrade
   berth upgrade -c /etc/berth/berth.toml --timeout 2m`,
 		Args: noArgs,
