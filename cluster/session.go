@@ -217,9 +217,10 @@ func (s *Session) renewLoop() {
 // hand-over to a new agent program calls it just before the exec, so that
 // the new program has the whole TTL to resume the session.
 //
-// The attempt is bounded by the session itself: it ends when ctx does, at
-// the session's local deadline, or when the session ends (lost or
-// closed), whichever comes first. A renewal that can only arrive after
+// The attempt is bounded by the session itself: it ends when ctx does or
+// when the session ends (lost, which the renewal loop makes happen at the
+// local deadline, or closed), whichever comes first; a renewal of the
+// loop meanwhile moves that deadline, and the attempt goes on. A renewal that can only arrive after
 // the local deadline proves nothing: the workers are being fenced, and
 // the lease is about to be revoked. For the same reason an answer that
 // arrives after the session ended is not a success (a store that rides
@@ -232,7 +233,7 @@ func (s *Session) renewLoop() {
 // came before the local deadline; ctx's error or the store's otherwise
 // (the session goes on as before).
 func (s *Session) RenewNow(ctx context.Context) (time.Time, error) {
-	ctx, cancel := context.WithDeadline(ctx, s.Deadline())
+	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer func() { stop(); cancel() }()
 	if err := s.Err(); err != nil {

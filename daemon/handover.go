@@ -62,9 +62,10 @@ func (a *Agent) PrepareHandOver(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, handOverWait)
 	defer cancel()
+	start := a.clock.Now()
 	d, err := a.src.RenewNow(ctx)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, context.DeadlineExceeded) && a.clock.Since(start) >= handOverWait {
 			return fmt.Errorf("renew the session before the hand-over: the store did not answer within %s: %w", handOverWait, err)
 		}
 		return fmt.Errorf("renew the session before the hand-over: %w", err)
