@@ -181,3 +181,41 @@ func TestC36UpgradeAnswersWhileTheStoreIsSilent(t *testing.T) {
 		t.Errorf("sleeper: pid %d after the hand-over, %d before", got.PID, run.PID)
 	}
 }
+
+// A hand-over from an agent whose only job runs no process (it ran and
+// exited, restart = "never"): the lease guard holds no run, and the new
+// image must still report its adoption (0 of 0) at its first reconcile.
+// berth upgrade used to wait for an adoption never reported, its whole
+// --timeout ("no hand-over seen"), as in the fencing soak when the jobs
+// had been fenced before the exec.
+func TestUpgradeWithNoRunHeld(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.header("2s") + `
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["once"]
+
+[[connector]]
+name = "once"
+  [connector.run]
+  command = ["true"]
+  restart = "never"
+`)
+	e.start()
+	testutil.Eventually(t, settle, "the job ran and exited", func() bool {
+		j, ok := e.jobs()["once"]
+		return ok && j.State == "exited"
+	})
+	t0 := time.Now()
+	out, err := exec.Command(berthBin, "upgrade", "--config", e.config, "--timeout", "20s").CombinedOutput()
+	took := time.Since(t0)
+	t.Logf("berth upgrade answered in %s: %v\n%s", took.Round(time.Millisecond), err, strings.TrimSpace(string(out)))
+	if err != nil || !strings.Contains(string(out), "0 of 0 runs adopted") {
+		t.Fatalf("berth upgrade of an agent with no run: %v, want 0 of 0 runs adopted:\n%s\n%s", err, out, e.out)
+	}
+	if !strings.Contains(e.out.String(), "handed_over_from") {
+		t.Errorf("no hand-over in the agent's log:\n%s", e.out)
+	}
+}
