@@ -102,8 +102,9 @@ type Agent struct {
 	// upgrade), which keeps the pid.
 	ImageStarted time.Time `json:"image_started,omitzero"`
 	// Adoption says what this agent took over from an earlier one at its
-	// start (live restart, docs/live-restart.md); absent when it found
-	// nothing to adopt.
+	// start (live restart, docs/live-restart.md), after its first
+	// reconcile; absent when it found nothing to adopt, unless a
+	// hand-over (berth upgrade) started it.
 	Adoption *Adoption `json:"adoption,omitempty"`
 	// HandOverRefused is the last hand-over this image refused (SIGUSR2,
 	// berth upgrade), with why; absent when it refused none. berth

@@ -155,3 +155,70 @@ func TestConnectRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewNowEndsWithTheSession freezes a real etcd server (SIGSTOP)
+// while RenewNow (a hand-over's renewal before the exec) waits for it
+// with a long context: RenewNow must end with the session, at its local
+// deadline, with ErrSessionLost, not wait for the store and report a
+// renewal of a lease whose workers are being fenced (the fencing soak's
+// round of an etcd leader kill beside berth upgrade: the hand-over went
+// on with a session already lost). Once the session has ended, RenewNow
+// refuses at once, whatever the store answers.
+func TestRenewNowEndsWithTheSession(t *testing.T) {
+	cmd, url := startExternalEtcd(t)
+	name := uniqueName(t)
+	var c *Client
+	testutil.Eventually(t, 15*time.Second, "external etcd answers", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		var err error
+		c, err = Connect(ctx, Config{Name: name, Endpoints: []string{url}, SessionTTL: testTTL})
+		return err == nil
+	})
+	t.Cleanup(func() { c.Close() })
+	s := join(t, c, assign.Member{ID: "a1"})
+	if _, err := s.RenewNow(ctxT(t)); err != nil {
+		t.Fatalf("RenewNow of a live session: %v", err)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT) })
+	type result struct {
+		d   time.Time
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		d, err := s.RenewNow(ctx)
+		got <- result{d, err, time.Now()}
+	}()
+	<-s.Done()
+	doneAt := time.Now()
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(testutil.Deadline(2 * time.Second)):
+		// Let the store answer: the old RenewNow then reports a renewal
+		// of the lost session.
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		r = <-got
+		t.Fatalf("RenewNow still waited for the store %s after the session ended; it then returned deadline %s, %v",
+			testutil.Deadline(2*time.Second), r.d, r.err)
+	}
+	if !errors.Is(r.err, ErrSessionLost) {
+		t.Fatalf("RenewNow across the session's loss = %s, %v; want ErrSessionLost", r.d, r.err)
+	}
+	t.Logf("RenewNow ended %s after the session, %s after its local deadline: %v", r.at.Sub(doneAt), r.at.Sub(s.Deadline()), r.err)
+
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.RenewNow(ctxT(t)); !errors.Is(err, ErrSessionLost) {
+		t.Fatalf("RenewNow of a lost session = %s, %v; want ErrSessionLost", d, err)
+	}
+}

@@ -168,6 +168,9 @@ func (s *Session) renewLoop() {
 			expire.Stop()
 			return
 		case <-expire.C:
+			if time.Now().Before(s.Deadline()) {
+				continue // RenewNow moved the deadline meanwhile
+			}
 			s.end(fmt.Errorf("lease %x not renewed before local deadline %s: %w",
 				int64(s.lease), deadline.Format(time.RFC3339Nano), ErrSessionLost))
 			return
@@ -181,7 +184,9 @@ func (s *Session) renewLoop() {
 		switch {
 		case err == nil && resp.TTL > 0:
 			s.mu.Lock()
-			s.lastSent = sent
+			if sent.After(s.lastSent) { // RenewNow may have sent a later one
+				s.lastSent = sent
+			}
 			s.mu.Unlock()
 			s.saw(resp.ResponseHeader)
 			if f := s.c.cfg.OnRenew; f != nil {
@@ -197,9 +202,9 @@ func (s *Session) renewLoop() {
 			return
 		case s.ctx.Err() != nil:
 			return
-		case !time.Now().Before(deadline):
+		case !time.Now().Before(s.Deadline()): // RenewNow may have moved it
 			s.end(fmt.Errorf("lease %x not renewed before local deadline %s (last error: %v): %w",
-				int64(s.lease), deadline.Format(time.RFC3339Nano), err, ErrSessionLost))
+				int64(s.lease), s.Deadline().Format(time.RFC3339Nano), err, ErrSessionLost))
 			return
 		default:
 			timer.Reset(retries.NextBackOff())
@@ -210,23 +215,51 @@ func (s *Session) renewLoop() {
 // RenewNow renews the lease once, at once, outside the renewal loop, and
 // returns the new local deadline (TTL − margin after this send). A
 // hand-over to a new agent program calls it just before the exec, so that
-// the new program has the whole TTL to resume the session. Errors: the
-// store's (the session goes on as before), or ErrSessionLost when the
-// lease has expired on the server.
+// the new program has the whole TTL to resume the session.
+//
+// The attempt is bounded by the session itself: it ends when ctx does or
+// when the session ends (lost, which the renewal loop makes happen at the
+// local deadline, or closed), whichever comes first; a renewal of the
+// loop meanwhile moves that deadline, and the attempt goes on. A renewal that can only arrive after
+// the local deadline proves nothing: the workers are being fenced, and
+// the lease is about to be revoked. For the same reason an answer that
+// arrives after the session ended is not a success (a store that rides
+// through a leader change can answer a renewal sent before the session
+// was lost, while its lease still lives).
+//
+// Errors: the session's own (Err: ErrSessionLost or ErrSessionClosed,
+// wrapped) when it has ended, before or during the attempt;
+// ErrSessionLost when the lease has expired on the server or no answer
+// came before the local deadline; ctx's error or the store's otherwise
+// (the session goes on as before).
 func (s *Session) RenewNow(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer func() { stop(); cancel() }()
+	if err := s.Err(); err != nil {
+		return time.Time{}, fmt.Errorf("renew lease %x: %w", int64(s.lease), err)
+	}
 	sent := time.Now()
 	resp, err := s.c.etcd.KeepAliveOnce(ctx, s.lease)
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil && resp.TTL <= 0:
 		return time.Time{}, fmt.Errorf("renew lease %x: %w", int64(s.lease), ErrSessionLost)
+	case err != nil && s.Err() != nil:
+		return time.Time{}, fmt.Errorf("renew lease %x: %w", int64(s.lease), s.Err())
+	case err != nil && !time.Now().Before(s.Deadline()):
+		return time.Time{}, fmt.Errorf("renew lease %x: no answer before the local deadline (%v): %w", int64(s.lease), err, ErrSessionLost)
 	case err != nil:
 		return time.Time{}, fmt.Errorf("renew lease %x: %w", int64(s.lease), err)
 	}
 	s.mu.Lock()
-	if sent.After(s.lastSent) {
+	ended := s.ended
+	if !ended && sent.After(s.lastSent) {
 		s.lastSent = sent
 	}
 	s.mu.Unlock()
+	if ended {
+		return time.Time{}, fmt.Errorf("renew lease %x: answered after the session ended: %w", int64(s.lease), s.Err())
+	}
 	s.saw(resp.ResponseHeader)
 	return s.Deadline(), nil
 }

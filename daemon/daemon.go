@@ -42,6 +42,8 @@ type Agent struct {
 	// its client, nil without one.
 	guardCmd []string
 	guard    *guard.Client
+	// handedOver: a hand-over started this image (Options.HandedOver).
+	handedOver bool
 	// notes records the jobs waiting to restart for the next agent
 	// (handover.BackoffFile); nil without a guard.
 	notes *handover.Notes
@@ -73,7 +75,7 @@ type Agent struct {
 	mu         sync.Mutex // guards what follows
 	handler    http.Handler
 	declWarned bool
-	adoption   *api.Adoption        // what the start adopted; nil: nothing held
+	adoption   *api.Adoption        // what the start adopted; nil: nothing held, no hand-over
 	refused    *api.HandOverRefusal // the last hand-over refused; nil: none
 	place      jobsPlace            // where the jobs live (systemd's scope)
 	reloadMu   sync.Mutex           // one reload at a time
@@ -91,13 +93,18 @@ type Options struct {
 	// GuardCommand runs the lease guard, `berth guard` ({the berth binary,
 	// "guard"}; package guard); nil: no guard is started (a test's agent).
 	GuardCommand []string
+	// HandedOver says that a hand-over (berth upgrade, SIGUSR2) started
+	// this image: it reports its adoption (GET /v1/agent) after its first
+	// reconcile even when the lease guard held no run, so that berth
+	// upgrade sees the hand-over end rather than wait its --timeout.
+	HandedOver bool
 }
 
 // New returns an agent for cfg, whose file is path (re-read on Reload). It
 // does not touch cgroups, processes or the store.
 func New(cfg *config.Config, path string, opts Options) *Agent {
 	a := &Agent{log: opts.Logger, path: path, host: opts.Host, clock: clockwork.NewRealClock(),
-		build: [2]string{opts.Version, opts.Commit}, guardCmd: opts.GuardCommand, started: make(chan struct{}), ready: make(chan struct{}), usageRead: make(chan struct{}),
+		build: [2]string{opts.Version, opts.Commit}, guardCmd: opts.GuardCommand, handedOver: opts.HandedOver, started: make(chan struct{}), ready: make(chan struct{}), usageRead: make(chan struct{}),
 		imageStarted: time.Now().UTC()}
 	a.backend = &backend{a}
 	if a.log == nil {

@@ -98,11 +98,12 @@ func runAgent(path, guardPprof string) error {
 	if err != nil {
 		return fmt.Errorf("find this program to run its lease guard: %w", err)
 	}
+	from := handedOverFrom()
 	agent := daemon.New(cfg, path, daemon.Options{Logger: log, Host: host, Version: version, Commit: commit,
-		GuardCommand: guardCommand(self, guardPprof)})
+		GuardCommand: guardCommand(self, guardPprof), HandedOver: from != ""})
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx) }()
-	if from := handedOverFrom(); from != "" {
+	if from != "" {
 		log.Info("agent starting", "version", version, "commit", commit, "config", path, "id", cfg.Agent.ID, "handed_over_from", from)
 	} else {
 		log.Info("agent starting", "version", version, "commit", commit, "config", path, "id", cfg.Agent.ID)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"syscall"
 	"time"
 
@@ -37,12 +38,20 @@ An agent of a release before the hand-over (its GET /v1/agent has no
 image_started) is not signalled: SIGUSR2 would end it; the command fails, and
 the .deb then restarts the service.
 
+The agent answers a refusal within seconds: the renewal of its session
+before the exec and the lease guard's acknowledgement take at most 3 s
+together, so a store that does not answer (a leader election that does not
+end, a cut link) refuses the hand-over rather than stall it. When no end
+has come after 5 s, the command says on stderr what the agent reports, and
+waits on.
+
 Exit status: 0 when the new agent answers with every job it found adopted,
 1 when no agent runs, it predates the hand-over, it refused the hand-over
 (the command prints why as soon as the agent has: the installed program
-does not run, refuses the configuration file, the renewal before the exec
-failed), or the new agent did not answer within --timeout, 2 for a bad
-command line.`,
+does not run, refuses the configuration file, the agent is not a member
+(its session was lost and its jobs fenced), the renewal before the exec
+failed or was not answered within 3 s), or the new agent did not answer
+within --timeout, 2 for a bad command line.`,
 		Example: `  berth upgrade
   berth upgrade -c /etc/berth/berth.toml --timeout 2m`,
 		Args: noArgs,
@@ -65,7 +74,7 @@ command line.`,
 			if err := syscall.Kill(pid, syscall.SIGUSR2); err != nil {
 				return fmt.Errorf("signal the agent (pid %d): %w", pid, err)
 			}
-			after, err := waitHandOver(ctx, cl, before, len(jobs) > 0)
+			after, err := waitHandOver(ctx, cmd.ErrOrStderr(), cl, before, len(jobs) > 0)
 			if err != nil {
 				return fmt.Errorf("%w (the agent's log says why)", err)
 			}
@@ -84,19 +93,34 @@ command line.`,
 	return c
 }
 
+// progressAfter is how long berth upgrade waits for the hand-over's end
+// before it says what the agent reports meanwhile: the agent answers a
+// refusal within 5 s (C36), so an agent still silent then is waited for
+// with a word on stderr, not in silence until --timeout.
+const progressAfter = 5 * time.Second
+
 // waitHandOver polls the agent until a new image with the same pid is a
 // member and, when the old one had jobs (withJobs), has reported what it
 // adopted (at its first reconcile), or the agent reports a refusal newer
 // than before's (GET /v1/agent hand_over_refused: the error says why), or
-// ctx ends.
-func waitHandOver(ctx context.Context, cl *api.Client, before api.Agent, withJobs bool) (api.Agent, error) {
+// ctx ends. It tells progress when the new image first answers, and once
+// what the agent reports when progressAfter has passed without an end.
+func waitHandOver(ctx context.Context, progress io.Writer, cl *api.Client, before api.Agent, withJobs bool) (api.Agent, error) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	start := time.Now()
+	seenNew, told := false, false
+	var last api.Agent
+	var lastErr error
 	for {
 		a, err := cl.Agent(ctx)
 		if r := a.HandOverRefused; err == nil && r != nil && (before.HandOverRefused == nil || r.At.After(before.HandOverRefused.At)) {
 			return a, fmt.Errorf("the agent (pid %d) refused the hand-over and goes on as before: %s", a.PID, r.Reason)
 		}
+		if err == nil {
+			last = a
+		}
+		lastErr = err
 		if err == nil && a.ImageStarted.After(before.ImageStarted) {
 			if a.PID != before.PID {
 				return a, fmt.Errorf("a new agent answers with pid %d, not %d: it was restarted, not handed over", a.PID, before.PID)
@@ -104,11 +128,34 @@ func waitHandOver(ctx context.Context, cl *api.Client, before api.Agent, withJob
 			if a.State == "member" && (a.Adoption != nil || !withJobs) {
 				return a, nil
 			}
+			if !seenNew {
+				seenNew = true
+				fmt.Fprintf(progress, "the agent (pid %d) runs %s now; waiting for it to resume its session and adopt the runs\n", a.PID, a.Version)
+			}
+		}
+		if !told && time.Since(start) >= progressAfter {
+			told = true
+			fmt.Fprintf(progress, "no end of the hand-over after %s; %s; waiting up to --timeout (the agent's log says what it waits for)\n",
+				progressAfter, describeAgent(last, lastErr, before))
 		}
 		select {
 		case <-ctx.Done():
-			return api.Agent{}, fmt.Errorf("no hand-over seen: %w", ctx.Err())
+			return api.Agent{}, fmt.Errorf("no hand-over seen: %w; %s", ctx.Err(), describeAgent(last, lastErr, before))
 		case <-t.C:
 		}
+	}
+}
+
+// describeAgent says, for berth upgrade, what the agent last reported
+// (a, or the error of the last poll, err) against what it was before the
+// signal.
+func describeAgent(a api.Agent, err error, before api.Agent) string {
+	switch {
+	case err != nil:
+		return fmt.Sprintf("the agent does not answer (%v)", err)
+	case a.ImageStarted.After(before.ImageStarted):
+		return fmt.Sprintf("the new image (%s) is %s, adoption not reported yet", a.Version, a.State)
+	default:
+		return fmt.Sprintf("the old image (%s) is %s and has neither handed over nor refused", a.Version, a.State)
 	}
 }
