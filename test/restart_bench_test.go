@@ -15,6 +15,7 @@ import (
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/internal/testutil"
+	"github.com/prometheus/procfs"
 )
 
 // BenchmarkLiveRestart measures live restart (docs/live-restart.md) with
@@ -30,7 +31,9 @@ import (
 //     adopt-ms: from the new agent's exec to GET /v1/agent reporting the
 //     adoption and /v1/jobs showing every job running with its old pid
 //     (goal ≤ 1,000 ms); adopt-join-ms the same from its "joined the
-//     cluster" line;
+//     cluster" line; adopt-seen-ms to the first GET /v1/agent reporting
+//     the adoption (the rest of adopt-ms is the GET /v1/jobs that shows
+//     the pids, which reads every job's cgroup);
 //     lines-lost: numbers missing or repeated in the counting job's log
 //     (goal 0);
 //   - crash without return: SIGKILL of the agent, no new start.
@@ -41,6 +44,8 @@ import (
 //     lease cannot expire before), the guard killing half a margin after
 //     the deadline; guard-late-ms is how late after its own deadline the
 //     guard logged its kill;
+//   - cold-agent-cpu-ms, adopt-agent-cpu-ms: the agent's CPU time (user
+//   - system) from its exec to cold-ms, and to adopt-seen-ms;
 //   - guard-pss-anon-kib: the lease guard's own memory (Pss_Anon of
 //     /proc/PID/smaps_rollup) while it holds the N+1 runs.
 //
@@ -97,6 +102,9 @@ tasks = %d
 	}
 	before := all()
 	reportSince(b, e, t0, "cold")
+	if cpu, ok := agentCPU(e); ok {
+		b.ReportMetric(cpu, "cold-agent-cpu-ms")
+	}
 	prof.done("cold")
 	var guard []int
 	for _, d := range e.cgroupDirs() {
@@ -115,10 +123,17 @@ tasks = %d
 	prof.start("adopt")
 	e.start()
 	var kept int
+	var seen time.Time // GET /v1/agent first reported the adoption
 	testutil.Eventually(b, 10*time.Minute, "every job adopted", func() bool {
 		var ag api.Agent
 		if api.NewClient("http://"+e.addr).Get(context.Background(), "/v1/agent", &ag) != nil || ag.Adoption == nil {
 			return false // not yet, or an answer late under load
+		}
+		if seen.IsZero() {
+			seen = time.Now()
+			if cpu, ok := agentCPU(e); ok {
+				b.ReportMetric(cpu, "adopt-agent-cpu-ms")
+			}
 		}
 		js, err := tryJobs(e)
 		if err != nil {
@@ -133,6 +148,7 @@ tasks = %d
 		return kept == n+1
 	})
 	reportSince(b, e, t0, "adopt")
+	b.ReportMetric(float64(seen.Sub(t0).Microseconds())/1000, "adopt-seen-ms")
 	prof.done("adopt")
 	b.ReportMetric(100*float64(kept)/float64(n+1), "kept-pct")
 	n0 := len(countLines(b, logFile))
@@ -190,6 +206,21 @@ tasks = %d
 			b.ReportMetric(float64(late.Microseconds())/1000, "guard-late-ms")
 		}
 	}
+}
+
+// agentCPU is the CPU time (user + system, ms) e's agent has used since
+// its exec (proc(5) /proc/PID/stat fields 14 and 15): a figure a loaded
+// host's other processes shift less than the wall time.
+func agentCPU(e *env) (float64, bool) {
+	p, err := procfs.NewProc(e.cmd.Process.Pid)
+	if err != nil {
+		return 0, false
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0, false
+	}
+	return st.CPUTime() * 1000, true
 }
 
 // tryJobs is e's GET /v1/jobs by job ID, or the error of the request (a
