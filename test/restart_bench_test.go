@@ -44,8 +44,8 @@ import (
 //     lease cannot expire before), the guard killing half a margin after
 //     the deadline; guard-late-ms is how late after its own deadline the
 //     guard logged its kill;
-//   - cold-agent-cpu-ms, adopt-agent-cpu-ms: the agent's CPU time (user
-//   - system) from its exec to cold-ms, and to adopt-seen-ms;
+//   - cold-agent-cpu-ms, adopt-agent-cpu-ms: the agent's CPU time, user
+//     and system, from its exec to cold-ms, and to adopt-seen-ms;
 //   - guard-pss-anon-kib: the lease guard's own memory (Pss_Anon of
 //     /proc/PID/smaps_rollup) while it holds the N+1 runs.
 //
@@ -110,6 +110,14 @@ tasks = %d
 	})
 	before := all()
 	reportSince(b, e, t0, "cold")
+	// Each main process's start time: on a busy host a pid (32,768 of
+	// them by default) is soon another process's once the job's is dead.
+	started := map[int]uint64{}
+	for _, j := range before {
+		if t, ok := startTime(j.PID); ok {
+			started[j.PID] = t
+		}
+	}
 	if cpu, ok := agentCPU(e); ok {
 		b.ReportMetric(cpu, "cold-agent-cpu-ms")
 	}
@@ -190,7 +198,7 @@ tasks = %d
 	// (or freezer pass), checked below.
 	testutil.Eventually(b, 5*time.Minute, "every job's main process dead", func() bool {
 		for _, j := range before {
-			if testutil.Alive(j.PID) {
+			if t, ok := startTime(j.PID); ok && t == started[j.PID] && testutil.Alive(j.PID) {
 				return false
 			}
 		}
@@ -229,6 +237,20 @@ func jobsPidsCurrent(e *env) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// startTime is pid's start time, clock ticks after boot (proc(5)
+// /proc/PID/stat field 22); false when no such process runs.
+func startTime(pid int) (uint64, bool) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, false
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0, false
+	}
+	return st.Starttime, true
 }
 
 // agentCPU is the CPU time (user + system, ms) e's agent has used since
