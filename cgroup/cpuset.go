@@ -61,8 +61,10 @@ func (h *Hierarchy) makeCpuset(rel string) error {
 }
 
 // setCpuset writes the CPUs and memory nodes a v1 group may use; an empty
-// value leaves the file as it is.
-func (h *Hierarchy) setCpuset(rel, cpus, mems string) error {
+// value leaves the file as it is, and so, with skipSame (NewExisting),
+// does one the file already holds as written (the kernel prints a list in
+// its own form, "0-3" for "0,1,2,3": such a value is written again).
+func (h *Hierarchy) setCpuset(rel, cpus, mems string, skipSame bool) error {
 	dir := h.v1Dir(cgroup1.Cpuset, rel)
 	if dir == "" {
 		return nil
@@ -70,6 +72,11 @@ func (h *Hierarchy) setCpuset(rel, cpus, mems string) error {
 	for _, w := range []struct{ file, v string }{{"cpuset.cpus", cpus}, {"cpuset.mems", mems}} {
 		if w.v == "" {
 			continue
+		}
+		if skipSame {
+			if cur, err := kernfile.Read(filepath.Join(dir, w.file)); err == nil && string(bytes.TrimSpace(cur)) == w.v {
+				continue
+			}
 		}
 		if err := kernfile.Write(filepath.Join(dir, w.file), w.v); err != nil {
 			return fmt.Errorf("write %s to %s: %w", w.v, filepath.Join(dir, w.file), err)

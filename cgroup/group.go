@@ -46,6 +46,9 @@ type Group struct {
 	// dirs holds the directories Usage reads, found once (dirsOnce).
 	dirsOnce sync.Once
 	dirs     *groupDirs
+	// existing is set while NewExisting writes the limits: a limit the
+	// group's file already holds is not written again.
+	existing bool
 }
 
 // Placement says where a new process must be put to run inside a Group.
@@ -95,6 +98,36 @@ func (h *Hierarchy) New(rel string, res *specs.LinuxResources) (*Group, error) {
 	}
 	g := &Group{h: h, rel: rel}
 	if err := h.v.create(g, res); err != nil {
+		return nil, err
+	}
+	g.setApplied(res)
+	return g, nil
+}
+
+// NewExisting is New for a cgroup that may exist already with limits
+// written, the one of a run an earlier agent started (live restart,
+// docs/live-restart.md): every limit of res is in force when it returns,
+// as with New, but one the group's file already holds is not written
+// again. On cgroup v1 that is cpu.shares, cpu.cfs_quota_us (beside
+// cpu.cfs_period_us, which New skips too: skipSamePeriod),
+// memory.limit_in_bytes with memory.memsw.limit_in_bytes, pids.max and
+// cpuset.cpus and cpuset.mems; on v2 cpu.max. A write of the CFS quota
+// walks every task group of the host under a global mutex
+// (tg_set_cfs_bandwidth, kernel/sched/core.c): at thousands of adopted
+// jobs those walks were most of an adoption's time (BENCHMARKS.md, "Live
+// restart"). Reading a file walks nothing. Errors: as New.
+func (h *Hierarchy) NewExisting(rel string, res *specs.LinuxResources) (*Group, error) {
+	rel, err := cleanRel(rel)
+	if err != nil || rel == "" {
+		return nil, fmt.Errorf("create cgroup %q: %w", rel, errors.Join(ErrInvalidPath, err))
+	}
+	if res == nil {
+		res = &specs.LinuxResources{}
+	}
+	g := &Group{h: h, rel: rel, existing: true}
+	err = h.v.create(g, res)
+	g.existing = false
+	if err != nil {
 		return nil, err
 	}
 	g.setApplied(res)

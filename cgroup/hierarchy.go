@@ -322,6 +322,7 @@ func (h *Hierarchy) Children(rel string) ([]string, error) {
 		return nil, fmt.Errorf("list children: %w", err)
 	}
 	var names []string
+	seen := map[string]bool{} // a name is in every hierarchy: O(1) each, not a scan of names
 	for _, dir := range h.dirs(rel) {
 		entries, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -331,7 +332,8 @@ func (h *Hierarchy) Children(rel string) ([]string, error) {
 			return nil, fmt.Errorf("list children of cgroup %s: %w", dir, err)
 		}
 		for _, e := range entries {
-			if e.IsDir() && !slices.Contains(names, e.Name()) {
+			if e.IsDir() && !seen[e.Name()] {
+				seen[e.Name()] = true
 				names = append(names, e.Name())
 			}
 		}

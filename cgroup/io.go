@@ -107,7 +107,15 @@ func readIOV1(dir string, u *Usage) error {
 // is no limit), v1 blkio.throttle.{read,write}_{bps,iops}_device
 // ("MAJ:MIN N" per rule). It is what limits.Lift needs as the previous
 // value when the group's limits were written by an earlier agent.
-func (g *Group) Throttles() (*specs.LinuxBlockIO, error) {
+func (g *Group) Throttles() (*specs.LinuxBlockIO, error) { return g.h.Throttles(g.rel) }
+
+// Throttles is Group.Throttles of the cgroup at rel, read without loading
+// it (no stat of each hierarchy's directory): nil when rel does not exist.
+func (h *Hierarchy) Throttles(rel string) (*specs.LinuxBlockIO, error) {
+	rel, err := cleanRel(rel)
+	if err != nil {
+		return nil, fmt.Errorf("read the io throttles of cgroup %q: %w", rel, err)
+	}
 	var b specs.LinuxBlockIO
 	lists := map[string]*[]specs.LinuxThrottleDevice{
 		"rbps": &b.ThrottleReadBpsDevice, "wbps": &b.ThrottleWriteBpsDevice,
@@ -127,8 +135,8 @@ func (g *Group) Throttles() (*specs.LinuxBlockIO, error) {
 		return nil
 	}
 	found := false
-	if g.h.Mode() == Unified {
-		f := filepath.Join(g.h.unifiedDir(g.rel), "io.max")
+	if h.Mode() == Unified {
+		f := filepath.Join(h.unifiedDir(rel), "io.max")
 		data, err := os.ReadFile(f)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
@@ -149,7 +157,7 @@ func (g *Group) Throttles() (*specs.LinuxBlockIO, error) {
 				found = true
 			}
 		}
-	} else if dir := g.h.v1Dir(cgroup1.Blkio, g.rel); dir != "" {
+	} else if dir := h.v1Dir(cgroup1.Blkio, rel); dir != "" {
 		for key, name := range map[string]string{"rbps": "read_bps", "wbps": "write_bps", "riops": "read_iops", "wiops": "write_iops"} {
 			f := filepath.Join(dir, "blkio.throttle."+name+"_device")
 			data, err := os.ReadFile(f)

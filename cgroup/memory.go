@@ -75,8 +75,9 @@ func (h *Hierarchy) memswAvailable() bool {
 // Documentation/admin-guide/cgroup-v1/memory.rst, 2.5): memsw first when the
 // new memsw is at least the current limit, else the limit first. (containerd's
 // cgroup1 Update means to do this but swaps the wrong pair of settings.)
-// -1 means unlimited.
-func (h *Hierarchy) setMemoryAndSwap(rel string, limit, swap int64) error {
+// -1 means unlimited. With skipSame (NewExisting) nothing is written when
+// both files already hold their value.
+func (h *Hierarchy) setMemoryAndSwap(rel string, limit, swap int64, skipSame bool) error {
 	dir := h.v1Dir(cgroup1.Memory, rel)
 	if dir == "" {
 		return nil
@@ -97,6 +98,13 @@ func (h *Hierarchy) setMemoryAndSwap(rel string, limit, swap int64) error {
 		}
 		return v
 	}
+	if skipSame && memoryHolds(cur, limit) {
+		if data, err := os.ReadFile(swapFile); err == nil {
+			if curSwap, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil && memoryHolds(curSwap, swap) {
+				return nil
+			}
+		}
+	}
 	writes := []struct {
 		file string
 		v    int64
@@ -110,6 +118,19 @@ func (h *Hierarchy) setMemoryAndSwap(rel string, limit, swap int64) error {
 		}
 	}
 	return nil
+}
+
+// memoryHolds reports whether a v1 memory or memsw limit file that reads
+// cur holds the limit want as setMemoryAndSwap writes it (-1: unlimited,
+// which reads as the page counter's largest, LONG_MAX / PAGE_SIZE pages,
+// include/linux/page_counter.h). A limit that is not a whole number of
+// pages reads rounded down: it does not match, and is written.
+func memoryHolds(cur, want int64) bool {
+	if want < 0 {
+		page := int64(os.Getpagesize())
+		return cur >= math.MaxInt64/page*page
+	}
+	return cur == want
 }
 
 // memoryV2 takes the swap limit out of r, to be written by setSwapMax

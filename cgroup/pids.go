@@ -47,7 +47,7 @@ func readPids(d mountDir, buf []byte, u *Usage, full bool) error {
 // setPidsMax writes a v1 group's pids.max for Update and New: "max" for
 // limit <= 0 (unlimited, as the runtime spec says), else limit plus the
 // launcher threads inside the group at this moment.
-func (h *Hierarchy) setPidsMax(rel string, limit int64) error {
+func (h *Hierarchy) setPidsMax(rel string, limit int64, skipSame bool) error {
 	dir := h.v1Dir(cgroup1.Pids, rel)
 	if dir == "" {
 		return nil
@@ -63,6 +63,11 @@ func (h *Hierarchy) setPidsMax(rel string, limit int64) error {
 	}
 	if h.pidsInside[rel] > 0 {
 		h.pidsLimits[rel] = limit // lowerPids restores this one
+	}
+	if skipSame {
+		if cur, err := kernfile.Read(file); err == nil && strings.TrimSpace(string(cur)) == v {
+			return nil
+		}
 	}
 	if err := kernfile.Write(file, v); err != nil {
 		return fmt.Errorf("write %s to %s: %w", v, file, err)

@@ -115,12 +115,15 @@ func (v cgroupV1) apply(g *Group, res *specs.LinuxResources) error {
 	}
 	r := *res
 	r.CPU = h.skipSamePeriod(g.rel, res.CPU)
+	if g.existing {
+		r.CPU = h.skipSameCPU(g.rel, r.CPU)
+	}
 	r.Unified = nil // cgroup2 files: Unenforced above
 	r.Devices = nil // berth does not use the devices controller
 	r.Memory = h.memoryV1(g.rel, res.Memory)
 	r.Pids = nil // pids.max is written by setPidsMax
 	if m := r.Memory; m != nil && m.Limit != nil && m.Swap != nil {
-		if err := h.setMemoryAndSwap(g.rel, *m.Limit, *m.Swap); err != nil {
+		if err := h.setMemoryAndSwap(g.rel, *m.Limit, *m.Swap, g.existing); err != nil {
 			return err
 		}
 		mm := *m
@@ -131,12 +134,12 @@ func (v cgroupV1) apply(g *Group, res *specs.LinuxResources) error {
 		return err
 	}
 	if c := res.CPU; c != nil {
-		if err := h.setCpuset(g.rel, c.Cpus, c.Mems); err != nil {
+		if err := h.setCpuset(g.rel, c.Cpus, c.Mems, g.existing); err != nil {
 			return err
 		}
 	}
 	if res.Pids != nil && res.Pids.Limit != nil {
-		return h.setPidsMax(g.rel, *res.Pids.Limit)
+		return h.setPidsMax(g.rel, *res.Pids.Limit, g.existing)
 	}
 	return nil
 }
@@ -260,4 +263,39 @@ func (h *Hierarchy) skipSamePeriod(rel string, c *specs.LinuxCPU) *specs.LinuxCP
 	cc := *c
 	cc.Period = nil
 	return &cc
+}
+
+// skipSameCPU is c without the v1 cpu.shares and cpu.cfs_quota_us that
+// rel's files already hold (NewExisting): the quota's write walks every
+// task group of the host (skipSamePeriod). A file that cannot be read is
+// written.
+func (h *Hierarchy) skipSameCPU(rel string, c *specs.LinuxCPU) *specs.LinuxCPU {
+	if c == nil || (c.Shares == nil && c.Quota == nil) {
+		return c
+	}
+	dir := h.v1Dir(cgroup1.Cpu, rel)
+	if dir == "" {
+		return c
+	}
+	holds := func(file, want string) bool {
+		cur, err := kernfile.Read(filepath.Join(dir, file))
+		return err == nil && strings.TrimSpace(string(cur)) == want
+	}
+	cc := *c
+	if c.Shares != nil && holds("cpu.shares", strconv.FormatUint(*c.Shares, 10)) {
+		cc.Shares = nil
+	}
+	if c.Quota != nil && holds("cpu.cfs_quota_us", strconv.FormatInt(quotaV1(*c.Quota), 10)) {
+		cc.Quota = nil
+	}
+	return &cc
+}
+
+// quotaV1 is how cpu.cfs_quota_us reads back a written quota: any
+// negative number as -1 (no limit; Documentation/scheduler/sched-bwc.rst).
+func quotaV1(q int64) int64 {
+	if q < 0 {
+		return -1
+	}
+	return q
 }

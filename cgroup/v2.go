@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/berthd/berth/internal/kernfile"
 	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -22,6 +23,13 @@ func (v cgroupV2) prepare() error { return v.h.prepareV2() }
 func (v cgroupV2) create(g *Group, res *specs.LinuxResources) error {
 	h := v.h
 	r, swap, lifted := v2Resources(res)
+	if g.existing && r.CPU != nil && r.CPU.Max != "" {
+		// NewExisting: a cpu.max write walks every task group, as v1's
+		// quota (skipSameCPU).
+		if cur, err := kernfile.Read(filepath.Join(h.unifiedDir(g.rel), "cpu.max")); err == nil && strings.TrimSpace(string(cur)) == string(r.CPU.Max) {
+			r.CPU.Max = ""
+		}
+	}
 	m, err := cgroup2.NewManager(h.unifiedMount, filepath.Join(h.unifiedRoot, g.rel), r)
 	if err == nil {
 		err = v.finish(m, g.rel, res, swap, lifted)

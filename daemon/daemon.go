@@ -341,7 +341,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	close(a.started)
 	supDone := make(chan error, 1)
 	go func() { supDone <- a.sup.Run(runCtx) }()
-	waitUsage := runUsage(runCtx, a.usage, a.usageRead)
+	waitUsage := runUsage(runCtx, a.usage, a.usageRead, a.sup.Ready())
 	defer func() {
 		stop()
 		waitUsage()

@@ -39,17 +39,23 @@ func openUsage(dataDir string, b *backend, log *slog.Logger) *sampler.Sampler {
 	return sampler.New(sampler.Options{Model: m, Path: filepath.Join(dataDir, recommend.FileName), Jobs: b, Log: log})
 }
 
-// runUsage runs s, once read is closed (its history read), until ctx is
+// runUsage runs s, once read is closed (its history read) and ready is
+// (the first reconcile has started or adopted every job), until ctx is
 // done (it then saves the history) and returns a function that waits for
-// it.
-func runUsage(ctx context.Context, s *sampler.Sampler, read <-chan struct{}) (wait func()) {
+// it. Each tick reads every running job's cgroup: at thousands of jobs,
+// ticks during the first reconcile took a sixth of the agent's CPU from
+// the starts and adoptions (BENCHMARKS.md, "Live restart"); the history
+// misses those seconds, before any job has a run of its own to measure.
+func runUsage(ctx context.Context, s *sampler.Sampler, read, ready <-chan struct{}) (wait func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		select {
-		case <-read:
-		case <-ctx.Done():
-			return
+		for _, c := range []<-chan struct{}{read, ready} {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return
+			}
 		}
 		s.Run(ctx)
 	}()

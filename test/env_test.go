@@ -74,6 +74,9 @@ type env struct {
 	// wrap, when set, is the command the agent's program runs under (its
 	// arguments before the program: unshare --time ...), which execs it.
 	wrap []string
+	// args are more arguments of `berth agent` (--pprof ADDR), after
+	// --config.
+	args []string
 }
 
 func newEnv(t testing.TB) *env {
@@ -146,6 +149,7 @@ func (e *env) launch() {
 		bin = e.bin
 	}
 	argv := append(append([]string(nil), e.wrap...), bin, "agent", "--config", e.config)
+	argv = append(argv, e.args...)
 	e.run(exec.Command(argv[0], argv[1:]...))
 }
 

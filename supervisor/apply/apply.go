@@ -15,23 +15,25 @@ import (
 // adopted run and the limits that agent wrote: res is written with the
 // kernel's default for every limit it does not set (limits.Defaults), and
 // every io throttle the cgroup holds on a device or rate res does not set
-// lifted (read back with cgroup.Group.Throttles; a read failure is logged
-// on log and those throttles stay). A fresh cgroup holds the defaults
-// already: nothing more is written for it.
+// lifted (read back with cgroup.Hierarchy.Throttles; a read failure is logged
+// on log and those throttles stay); a limit the cgroup's file already
+// holds is not written again (cgroup.Hierarchy.NewExisting: an adopted
+// job's limits are mostly unchanged, and a CFS quota's write walks every
+// task group of the host). A fresh cgroup holds the defaults already:
+// nothing more is written for it.
 //
 // Errors: as cgroup.Hierarchy.New.
 func New(h *cgroup.Hierarchy, log *slog.Logger, rel string, res *specs.LinuxResources, adopted bool) (*cgroup.Group, error) {
 	write := res
 	if adopted {
 		write = limits.Defaults(res)
-		if g, err := h.Load(rel); err == nil {
-			io, err := g.Throttles()
-			if err != nil {
-				log.Warn("read the io limits of an adopted cgroup; those removed from the definition stay in force", "cgroup", rel, "error", err)
-			} else if io != nil {
-				write = limits.Lift(&specs.LinuxResources{BlockIO: io}, write)
-			}
+		io, err := h.Throttles(rel)
+		if err != nil {
+			log.Warn("read the io limits of an adopted cgroup; those removed from the definition stay in force", "cgroup", rel, "error", err)
+		} else if io != nil {
+			write = limits.Lift(&specs.LinuxResources{BlockIO: io}, write)
 		}
+		return h.NewExisting(rel, write)
 	}
 	return h.New(rel, write)
 }
