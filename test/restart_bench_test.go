@@ -272,7 +272,11 @@ func agentCPU(e *env) (float64, bool) {
 // loaded host's agent may answer after the client's timeout).
 func tryJobs(e *env) (map[string]api.Job, error) {
 	var js []api.Job
-	if err := api.NewClient("http://"+e.addr).Get(context.Background(), "/v1/jobs", &js); err != nil {
+	// GET /v1/jobs reads every job's cgroup: at 10,000 jobs it takes
+	// longer than the client's default 10 s here, so this client waits.
+	c := api.NewClient("http://" + e.addr)
+	c.HTTP.Timeout = 2 * time.Minute
+	if err := c.Get(context.Background(), "/v1/jobs", &js); err != nil {
 		return nil, err
 	}
 	out := make(map[string]api.Job, len(js))
