@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,5 +118,55 @@ func TestTransientStartClass(t *testing.T) {
 		if got := TransientStart(c.err); got != c.want {
 			t.Errorf("TransientStart(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// interruptingSpawner cuts short its first cuts starts, as a lease guard
+// that exits mid-start does (ErrStartInterrupted), then starts runs on its
+// Runtime's launcher threads.
+type interruptingSpawner struct {
+	rt    *Runtime
+	g     Group
+	cuts  int32
+	calls atomic.Int32
+}
+
+func (s *interruptingSpawner) Spawn(x *Exec, r Run, logw *os.File, _ int, onExit func(unix.WaitStatus)) (Run, error) {
+	if s.calls.Add(1) <= s.cuts {
+		return Run{}, InterruptedStartError("start through the lease guard: the guard exited during the start")
+	}
+	pid, err := s.rt.Launch(x, s.g, logw, onExit)
+	r.PID = pid
+	return r, err
+}
+
+func (s *interruptingSpawner) Adopt(Run, func(unix.WaitStatus)) {}
+func (s *interruptingSpawner) Forget(Run)                       {}
+
+// A start cut short by the loss of the lease guard is tried again with
+// the backoff, however many times in a row (more than maxStartRetries
+// here): it is not the job's failure, and the job runs once a start goes
+// through, never failed.
+func TestInterruptedStartIsNotCountedAgainstTheJob(t *testing.T) {
+	rt := ownRuntime(t)
+	g := newTestGroup(t, 0)
+	spec := sh(g, "sleep 1000")
+	spec.Runtime = rt
+	sp := &interruptingSpawner{rt: rt, g: g, cuts: maxStartRetries + 2}
+	spec.Spawner = sp
+	spec.Backoff = Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}
+	var failed atomic.Bool
+	spec.OnChange = func(st Status) {
+		if st.State == Failed {
+			failed.Store(true)
+		}
+	}
+	w := startWorker(t, spec)
+	waitRunning(t, w)
+	if n := sp.calls.Load(); n != sp.cuts+1 {
+		t.Errorf("%d starts, want %d", n, sp.cuts+1)
+	}
+	if failed.Load() {
+		t.Errorf("the job was failed on its way to running")
 	}
 }

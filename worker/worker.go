@@ -653,10 +653,13 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 
 // retryStart is the step after a start that failed for a reason that
 // passes (TransientStart): the job backs off as after an exit, whatever
-// its restart policy (the run never began), and is started again. step is
-// held.
+// its restart policy (the run never began), and is started again. A
+// start cut short by the loss of the lease guard (ErrStartInterrupted)
+// is not counted against maxStartRetries. step is held.
 func (w *Worker) retryStart(err error) {
-	w.retries++
+	if !errors.Is(err, ErrStartInterrupted) { // not the job's failure
+		w.retries++
+	}
 	w.delay = w.spec.Backoff.next(w.delay, 0)
 	next := time.Now().Add(w.delay)
 	w.setState(func(s *Status) { s.State, s.PID, s.Reason, s.NextRestart = BackingOff, 0, err.Error(), next })
