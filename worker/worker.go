@@ -530,6 +530,9 @@ func (w *Worker) startRun(release func(), token uint64) (retrying bool) {
 			_ = logw.Close()
 		}
 		killGroup(w.spec.Group, w.logs)
+		if !TransientStart(err) && w.spec.remadeAfterStart(w.logs) {
+			err = TransientStartError(fmt.Sprintf("%v (the job's cgroup was removed during the start, and is made again)", err))
+		}
 		if w.passes(err) {
 			w.retryStart(err)
 			return true
@@ -685,6 +688,29 @@ func (s *Spec) remake(logs *logPipe) {
 	case len(made) > 0:
 		logs.mark("the job's cgroup was gone (removed from outside): made again with its limits")
 	}
+}
+
+// remadeAfterStart reports whether a start that failed found the job's
+// cgroup gone, and made it again (Spec.Remake): it was removed while the
+// start was under way (a lease guard past its deadline removes every job's
+// cgroup as it exits, as an agent, fenced, joins again and starts its
+// jobs anew; or an operator), and the start is tried again, as a restart
+// after such a removal is (C33). It says so in the job's log (logs). The
+// worker's step lock is held.
+func (s *Spec) remadeAfterStart(logs *logPipe) bool {
+	if s.Remake == nil {
+		return false
+	}
+	made, err := s.Remake()
+	if err != nil {
+		logs.mark("the job's cgroup is gone and could not be made again: %v", err)
+		return false
+	}
+	if len(made) == 0 {
+		return false
+	}
+	logs.mark("the job's cgroup was removed during the start: made again with its limits; the start is tried again")
+	return true
 }
 
 // restart is the step at the end of backoff timer n, with a start slot
