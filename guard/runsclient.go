@@ -842,10 +842,11 @@ func (c *Client) Spawn(x *worker.Exec, r worker.Run, logw *os.File, logr int, on
 	}
 	a, err := rc.call(l, runMsg{Op: opSpawn, Exec: x, Run: &r}, spawnTimeout, int(logw.Fd()), logr)
 	if err != nil { // no answer: the connection ended (its Error tells so too), or errNoAnswer
-		if errors.Is(err, errNoAnswer) {
+		broke := !errors.Is(err, errNoAnswer)
+		if !broke {
 			err = fmt.Errorf("no answer within %s", spawnTimeout)
 		}
-		if how := rc.lostDuring(l); how != "" {
+		if how := rc.lostDuring(l, broke); how != "" {
 			rc.logger().Warn("a start was cut short by the loss of the lease guard; it is tried again on the next guard",
 				"job_id", r.JobID, "guard_pid", l.pid, "how", how, "error", err)
 			return worker.Run{}, worker.InterruptedStartError(fmt.Sprintf("start through the lease guard: %v; the guard (pid %d) %s", err, l.pid, how))
@@ -902,14 +903,15 @@ func (rc *runsClient) startLink(ctx context.Context) (*link, error) {
 const goneWait = readyTimeout
 
 // lostDuring tells how the guard of l was lost during a start that got
-// no answer (the connection ended, or errNoAnswer), "" when it was not:
-// it lives and is not past its deadline, so the start may run in it. A
-// guard whose connection ended, or that is past its deadline, is waited
-// for up to goneWait to be gone; one past its deadline still there then
-// is ended (endHung): it kills every job and exits anyway.
-func (rc *runsClient) lostDuring(l *link) string {
+// no answer (broke: the connection ended or its send failed; else
+// errNoAnswer), "" when it was not: it lives and is not past its
+// deadline, so the start may run in it. A guard whose connection ended,
+// or that is past its deadline, is waited for up to goneWait to be gone;
+// one past its deadline still there then is ended (endHung): it kills
+// every job and exits anyway.
+func (rc *runsClient) lostDuring(l *link, broke bool) string {
 	rc.mu.Lock()
-	ended := l.ended
+	ended := l.ended || broke
 	rc.mu.Unlock()
 	past := rc.past(l)
 	if !ended && !past {
