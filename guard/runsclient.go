@@ -68,6 +68,10 @@ type link struct {
 	mc  *msgConn
 	v1  *net.UnixConn
 	pid int // the guard's, from its hello
+	// start is the guard's start time (/proc/PID/stat field 22, in its
+	// clock ticks; 0: not read), which tells it from a later process
+	// given its pid (gone).
+	start uint64
 	// offset is the boottime offset of the guard's time namespace, ns
 	// (boottime.OffsetOf): a guard of the previous release reads
 	// deadlines and start times on its own clock, not the initial
@@ -80,6 +84,11 @@ type link struct {
 	listing  *listing               // during a list
 	ended    bool
 	replaced bool // the guard took a newer connection for the agent's
+	// acked is the newest deadline (boottime.Now ns) the guard
+	// acknowledged on this link; 0: none yet. The guard holds it or a
+	// later one sent on this link, and kills every job once its own
+	// passes (past).
+	acked int64
 }
 
 // answer is the guard's answer to one request, or the link's end (err).
@@ -249,9 +258,44 @@ func (rc *runsClient) dial(ctx context.Context) (*link, error) {
 		return nil, fmt.Errorf("the lease guard (pid %d): %w", a.PID, err)
 	}
 	rc.mu.Lock()
-	l.pid, l.offset = a.PID, off
+	l.pid, l.offset, l.start = a.PID, off, startOf(a.PID)
 	rc.mu.Unlock()
 	return l, nil
+}
+
+// startOf is the start time of process pid (/proc/PID/stat field 22),
+// 0 when it cannot be read.
+func startOf(pid int) uint64 {
+	st, err := kernfile.ReadProcStat(pid)
+	if err != nil {
+		return 0
+	}
+	return st.StartTicks
+}
+
+// gone reports whether the guard of l has exited: its pid names no
+// process, a zombie, or one started at another time. Every process it
+// started went with it (each run lives in its guard's PID namespace,
+// whose init has SIGKILL as its parent-death signal: pid_namespaces(7),
+// prctl(2)); the worker still kills the job's cgroup before a retry.
+func (l *link) gone() bool {
+	st, err := kernfile.ReadProcStat(l.pid)
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH)
+	}
+	return st.State == 'Z' || st.State == 'X' || l.start != 0 && st.StartTicks != l.start
+}
+
+// past reports whether the newest deadline the guard of l acknowledged
+// has passed: the guard then kills every job and exits, unless a later
+// deadline the agent sent reaches it first (serve.go, drain). A link
+// that acknowledged none is not past (the guard holds no deadline of
+// this agent's yet).
+func (rc *runsClient) past(l *link) bool {
+	rc.mu.Lock()
+	acked := l.acked
+	rc.mu.Unlock()
+	return acked != 0 && boottime.Now() >= acked
 }
 
 // dialLegacy makes a link to a guard of the previous release, whose runs
@@ -279,7 +323,7 @@ func (rc *runsClient) dialLegacy(runs *net.UnixConn) (*link, error) {
 		v1.Close()
 		return nil, fmt.Errorf("the lease guard of the previous release (pid %d): %w", pid, err)
 	}
-	return rc.open(&link{mc: &msgConn{c: runs}, v1: v1, pid: pid, offset: off})
+	return rc.open(&link{mc: &msgConn{c: runs}, v1: v1, pid: pid, offset: off, start: startOf(pid)})
 }
 
 // open registers l and starts its read loop. Errors: errClientClosed (l
@@ -347,11 +391,17 @@ func (rc *runsClient) call(l *link, m runMsg, timeout time.Duration, fds ...int)
 // for its acknowledgement. Errors: as call's (errNoAnswer: it did not
 // answer within answerTimeout).
 func (rc *runsClient) deadlineOn(l *link, d int64) error {
+	var err error
 	if l.v1 != nil {
-		_, err := exchangeV1(l.v1, message{kind: kindDeadline, value: uint64(d + l.offset)}, kindAck, true)
-		return err
+		_, err = exchangeV1(l.v1, message{kind: kindDeadline, value: uint64(d + l.offset)}, kindAck, true)
+	} else {
+		_, err = rc.call(l, runMsg{Op: opDeadline, Deadline: d}, answerTimeout)
 	}
-	_, err := rc.call(l, runMsg{Op: opDeadline, Deadline: d}, answerTimeout)
+	if err == nil {
+		rc.mu.Lock()
+		l.acked = d
+		rc.mu.Unlock()
+	}
 	return err
 }
 
@@ -775,34 +825,32 @@ func (rc *runsClient) wait(id string, f func(unix.WaitStatus)) {
 
 // Spawn has the guard start x for r (worker.Spawner): the guard becomes
 // the run's parent, so the run outlives this agent until the lease
-// guard's deadline. Errors: the guard cannot be reached or started, or
-// does not answer within spawnTimeout ("lease guard"), or its launcher's
-// (the program, the cgroup).
+// guard's deadline. It starts through a guard that is not past its
+// deadline (startLink). Errors: the guard cannot be reached or started,
+// or does not answer within spawnTimeout ("lease guard"), or its
+// launcher's (the program, the cgroup); worker.ErrStartInterrupted when
+// the guard was lost during the start, or was past its deadline
+// throughout (lostDuring): nothing of the start lives on, and the worker
+// tries it again on the next guard.
 func (c *Client) Spawn(x *worker.Exec, r worker.Run, logw *os.File, logr int, onExit func(unix.WaitStatus)) (worker.Run, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	rc := &c.runs
-	l, err := rc.attach(ctx, true)
-	// A guard being replaced (a hung one ended, a new one starting):
-	// look again until ctx ends.
-	for wait := 20 * time.Millisecond; err != nil && !errors.Is(err, errClientClosed); wait = min(2*wait, 500*time.Millisecond) {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return worker.Run{}, fmt.Errorf("start through the lease guard: %w (%w)", err, ctx.Err())
-		case <-t.C:
-		}
-		l, err = rc.attach(ctx, true)
-	}
+	l, err := rc.startLink(ctx)
 	if err != nil {
-		return worker.Run{}, fmt.Errorf("start through the lease guard: %w", err)
+		return worker.Run{}, err
 	}
 	a, err := rc.call(l, runMsg{Op: opSpawn, Exec: x, Run: &r}, spawnTimeout, int(logw.Fd()), logr)
-	switch {
-	case errors.Is(err, errNoAnswer):
-		return worker.Run{}, fmt.Errorf("start through the lease guard: no answer within %s", spawnTimeout)
-	case err != nil && a.Error == "":
+	if err != nil { // no answer: the connection ended (its Error tells so too), or errNoAnswer
+		broke := !errors.Is(err, errNoAnswer)
+		if !broke {
+			err = fmt.Errorf("no answer within %s", spawnTimeout)
+		}
+		if how := rc.lostDuring(l, broke); how != "" {
+			rc.logger().Warn("a start was cut short by the loss of the lease guard; it is tried again on the next guard",
+				"job_id", r.JobID, "guard_pid", l.pid, "how", how, "error", err)
+			return worker.Run{}, worker.InterruptedStartError(fmt.Sprintf("start through the lease guard: %v; the guard (pid %d) %s", err, l.pid, how))
+		}
 		return worker.Run{}, fmt.Errorf("start through the lease guard: %w", err)
 	}
 	if a.Error != "" || a.Run == nil {
@@ -814,6 +862,93 @@ func (c *Client) Spawn(x *worker.Exec, r worker.Run, logw *os.File, logr int, on
 	}
 	rc.wait(a.Run.ID, onExit)
 	return l.run(*a.Run), nil
+}
+
+// startLink returns the link a start goes through: the live one, or a
+// new one (attach: a guard being replaced, a hung one ended and a new one
+// starting, is looked for again), whose guard is not past its deadline.
+// A guard past its deadline is about to kill every job and exit
+// (serve.go), so a start through it would be killed or cut short: it is
+// waited for until it acknowledges a later deadline, or is gone and a new
+// guard is started. Errors: ctx ends first (worker.ErrStartInterrupted
+// when the guard was past its deadline: nothing was sent); attach's;
+// errClientClosed.
+func (rc *runsClient) startLink(ctx context.Context) (*link, error) {
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		l, err := rc.attach(ctx, true)
+		if errors.Is(err, errClientClosed) {
+			return nil, fmt.Errorf("start through the lease guard: %w", err)
+		}
+		past := err == nil && rc.past(l)
+		if err == nil && !past {
+			return l, nil
+		}
+		if past {
+			err = fmt.Errorf("the lease guard (pid %d) is past its fencing deadline: it kills every job and exits", l.pid)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if past {
+				return nil, worker.InterruptedStartError(fmt.Sprintf("start through the lease guard: %v (%v); tried again on the next guard", err, ctx.Err()))
+			}
+			return nil, fmt.Errorf("start through the lease guard: %w (%w)", err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// goneWait bounds how long lostDuring waits for a guard to be gone.
+const goneWait = readyTimeout
+
+// lostDuring tells how the guard of l was lost during a start that got
+// no answer (broke: the connection ended or its send failed; else
+// errNoAnswer), "" when it was not: it lives and is not past its
+// deadline, so the start may run in it. A guard whose connection ended,
+// or that is past its deadline, is waited for up to goneWait to be gone;
+// one past its deadline still there then is ended (endHung): it kills
+// every job and exits anyway.
+func (rc *runsClient) lostDuring(l *link, broke bool) string {
+	rc.mu.Lock()
+	ended := l.ended || broke
+	rc.mu.Unlock()
+	past := rc.past(l)
+	if !ended && !past {
+		if l.gone() {
+			return "exited during the start"
+		}
+		return ""
+	}
+	if rc.waitGone(l) {
+		return "exited during the start"
+	}
+	if !past {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), goneWait)
+	defer cancel()
+	if err := rc.endHung(ctx, fmt.Errorf("past its fencing deadline, it did not answer a start")); err != nil {
+		rc.logger().Warn("end the lease guard past its deadline", "guard_pid", l.pid, "error", err)
+	}
+	if rc.waitGone(l) {
+		return "was past its fencing deadline and was ended"
+	}
+	return ""
+}
+
+// waitGone waits up to goneWait for the guard of l to be gone (gone).
+func (rc *runsClient) waitGone(l *link) bool {
+	end := time.Now().Add(goneWait)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		if l.gone() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(wait)
+	}
 }
 
 // run is r as the guard of l told it, its start time in ticks of the

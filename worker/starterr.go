@@ -22,7 +22,7 @@ var ErrStartTransient = errors.New("the start may succeed when tried again")
 // or a bad cgroup is not: it fails the same way until the definition or
 // the host changes.
 func TransientStart(err error) bool {
-	if errors.Is(err, ErrStartTransient) {
+	if errors.Is(err, ErrStartTransient) || errors.Is(err, ErrStartInterrupted) {
 		return true
 	}
 	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.EAGAIN, unix.ENOMEM} {
@@ -45,3 +45,26 @@ func (e transientError) Is(target error) bool { return target == ErrStartTransie
 // accepts: what a Spawner returns for a failure its far end judged
 // transient.
 func TransientStartError(msg string) error { return transientError{msg} }
+
+// ErrStartInterrupted marks a start cut short by the loss of the process
+// that carried it out: the lease guard exited, or was found past its
+// fencing deadline (it kills every job and exits), while the start was
+// under way. Nothing of the start outlives that guard (every run lives in
+// its guard's PID namespace, pid_namespaces(7)), so it is tried again with
+// the backoff on the next guard, as systemd and Nomad retry a start that
+// failed for the host's reason, and it is not counted against
+// maxStartRetries: it is not the job's failure.
+var ErrStartInterrupted = errors.New("the start was cut short by the loss of the lease guard")
+
+// interruptedError is an error whose text is msg, and which is
+// ErrStartInterrupted.
+type interruptedError struct{ msg string }
+
+func (e interruptedError) Error() string        { return e.msg }
+func (e interruptedError) Is(target error) bool { return target == ErrStartInterrupted }
+
+// InterruptedStartError is an error with text msg that is
+// ErrStartInterrupted: what a Spawner returns for a start its far end was
+// lost during (or would have been lost during) without starting anything
+// that lives on.
+func InterruptedStartError(msg string) error { return interruptedError{msg} }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,4 +119,112 @@ func TestTransientStartClass(t *testing.T) {
 			t.Errorf("TransientStart(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
+}
+
+// interruptingSpawner cuts short its first cuts starts, as a lease guard
+// that exits mid-start does (ErrStartInterrupted), then starts runs on its
+// Runtime's launcher threads.
+type interruptingSpawner struct {
+	rt    *Runtime
+	g     Group
+	cuts  int32
+	calls atomic.Int32
+}
+
+func (s *interruptingSpawner) Spawn(x *Exec, r Run, logw *os.File, _ int, onExit func(unix.WaitStatus)) (Run, error) {
+	if s.calls.Add(1) <= s.cuts {
+		return Run{}, InterruptedStartError("start through the lease guard: the guard exited during the start")
+	}
+	pid, err := s.rt.Launch(x, s.g, logw, onExit)
+	r.PID = pid
+	return r, err
+}
+
+func (s *interruptingSpawner) Adopt(Run, func(unix.WaitStatus)) {}
+func (s *interruptingSpawner) Forget(Run)                       {}
+
+// A start cut short by the loss of the lease guard is tried again with
+// the backoff, however many times in a row (more than maxStartRetries
+// here): it is not the job's failure, and the job runs once a start goes
+// through, never failed.
+func TestInterruptedStartIsNotCountedAgainstTheJob(t *testing.T) {
+	rt := ownRuntime(t)
+	g := newTestGroup(t, 0)
+	spec := sh(g, "sleep 1000")
+	spec.Runtime = rt
+	sp := &interruptingSpawner{rt: rt, g: g, cuts: maxStartRetries + 2}
+	spec.Spawner = sp
+	spec.Backoff = Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}
+	var failed atomic.Bool
+	spec.OnChange = func(st Status) {
+		if st.State == Failed {
+			failed.Store(true)
+		}
+	}
+	w := startWorker(t, spec)
+	waitRunning(t, w)
+	if n := sp.calls.Load(); n != sp.cuts+1 {
+		t.Errorf("%d starts, want %d", n, sp.cuts+1)
+	}
+	if failed.Load() {
+		t.Errorf("the job was failed on its way to running")
+	}
+}
+
+// cgroupGoneSpawner fails its first start as a launcher does whose job
+// cgroup was removed meanwhile, then starts runs on its Runtime's
+// launcher threads.
+type cgroupGoneSpawner struct {
+	rt    *Runtime
+	g     Group
+	calls atomic.Int32
+}
+
+func (s *cgroupGoneSpawner) Spawn(x *Exec, r Run, logw *os.File, _ int, onExit func(unix.WaitStatus)) (Run, error) {
+	if s.calls.Add(1) == 1 {
+		return Run{}, errors.New("load cgroup jobs/job: cgroup does not exist")
+	}
+	pid, err := s.rt.Launch(x, s.g, logw, onExit)
+	r.PID = pid
+	return r, err
+}
+
+func (s *cgroupGoneSpawner) Adopt(Run, func(unix.WaitStatus)) {}
+func (s *cgroupGoneSpawner) Forget(Run)                       {}
+
+// A start that fails while the job's cgroup is gone (removed during the
+// start: a lease guard past its deadline removes every job's cgroup as it
+// exits) has the cgroup made again (Spec.Remake) and is tried again,
+// rather than leaving the job failed for good; a start that fails with
+// the cgroup whole is not.
+func TestStartWhoseCgroupWasRemovedIsRetried(t *testing.T) {
+	rt := ownRuntime(t)
+	g := newTestGroup(t, 0)
+	spec := sh(g, "sleep 1000")
+	spec.Runtime = rt
+	sp := &cgroupGoneSpawner{rt: rt, g: g}
+	spec.Spawner = sp
+	spec.Backoff = Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}
+	var remakes atomic.Int32
+	spec.Remake = func() ([]string, error) {
+		if remakes.Add(1) == 1 {
+			return []string{"jobs/job"}, nil // it was gone, and is made again
+		}
+		return nil, nil
+	}
+	w := startWorker(t, spec)
+	waitRunning(t, w)
+	if n := sp.calls.Load(); n != 2 {
+		t.Errorf("%d starts, want 2", n)
+	}
+
+	g2 := newTestGroup(t, 0)
+	spec2 := sh(g2, "sleep 1000")
+	spec2.Runtime = rt
+	spec2.Spawner = &cgroupGoneSpawner{rt: rt, g: g2}
+	spec2.Remake = func() ([]string, error) { return nil, nil } // whole: a real failure
+	w2 := startWorker(t, spec2)
+	testutil.Eventually(t, 20*time.Second, "the start with its cgroup whole failed", func() bool {
+		return w2.Status().State == Failed
+	})
 }

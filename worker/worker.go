@@ -530,6 +530,9 @@ func (w *Worker) startRun(release func(), token uint64) (retrying bool) {
 			_ = logw.Close()
 		}
 		killGroup(w.spec.Group, w.logs)
+		if !TransientStart(err) && w.spec.remadeAfterStart(w.logs) {
+			err = TransientStartError(fmt.Sprintf("%v (the job's cgroup was removed during the start, and is made again)", err))
+		}
 		if w.passes(err) {
 			w.retryStart(err)
 			return true
@@ -653,10 +656,13 @@ func (w *Worker) exited(n uint64, ws unix.WaitStatus) {
 
 // retryStart is the step after a start that failed for a reason that
 // passes (TransientStart): the job backs off as after an exit, whatever
-// its restart policy (the run never began), and is started again. step is
-// held.
+// its restart policy (the run never began), and is started again. A
+// start cut short by the loss of the lease guard (ErrStartInterrupted)
+// is not counted against maxStartRetries. step is held.
 func (w *Worker) retryStart(err error) {
-	w.retries++
+	if !errors.Is(err, ErrStartInterrupted) { // not the job's failure
+		w.retries++
+	}
 	w.delay = w.spec.Backoff.next(w.delay, 0)
 	next := time.Now().Add(w.delay)
 	w.setState(func(s *Status) { s.State, s.PID, s.Reason, s.NextRestart = BackingOff, 0, err.Error(), next })
@@ -682,6 +688,29 @@ func (s *Spec) remake(logs *logPipe) {
 	case len(made) > 0:
 		logs.mark("the job's cgroup was gone (removed from outside): made again with its limits")
 	}
+}
+
+// remadeAfterStart reports whether a start that failed found the job's
+// cgroup gone, and made it again (Spec.Remake): it was removed while the
+// start was under way (a lease guard past its deadline removes every job's
+// cgroup as it exits, as an agent, fenced, joins again and starts its
+// jobs anew; or an operator), and the start is tried again, as a restart
+// after such a removal is (C33). It says so in the job's log (logs). The
+// worker's step lock is held.
+func (s *Spec) remadeAfterStart(logs *logPipe) bool {
+	if s.Remake == nil {
+		return false
+	}
+	made, err := s.Remake()
+	if err != nil {
+		logs.mark("the job's cgroup is gone and could not be made again: %v", err)
+		return false
+	}
+	if len(made) == 0 {
+		return false
+	}
+	logs.mark("the job's cgroup was removed during the start: made again with its limits; the start is tried again")
+	return true
 }
 
 // restart is the step at the end of backoff timer n, with a start slot
