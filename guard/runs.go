@@ -289,37 +289,78 @@ func (r *runs) forget(id string) {
 
 // list sends every run held, each with its log pipe's read end, then
 // opListed.
+//
+// Each read end is sent as a copy (F_DUPFD_CLOEXEC) made under the lock,
+// so that a forget meanwhile cannot close it under the send. The copies
+// are made listBatch at a time and closed once sent: a guard holds one
+// descriptor per run already, and copying all of them at once needed a
+// second one per run, so that a guard within twice its runs of its
+// RLIMIT_NOFILE (10,000 runs under a limit of 20,000) left the runs past
+// the limit out of the list (EMFILE), and the next agent started those
+// jobs again beside them. A run forgotten before its batch is copied is
+// not sent (it is no longer held). A copy that fails all the same ends
+// the connection without opListed, so that the agent sees a failed list,
+// never a short one it would take for every run.
 func (r *runs) list(mc *msgConn) {
-	// Each read end is sent as a copy made under the lock, so that a
-	// forget meanwhile cannot close it under the send.
 	r.mu.Lock()
-	var out []heldRun
-	for _, hr := range r.held {
-		if hr.logr < 0 {
+	ids := make([]string, 0, len(r.held))
+	for id, hr := range r.held {
+		if hr.logr >= 0 {
+			ids = append(ids, id)
+		}
+	}
+	r.mu.Unlock()
+	for start := 0; start < len(ids); start += listBatch {
+		batch, err := r.copyBatch(ids[start:min(start+listBatch, len(ids))])
+		if err != nil {
+			r.log.Warn("guard: copy a run's log pipe; ending the connection so that the agent lists again", "error", err)
+			mc.c.Close()
+			return
+		}
+		for i, hr := range batch {
+			run := hr.run
+			if err := mc.send(runMsg{Op: opHeld, Run: &run, Exited: hr.exited, Status: uint32(hr.status)}, hr.logr); err != nil {
+				r.log.Warn("guard: hand a run to the agent", "run", run.ID, "error", err)
+				closeCopies(batch[i:])
+				return
+			}
+			unix.Close(hr.logr)
+		}
+	}
+	if err := mc.send(runMsg{Op: opListed}); err != nil && !errors.Is(err, net.ErrClosed) {
+		r.log.Warn("guard: end the list of runs", "error", err)
+	}
+}
+
+// listBatch is how many log pipe read ends list copies at a time.
+const listBatch = 64
+
+// copyBatch returns the runs ids names that are still held, each with a
+// copy of its log pipe's read end, made under the lock. Errors: a copy
+// fails (EMFILE: the guard's RLIMIT_NOFILE); the copies made are closed.
+func (r *runs) copyBatch(ids []string) ([]heldRun, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]heldRun, 0, len(ids))
+	for _, id := range ids {
+		hr, ok := r.held[id]
+		if !ok || hr.logr < 0 {
 			continue
 		}
 		c := *hr
 		var err error
 		if c.logr, err = unix.FcntlInt(uintptr(hr.logr), unix.F_DUPFD_CLOEXEC, 0); err != nil {
-			r.log.Warn("guard: copy a run's log pipe", "run", hr.run.ID, "error", err)
-			continue
+			closeCopies(out)
+			return nil, fmt.Errorf("copy the log pipe of run %s: %w", id, err)
 		}
 		out = append(out, c)
 	}
-	r.mu.Unlock()
-	defer func() {
-		for _, hr := range out {
-			unix.Close(hr.logr)
-		}
-	}()
-	for _, hr := range out {
-		run := hr.run
-		if err := mc.send(runMsg{Op: opHeld, Run: &run, Exited: hr.exited, Status: uint32(hr.status)}, hr.logr); err != nil {
-			r.log.Warn("guard: hand a run to the agent", "run", run.ID, "error", err)
-			return
-		}
-	}
-	if err := mc.send(runMsg{Op: opListed}); err != nil && !errors.Is(err, net.ErrClosed) {
-		r.log.Warn("guard: end the list of runs", "error", err)
+	return out, nil
+}
+
+// closeCopies closes the copied read ends of runs.
+func closeCopies(runs []heldRun) {
+	for _, hr := range runs {
+		unix.Close(hr.logr)
 	}
 }
