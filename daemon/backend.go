@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/cgroup"
@@ -59,15 +61,31 @@ func (b *backend) info() source.Info {
 }
 
 // Jobs implements api.Backend: every job this agent runs, sorted by ID.
+// Each job's cgroup is read now (jobInfo: about ten kernel files, a
+// millisecond per job here), so the jobs are read by a few goroutines at
+// once, two per CPU, each writing its own entries; Jobs waits for them.
+// At 10,000 jobs one sequential read took 11 s on 2 CPUs, longer than the
+// CLI's 10 s request timeout.
 func (b *backend) Jobs() []api.Job {
 	v := b.view()
 	logDir := b.ag.Config().Agent.LogDir
-	out := make([]api.Job, 0, len(v.Jobs))
-	for _, j := range v.Jobs {
-		out = append(out, jobInfo(j, logDir))
+	out := make([]api.Job, len(v.Jobs))
+	readers := min(len(v.Jobs)/jobsPerReader+1, 2*runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for r := range readers {
+		wg.Go(func() {
+			for i := r; i < len(v.Jobs); i += readers {
+				out[i] = jobInfo(v.Jobs[i], logDir)
+			}
+		})
 	}
+	wg.Wait()
 	return out
 }
+
+// jobsPerReader is how many jobs make another reader of Jobs worth its
+// goroutine.
+const jobsPerReader = 64
 
 // Job implements api.Backend.
 func (b *backend) Job(id string) (api.Job, bool) {
