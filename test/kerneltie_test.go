@@ -2,7 +2,9 @@ package test
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -95,7 +97,13 @@ name = "daemonised"
 		time.Sleep(10 * time.Millisecond)
 	}
 	if len(alive) > 0 {
-		t.Fatalf("processes %v of the jobs (or their init) alive %s after the guard's death", alive, jobsDieWithin)
+		var what []string
+		for _, p := range alive {
+			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+			what = append(what, strings.TrimSpace(string(st)))
+		}
+		t.Fatalf("processes %v of the jobs (or their init, %v) alive %s after the guard's death; /proc/PID/stat:\n%s",
+			alive, inits, jobsDieWithin, strings.Join(what, "\n"))
 	}
 	t.Logf("every process of the jobs gone %s after the guard was seen dead", time.Since(dead).Round(time.Millisecond))
 	jb := b.waitExactly(settle, jobs...)

@@ -69,8 +69,17 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// Alive reports whether pid exists and is not a zombie (state Z in
-// /proc/PID/stat, read by prometheus/procfs).
+// pfExiting is the task flag PF_EXITING (include/linux/sched.h), field 9
+// of /proc/PID/stat: the task is in do_exit and runs no more user code.
+const pfExiting = 0x4
+
+// Alive reports whether pid exists, is not a zombie (state Z or X in
+// /proc/PID/stat, read by prometheus/procfs) and is not exiting (flag
+// PF_EXITING). A PID namespace's init that has been killed stays in exit,
+// not yet a zombie, until every process of its namespace has been reaped,
+// also those whose parent is outside it (pid_namespaces(7); the kernel's
+// zap_pid_ns_processes): on a host whose PID 1 reaps late, it runs no
+// code for seconds before it becomes a zombie.
 func Alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
@@ -80,7 +89,7 @@ func Alive(pid int) bool {
 		return false
 	}
 	st, err := p.Stat()
-	return err == nil && st.State != "Z"
+	return err == nil && st.State != "Z" && st.State != "X" && st.Flags&pfExiting == 0
 }
 
 // Poll calls cond every 20 ms until it holds (true) or Deadline(timeout)
