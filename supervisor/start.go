@@ -263,6 +263,11 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 	e.tbl.retries.Forget(j.ID)
 	e.tbl.mu.Unlock()
 	nj.w.Start()
+	if l.run != nil {
+		// Not a start: the run goes on, its pid kept (docs/live-restart.md).
+		e.log.Info("job adopted", "job_id", j.ID, "pid", l.run.Run.PID, "run", l.run.Run.ID, "cgroup", e.cgroupPath(j))
+		return
+	}
 	e.log.Info("job starting", "job_id", j.ID, "cgroup", e.cgroupPath(j))
 }
 

@@ -117,7 +117,7 @@ func TestCrashedAgentHandsJobsOver(t *testing.T) {
 		return quitterExitRe.MatchString(e.guardLog())
 	})
 
-	e.start()
+	e.start() // a new e.out: the second agent's log
 	after := e.waitRunning("sleeper", "counter", "quitter")
 	// The quitter's adopted run shows running until its exit reaches the
 	// worker (at once when the guard had recorded it at the listing, a
@@ -138,6 +138,14 @@ func TestCrashedAgentHandsJobsOver(t *testing.T) {
 		}
 		if a.StartedAt == nil || b.StartedAt == nil || !a.StartedAt.Equal(*b.StartedAt) {
 			t.Errorf("%s: started_at %s after, %s before", id, a.StartedAt, b.StartedAt)
+		}
+		// The log says what happened: an adoption, not a start.
+		second := e.out.String()
+		if want := fmt.Sprintf(`msg="job adopted" job_id=%s pid=%d `, id, b.PID); !strings.Contains(second, want) {
+			t.Errorf("%s: the second agent's log has no %q", id, want)
+		}
+		if strings.Contains(second, `msg="job starting" job_id=`+id+" ") {
+			t.Errorf("%s: the second agent logged an adopted run as a start", id)
 		}
 	}
 	q := after["quitter"]
