@@ -1,14 +1,45 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"time"
 
 	"github.com/berthd/berth/api"
 	"github.com/berthd/berth/config"
+	"github.com/spf13/cobra"
 )
+
+// defaultRequestTimeout bounds one request to an agent's API unless
+// --request-timeout says otherwise.
+const defaultRequestTimeout = 10 * time.Second
+
+// requestTimeoutFlag adds --request-timeout to c, into d: how long one
+// request to the agent may take (kubectl's flag of that name), 0 for no
+// limit. At 10,000 jobs a loaded host's GET /v1/jobs can take longer
+// than the default.
+func requestTimeoutFlag(c *cobra.Command, d *time.Duration) {
+	c.Flags().DurationVar(d, "request-timeout", defaultRequestTimeout, "how long one request to the agent may take (0: no limit)")
+}
+
+// requestContext is ctx bounded by the request timeout d (none when d is
+// 0), and cl's own HTTP timeout set to d. It returns a usage error for a
+// negative d.
+func requestContext(ctx context.Context, cl *api.Client, d time.Duration) (context.Context, context.CancelFunc, error) {
+	if d < 0 {
+		return nil, nil, usageError("--request-timeout %v is negative (0: no limit)", d)
+	}
+	cl.HTTP.Timeout = d
+	if d == 0 {
+		ctx, cancel := context.WithCancel(ctx)
+		return ctx, cancel, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return ctx, cancel, nil
+}
 
 // clientOf returns a client of the API of the agent whose [agent] settings
 // are ag: at addr when it is given (--addr: host:port or a URL), else at

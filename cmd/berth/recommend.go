@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 func recommendCmd(configPath *string) *cobra.Command {
 	var addr string
 	var asJSON bool
+	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "recommend [JOB|CONNECTOR...]",
 		Short: "Print limits sized from what the jobs used, as TOML to paste",
@@ -62,7 +62,10 @@ The agent is found as berth status finds it (--addr, else agent.listen of
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			ctx, cancel, err := requestContext(cmd.Context(), cl, timeout)
+			if err != nil {
+				return err
+			}
 			defer cancel()
 			var jobs, connectors []string
 			if len(args) > 0 {
@@ -85,6 +88,7 @@ The agent is found as berth status finds it (--addr, else agent.listen of
 	}
 	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT or URL (default: agent.listen of --config)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the agent's JSON (GET /v1/recommendations)")
+	requestTimeoutFlag(c, &timeout)
 	return c
 }
 

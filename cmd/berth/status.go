@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 func statusCmd(configPath *string) *cobra.Command {
 	var addr string
 	var asJSON, wide bool
+	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Print the jobs and sharing groups of a running agent",
@@ -31,7 +31,8 @@ The agent is found at --addr, else at agent.listen of --config, over https
 when its agent.web_config_file turns TLS on, presenting the [agent.client]
 CA, client certificate and basic-auth credentials of --config. A file that
 does not validate (a refused reload is when status is most needed) is still
-read for these keys, with a warning.`,
+read for these keys, with a warning. Both requests together may take
+--request-timeout (10 s; GET /v1/jobs takes seconds at 10,000 jobs).`,
 		Example: `  berth status
   berth status --wide
   berth status --addr 10.0.0.7:9750 --json`,
@@ -41,7 +42,10 @@ read for these keys, with a warning.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			ctx, cancel, err := requestContext(cmd.Context(), cl, timeout)
+			if err != nil {
+				return err
+			}
 			defer cancel()
 			jobs, err := cl.Jobs(ctx)
 			if err != nil {
@@ -63,6 +67,7 @@ read for these keys, with a warning.`,
 	c.Flags().StringVar(&addr, "addr", "", "agent address HOST:PORT or URL (default: agent.listen of --config)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the agent's JSON (GET /v1/jobs)")
 	c.Flags().BoolVarP(&wide, "wide", "w", false, "also print each job's fencing token, cgroup and command")
+	requestTimeoutFlag(c, &timeout)
 	return c
 }
 

@@ -25,6 +25,7 @@ func topCmd(configPath *string) *cobra.Command {
 		iterations int
 		batch      bool
 		order      string
+		timeout    time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "top",
@@ -52,7 +53,9 @@ terminal, frames are printed one after another without escape codes.
 
 The agent is found at --addr, else at agent.listen of --config, over https
 when its agent.web_config_file turns TLS on, presenting the [agent.client]
-credentials of --config (as berth status does).`,
+credentials of --config (as berth status does). A refresh may take
+--request-timeout (10 s) before it is shown as an error: GET /v1/jobs
+takes seconds at 10,000 jobs.`,
 		Example: `  berth top
   berth top -d 5s --order memory
   berth top --batch -n 2 --addr 10.0.0.7:9750`,
@@ -68,9 +71,13 @@ credentials of --config (as berth status does).`,
 			if err != nil {
 				return err
 			}
+			if timeout < 0 {
+				return usageError("--request-timeout %v is negative (0: no limit)", timeout)
+			}
+			client.HTTP.Timeout = timeout
 			// The header names the agent as dialled: host:port, or the
 			// https URL.
-			t := &top{client: client, addr: strings.TrimPrefix(client.Base, "http://"), delay: delay, order: order, out: cmd.OutOrStdout()}
+			t := &top{client: client, addr: strings.TrimPrefix(client.Base, "http://"), delay: delay, timeout: timeout, order: order, out: cmd.OutOrStdout()}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			in, isTTY := int(os.Stdin.Fd()), false
@@ -88,6 +95,7 @@ credentials of --config (as berth status does).`,
 	c.Flags().IntVarP(&iterations, "iterations", "n", 0, "stop after this many frames (0: run until q)")
 	c.Flags().BoolVarP(&batch, "batch", "b", false, "print frames one after another, without escape codes")
 	c.Flags().StringVar(&order, "order", "cpu", "sort by cpu, memory, io, pressure, restarts or job")
+	requestTimeoutFlag(c, &timeout)
 	return c
 }
 
@@ -96,8 +104,12 @@ type top struct {
 	client *api.Client
 	addr   string
 	delay  time.Duration
-	order  string
-	out    io.Writer
+	// timeout bounds one refresh (--request-timeout); 0: no limit. The
+	// next refresh is asked for delay after an answer, so a slow agent
+	// (seconds at 10,000 jobs) is shown late, not as an error.
+	timeout time.Duration
+	order   string
+	out     io.Writer
 
 	prev     map[string]api.Job // the previous sample, by job ID
 	prevTime time.Time
@@ -208,11 +220,16 @@ type sample struct {
 	at    time.Time
 }
 
-// fetch asks the agent for a sample, waiting at most max(delay, 2 s). It
-// touches nothing of t but the client, so that the interactive view can
-// fetch while it answers keys.
+// fetch asks the agent for a sample, waiting at most t.timeout (no limit
+// when 0). It touches nothing of t but the client, so that the
+// interactive view can fetch while it answers keys.
 func (t *top) fetch(ctx context.Context) sample {
-	ctx, cancel := context.WithTimeout(ctx, max(t.delay, 2*time.Second))
+	var cancel context.CancelFunc
+	if t.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, t.timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
 	jobs, err := t.client.Jobs(ctx)
 	s := sample{jobs: jobs, err: err, at: time.Now()}
