@@ -24,7 +24,6 @@ import (
 	"github.com/berthd/berth/recommend/sampler"
 	"github.com/berthd/berth/source"
 	"github.com/berthd/berth/supervisor"
-	"github.com/berthd/berth/supervisor/plan"
 	"github.com/berthd/berth/worker"
 	"github.com/jonboulle/clockwork"
 )
@@ -492,26 +491,16 @@ func (a *Agent) Handler() http.Handler {
 // Summary is a one-line state of the agent for the service manager's
 // STATUS= (systemctl status): jobs by state and the assignment generation.
 func (a *Agent) Summary() string {
-	v := a.backend.view()
-	var running, failed, waiting, other int
-	for _, j := range v.Jobs {
-		switch {
-		case j.Phase == plan.Waiting:
-			waiting++
-		case j.Phase == plan.Failed || j.Status.State == worker.Failed:
-			failed++
-		case j.Status.State == worker.Running:
-			running++
-		default:
-			other++
-		}
+	var t supervisor.Tally
+	if a.backend.started() {
+		t = a.sup.Tally()
 	}
 	jobs := "jobs"
-	if running == 1 {
+	if t.Running == 1 {
 		jobs = "job"
 	}
 	return fmt.Sprintf("%s; %d %s running, %d failed, %d waiting for a claim, %d other; assignment generation %d",
-		a.backend.info().State, running, jobs, failed, waiting, other, v.Desired.Generation)
+		a.backend.info().State, t.Running, jobs, t.Failed, t.Waiting, t.Other, t.Generation)
 }
 
 // forker is the pid of the process that forks the jobs, the lease guard

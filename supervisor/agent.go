@@ -183,6 +183,9 @@ func (a *Agent) loop(ctx context.Context) {
 	retryTimer := a.clock.NewTimer(time.Hour)
 	retryTimer.Stop()
 	defer retryTimer.Stop()
+	// settled is closed when the limits of the jobs the last pass adopted
+	// are checked (settle.go); nil: no check is running.
+	var settled <-chan struct{}
 	pass := func(retryFailed bool) {
 		a.busySince.Store(time.Now().UnixNano())
 		desired := a.source.Desired()
@@ -196,6 +199,7 @@ func (a *Agent) loop(ctx context.Context) {
 		if d, ok := a.tbl.nextRetry(); ok {
 			retryTimer.Reset(d)
 		}
+		settled = a.exec.settle.doneC()
 		if complete {
 			markReady()
 		}
@@ -205,6 +209,13 @@ func (a *Agent) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-settled:
+			// The adopted jobs' limits are checked: a refused one is
+			// retried when due.
+			settled = nil
+			if d, ok := a.tbl.nextRetry(); ok {
+				retryTimer.Reset(d)
+			}
 		case <-readyC:
 			a.log.Warn("no assignment published yet; reporting ready anyway", "waited", readyWait)
 			waited = true

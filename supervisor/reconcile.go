@@ -60,6 +60,13 @@ type executor struct {
 	// (pressure.go); nil when it could not start (memErr says why).
 	mem    *memwatch.Watcher
 	memErr error
+
+	// settle checks adopted jobs' limits after the pass (settle.go).
+	settle settler
+	// adoptGate is closed when startJobs has handed every run it adopts
+	// to its worker (worker.Spec.AdoptAfter); set by startJobs, which
+	// only the loop's goroutine calls.
+	adoptGate chan struct{}
 }
 
 // wanted is the assignment's jobs that have a definition, by ID.
@@ -87,6 +94,7 @@ func wanted(d source.Desired, defaults spec.ProcessDefaults) map[string]spec.Job
 // pass also decides what an earlier agent left, if that is not done yet:
 // every inherited run and wait is adopted, resumed or discarded.
 func (e *executor) reconcile(ctx context.Context, cfg *config.Config, desired source.Desired, retryFailed, handOver bool) {
+	e.settle.wait() // no pass updates limits an adoption's check is writing
 	want := wanted(desired, cfg.Agent.ProcessDefaults())
 	in := plan.Input{Want: want, Targets: desired.Targets, Restarts: desired.Restarts,
 		EnvErrs: e.resolveEnvFiles(want), RetryFailed: retryFailed, CanStart: e.host.CheckJob}
@@ -171,6 +179,7 @@ func (e *executor) execute(ctx context.Context, cfg *config.Config, desired sour
 		e.envFailed(e.tbl.get(f.Job.ID), f.Job, f.Err)
 	}
 	e.startJobs(ctx, cfg, launches(p))
+	e.settleAdopted(ctx)
 	for _, nj := range p.Update {
 		if cur := e.tbl.get(nj.ID); cur != nil {
 			e.updateJob(cur, nj)

@@ -81,6 +81,11 @@ func (e *executor) startJobs(ctx context.Context, cfg *config.Config, ls []launc
 		fresh[l.job.ID] = l.run == nil && l.wait == nil
 	}
 	renew := func(id string) bool { return fresh[id] }
+	// The adopted runs' workers do their own work once every run is
+	// handed over (worker.Spec.AdoptAfter).
+	gate := make(chan struct{})
+	e.adoptGate = gate
+	defer close(gate)
 	sem := make(chan struct{}, startParallel())
 	var wg sync.WaitGroup
 	next := 0
@@ -177,6 +182,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 		return
 	}
 	rel := cgroup.JobRel(j.ID, j.Group)
+	settle := false // the limits are checked after the pass (settle.go)
 	res, notes, err := j.Process.Limits.Resources(nil)
 	for _, n := range notes {
 		e.log.Info("job limits", "job_id", j.ID, "note", n)
@@ -185,9 +191,19 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 		nj.permanent = true // the device of an io limit does not resolve
 	} else {
 		nj.res = res
-		// An adopted run's cgroup holds the earlier agent's limits: one
-		// removed from the definition since is taken out.
-		nj.group, err = apply.New(e.hier, e.log, rel, res, l.run != nil)
+		if l.run != nil {
+			// An adopted run's cgroup holds the earlier agent's limits:
+			// they are checked against res after the pass (settle.go).
+			if g, lerr := e.hier.Load(rel); lerr == nil {
+				nj.group, settle = g, true
+			}
+		}
+		if nj.group == nil {
+			// A fresh cgroup, or an adopted run's cgroup removed from
+			// outside, made again: an adopted one's limits removed from the
+			// definition since are taken out.
+			nj.group, err = apply.New(e.hier, e.log, rel, res, l.run != nil)
+		}
 		if err != nil {
 			nj.permanent = permanent(err)
 			// Leave no half-made cgroup behind (failure case C16).
@@ -251,6 +267,7 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 	ws.Log = e.logs.Writer(j.ID, cfg.Agent.LogDir, cfg.Agent.LogMaxSize, cfg.Agent.LogMaxFiles, cfg.Agent.LogSink == "journal", e.log)
 	switch {
 	case l.run != nil:
+		ws.AdoptAfter = e.adoptGate
 		nj.w = worker.Adopt(ws, *l.run) // its token: the run's own (staleRun)
 		e.adopted.Add(1)
 	case l.wait != nil:
@@ -262,10 +279,14 @@ func (e *executor) startJob(ctx context.Context, cfg *config.Config, l launch, c
 	e.tbl.jobs[j.ID] = nj
 	e.tbl.retries.Forget(j.ID)
 	e.tbl.mu.Unlock()
+	if settle {
+		e.settle.add(unsettled{j: nj, rel: rel, res: res})
+	}
 	nj.w.Start()
 	if l.run != nil {
 		// Not a start: the run goes on, its pid kept (docs/live-restart.md).
-		e.log.Info("job adopted", "job_id", j.ID, "pid", l.run.Run.PID, "run", l.run.Run.ID, "cgroup", e.cgroupPath(j))
+		e.log.Info("job adopted", "job_id", j.ID, "pid", l.run.Run.PID, "run", l.run.Run.ID, "restarts", l.run.Run.Restarts,
+			"fencing_token", l.run.Run.Token, "cgroup", e.cgroupPath(j))
 		return
 	}
 	e.log.Info("job starting", "job_id", j.ID, "cgroup", e.cgroupPath(j))

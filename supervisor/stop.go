@@ -115,6 +115,7 @@ func (e *executor) retryReleases(ctx context.Context, starting map[string]bool) 
 // stopAll stops every job and removes every cgroup the agent made: the
 // group nodes and the jobs' and groups' subtrees.
 func (e *executor) stopAll(grace time.Duration) error {
+	e.settle.wait()
 	err := e.stopJobs(e.tbl.all(), grace)
 	e.removeUnusedGroups(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

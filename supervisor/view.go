@@ -88,6 +88,38 @@ func (a *Agent) View() View {
 	return v
 }
 
+// Tally is how many of the agent's jobs stand where, as the agent's
+// one-line status reports them (sd_notify STATUS=, the "agent ready"
+// line), and the generation of the assignment of the last pass.
+type Tally struct {
+	// Waiting for a claim; Failed (the phase, or the worker's state);
+	// Running (the worker's state); Other: any other state.
+	Waiting, Failed, Running, Other int
+	Generation                      int64
+}
+
+// Tally counts the jobs without a view of each: View copies every job's
+// definition, a third of a second at 5,000 jobs on a busy host.
+func (a *Agent) Tally() Tally {
+	a.tbl.mu.RLock()
+	defer a.tbl.mu.RUnlock()
+	t := Tally{Generation: a.tbl.desired.Generation}
+	for _, j := range a.tbl.jobs {
+		st, _ := j.status()
+		switch {
+		case j.phase == plan.Waiting:
+			t.Waiting++
+		case j.phase == plan.Failed || st.State == worker.Failed:
+			t.Failed++
+		case st.State == worker.Running:
+			t.Running++
+		default:
+			t.Other++
+		}
+	}
+	return t
+}
+
 // Job returns job id's view; false when the agent has no such job.
 func (a *Agent) Job(id string) (JobView, bool) {
 	a.tbl.mu.RLock()

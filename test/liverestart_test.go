@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/berthd/berth/api"
+	"github.com/berthd/berth/cgroup"
 	"github.com/berthd/berth/internal/testutil"
 	"github.com/berthd/berth/limits"
+	"github.com/berthd/berth/supervisor"
 	"golang.org/x/sys/unix"
 )
 
@@ -705,6 +707,7 @@ name = "limited"
 	e.write(conf(50, "32MiB"))
 	e.start()
 	after := e.waitRunning("limited")["limited"]
+	e.waitLimitsChecked()
 	if after.PID != before.PID || after.Restarts != before.Restarts {
 		t.Errorf("limited: pid %d restarts %d, was pid %d restarts %d: restarted, not adopted", after.PID, after.Restarts, before.PID, before.Restarts)
 	}
@@ -786,6 +789,7 @@ name = "limited"
 	e.write(conf(""))
 	e.start()
 	after := e.waitRunning("limited")["limited"]
+	e.waitLimitsChecked()
 	if after.PID != before.PID || after.Restarts != before.Restarts {
 		t.Errorf("limited: pid %d restarts %d, was pid %d restarts %d: restarted, not adopted", after.PID, after.Restarts, before.PID, before.Restarts)
 	}
@@ -863,5 +867,84 @@ group = "shared"
 	mem := groupLimit("memory.max", "memory.limit_in_bytes")
 	if n, err := strconv.ParseUint(mem, 10, 64); mem != "max" && (err != nil || n < 1<<62) {
 		t.Errorf("group memory limit %q after the limit was removed, want max", mem)
+	}
+}
+
+// waitLimitsChecked waits until e's agent has logged that the limits of
+// the runs it adopted are checked against their definitions and in force
+// (an adoption reports the runs first, then checks their limits).
+func (e *env) waitLimitsChecked() {
+	e.t.Helper()
+	testutil.Eventually(e.t, 60*time.Second, "the adopted jobs' limits checked", func() bool {
+		return strings.Contains(e.out.String(), supervisor.SettledLine)
+	})
+}
+
+// Live restart, a limit the kernel refuses for the adopted run: the
+// memory limit was lowered below what the job uses while no agent ran
+// (cgroup v1 refuses such a memory.limit_in_bytes with EBUSY once reclaim
+// cannot bring the usage under it, with no swap). The run is adopted and
+// keeps running under the earlier agent's limits; the refusal is
+// reported (update_blocked) and logged, and a reload with a limit the
+// kernel accepts puts it in force and clears the report.
+func TestAdoptedRunKeepsRunningWhenTheKernelRefusesItsNewLimit(t *testing.T) {
+	if cgroup.DetectMode() == cgroup.Unified || cgroup.DetectMode() == cgroup.Unavailable {
+		t.Skip("needs the cgroup v1 memory controller: cgroup v2 takes a memory.max below the usage (it reclaims, then OOM-kills) instead of refusing it")
+	}
+	if b, err := os.ReadFile("/proc/swaps"); err != nil || strings.Count(string(b), "\n") > 1 {
+		t.Skip("needs a host without swap: with swap the kernel swaps the job's memory out and takes the lower limit")
+	}
+	e := newEnv(t)
+	conf := func(memory string) string {
+		return e.header("2s") + fmt.Sprintf(`
+[cluster]
+session_ttl = "30s"
+
+[static]
+connectors = ["holder"]
+
+[[connector]]
+name = "holder"
+  [connector.run]
+  command = ["/bin/sh", "-c", "x=$(head -c 50000000 /dev/zero | tr '\\000' a); sleep 1000"]
+  [connector.run.limits]
+  memory = %q
+`, memory)
+	}
+	e.write(conf("256MiB"))
+	e.start()
+	before := e.waitRunning("holder")["holder"]
+	testutil.Eventually(t, 30*time.Second, "the job holding 50 MB", func() bool {
+		n, err := strconv.ParseUint(e.jobLimit("holder", "memory.current", "memory.usage_in_bytes"), 10, 64)
+		return err == nil && n >= 48<<20
+	})
+	if err := e.stop(syscall.SIGKILL); err == nil {
+		t.Fatal("agent killed by SIGKILL reported success")
+	}
+	e.write(conf("16MiB"))
+	e.start()
+	e.waitLimitsChecked()
+	testutil.Eventually(t, 30*time.Second, "the refused limit reported", func() bool {
+		return strings.Contains(e.jobs()["holder"].UpdateBlocked, strconv.Itoa(16<<20))
+	})
+	after := e.jobs()["holder"]
+	if after.State != "running" || after.PID != before.PID {
+		t.Errorf("holder: %s pid %d, was running pid %d: the run was not kept", after.State, after.PID, before.PID)
+	}
+	if got := e.jobLimit("holder", "memory.max", "memory.limit_in_bytes"); got != strconv.Itoa(256<<20) {
+		t.Errorf("memory limit %q, want the earlier agent's %d kept", got, 256<<20)
+	}
+	if !strings.Contains(e.out.String(), "the kernel refused limits of an adopted job") {
+		t.Errorf("no log line for the refusal:\n%s", e.out)
+	}
+	e.write(conf("128MiB"))
+	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the accepted limit in force, the report cleared", func() bool {
+		return e.jobLimit("holder", "memory.max", "memory.limit_in_bytes") == strconv.Itoa(128<<20) && e.jobs()["holder"].UpdateBlocked == ""
+	})
+	if j := e.jobs()["holder"]; j.PID != before.PID {
+		t.Errorf("holder: pid %d after the reload, was %d", j.PID, before.PID)
 	}
 }

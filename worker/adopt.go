@@ -57,9 +57,6 @@ func (w *Worker) adopt(a Adoptable) {
 	n := w.runs
 	p := &proc{pid: a.Run.PID, runID: a.Run.ID}
 	w.run = p
-	w.setState(func(s *Status) {
-		s.State, s.PID, s.StartedAt, s.Restarts, s.Token = Running, p.pid, a.Run.StartedAt, a.Run.Restarts, a.Run.Token
-	})
 	w.logs.mark("adopted pid %d (run %s) from an earlier agent", p.pid, a.Run.ID)
 	sp.Adopt(a.Run, func(ws unix.WaitStatus) { go w.exited(n, ws) })
 	if w.stopping {

@@ -128,6 +128,14 @@ type Spec struct {
 	// mounts it: memory_pressure = "notify"'s $MEMORY_PRESSURE_WATCH and
 	// $MEMORY_PRESSURE_WRITE (memwatch.Notify).
 	RunEnv []string
+	// AdoptAfter, for a worker made by Adopt, holds back the adoption's
+	// own work (the log pipe read on, the OOM kill count read, the mark in
+	// the job's log, the exit watched) until it is closed: the agent
+	// closes it once every run of the hand-over is handed to its worker,
+	// so that the report of a hand-over of thousands of runs does not wait
+	// for that work. An exit meanwhile is kept by the spawner and handled
+	// then. nil: no wait.
+	AdoptAfter <-chan struct{}
 }
 
 // Worker supervises the runs of one job: start inside the cgroup, wait for
@@ -223,9 +231,16 @@ func New(s Spec) *Worker {
 // it reads on from the run's log pipe and waits for its exit, keeping its
 // pid, start time and restart count; a run that has exited meanwhile has
 // its exit handled at once by the restart policy. It does not start it.
+//
+// The worker is Running from the moment Adopt returns, with the run's
+// pid, start time, restart count and fencing token: the run goes on
+// whatever its adoption does next, and a hand-over of thousands of runs
+// is reported as soon as each is handed to its worker (docs/live-restart.md).
+// No OnChange call reports this state (the caller logs the adoption).
 func Adopt(s Spec, run Adoptable) *Worker {
 	w := New(s)
 	w.adopted = &run
+	w.status = Status{State: Running, PID: run.Run.PID, StartedAt: run.Run.StartedAt, Restarts: run.Run.Restarts, Token: run.Run.Token}
 	return w
 }
 
@@ -266,9 +281,8 @@ func (w *Worker) Start() {
 		w.entered = true
 		// The count carried over shows from the first answer on.
 		w.setState(func(s *Status) {
-			s.State = Starting
-			if a := w.adopted; a != nil {
-				s.Restarts = a.Run.Restarts
+			if w.adopted == nil { // an adopted run is Running already (Adopt)
+				s.State = Starting
 			}
 			if p := w.pending; p != nil {
 				s.Restarts, s.LastExit = p.Restarts, p.LastExit
@@ -373,6 +387,12 @@ func (w *Worker) setState(f func(*Status)) {
 // carry on its restart wait.
 func (w *Worker) begin() {
 	newRun := w.adopted == nil && w.pending == nil
+	if g := w.spec.AdoptAfter; w.adopted != nil && g != nil {
+		select {
+		case <-g:
+		case <-w.stopCh: // adopted at once, to be stopped
+		}
+	}
 	var (
 		tok  uint64
 		terr error
@@ -384,6 +404,13 @@ func (w *Worker) begin() {
 	if newRun && terr == nil {
 		if release = w.spec.Runtime.startSlot(w.stopCh); release != nil {
 			defer release()
+		}
+	}
+	// An adoption's work takes a start slot too: thousands of adoptions
+	// at once would leave the agent no CPU to answer its API.
+	if w.adopted != nil {
+		if r := w.spec.Runtime.startSlot(w.stopCh); r != nil {
+			defer r()
 		}
 	}
 	w.step.Lock()

@@ -147,8 +147,9 @@ func runAgent(path, guardPprof string) error {
 		select {
 		case <-ready:
 			ready, started = nil, true // once
-			_, _ = sd.SdNotify(false, sd.SdNotifyReady+"\nSTATUS="+agent.Summary())
-			log.Info("agent ready", "status", agent.Summary())
+			status := agent.Summary()
+			_, _ = sd.SdNotify(false, sd.SdNotifyReady+"\nSTATUS="+status)
+			log.Info("agent ready", "status", status)
 			if reloadAgain {
 				reloadAgain = false
 				startReload()
