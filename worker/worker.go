@@ -387,10 +387,19 @@ func (w *Worker) setState(f func(*Status)) {
 // carry on its restart wait.
 func (w *Worker) begin() {
 	newRun := w.adopted == nil && w.pending == nil
-	if g := w.spec.AdoptAfter; w.adopted != nil && g != nil {
-		select {
-		case <-g:
-		case <-w.stopCh: // adopted at once, to be stopped
+	// An adoption's work takes a start slot, then waits for AdoptAfter:
+	// thousands of adoptions at once, or woken at once, would leave the
+	// agent no CPU to answer its API. Stopped meanwhile, it goes on at
+	// once (adopt then stops the run).
+	if w.adopted != nil {
+		if r := w.spec.Runtime.startSlot(w.stopCh); r != nil {
+			defer r()
+		}
+		if g := w.spec.AdoptAfter; g != nil {
+			select {
+			case <-g:
+			case <-w.stopCh:
+			}
 		}
 	}
 	var (
@@ -406,13 +415,7 @@ func (w *Worker) begin() {
 			defer release()
 		}
 	}
-	// An adoption's work takes a start slot too: thousands of adoptions
-	// at once would leave the agent no CPU to answer its API.
-	if w.adopted != nil {
-		if r := w.spec.Runtime.startSlot(w.stopCh); r != nil {
-			defer r()
-		}
-	}
+
 	w.step.Lock()
 	defer w.step.Unlock()
 	if newRun && terr == nil && release == nil { // stopped while waiting for a slot
