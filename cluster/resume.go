@@ -79,5 +79,7 @@ func (c *Client) Resume(ctx context.Context, m assign.Member, addr string, lease
 		return nil, fmt.Errorf("resume as %s: the member record changed meanwhile: %w", m.ID, ErrNotResumable)
 	}
 	rec.Lease = lease
-	return c.startSession(rec, id, sent, resp.Header.Revision), nil
+	s := c.startSession(rec, id, sent, resp.Header.Revision)
+	s.resumed = true
+	return s, nil
 }

@@ -56,6 +56,10 @@ type Session struct {
 	// seen is the highest store revision the session has seen in an
 	// answer (its grant or resume, renewals, claims): see Seen.
 	seen int64
+	// resumed is set, before the session is handed out, for a session
+	// resumed on an earlier agent's lease (Client.Resume): only such a
+	// session can hold claims it did not make.
+	resumed bool
 }
 
 // Join makes this agent a member: it grants a lease of Config.SessionTTL,

@@ -258,3 +258,81 @@ func TestClaimRunsRenewsAFullBatch(t *testing.T) {
 		}
 	}
 }
+
+// A resumed session's claims that are only to be read (an adoption of
+// thousands of runs) are read by read-only transactions: ClaimRuns of 300
+// claims it holds (three batches), one another member holds and one that
+// nobody holds makes one raft entry, the write transaction of the last
+// two: the held one is reported
+// held, the absent one created; the 300 are reported ours at their
+// create_revision, unwritten.
+func TestResumedClaimsAreReadWithoutAWrite(t *testing.T) {
+	name := uniqueName(t)
+	ttl := func(c *Config) { c.SessionTTL = 10 * time.Second }
+	old := connect(t, shared.Endpoints(), name, ttl)
+	m := assign.Member{ID: "a", Protocol: spec.ProtocolStatic}
+	s1, err := old.Join(ctxT(t), m, "127.0.0.1:1111")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []string
+	for i := range 300 {
+		mine = append(mine, fmt.Sprintf("job-%d", i))
+	}
+	first, _, err := s1.ClaimRuns(ctxT(t), mine, nil)
+	if err != nil || len(first) != len(mine) {
+		t.Fatalf("claims: %d of %d, %v", len(first), len(mine), err)
+	}
+	created := map[string]int64{}
+	for _, c := range first {
+		created[c.Job] = c.Created
+	}
+	other := join(t, connect(t, shared.Endpoints(), name, ttl), assign.Member{ID: "b", Protocol: spec.ProtocolStatic})
+	if ok, _, err := other.Claim(ctxT(t), "theirs"); !ok || err != nil {
+		t.Fatalf("b's claim: %v %v", ok, err)
+	}
+	lease := int64(s1.Lease())
+	s1.end(errors.New("the agent process died"))
+	<-s1.loop
+	old.Close()
+
+	next := connect(t, shared.Endpoints(), name, ttl)
+	s2, err := next.Resume(ctxT(t), m, "127.0.0.1:2222", lease)
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	// Every write transaction is a raft entry, whether it writes or not;
+	// a read-only one is not (etcd serves it by a read index).
+	raftIndex := func() uint64 {
+		st, err := next.etcd.Status(ctxT(t), shared.Endpoints()[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.RaftIndex
+	}
+	before := raftIndex()
+	won, held, err := s2.ClaimRuns(ctxT(t), append(append([]string{}, mine...), "theirs", "absent"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := raftIndex(); after != before+1 {
+		t.Errorf("the raft index went from %d to %d: want one write transaction, for the claims not already ours", before, after)
+	}
+	if held["theirs"] != "b" || len(held) != 1 {
+		t.Errorf("held %v, want theirs held by b", held)
+	}
+	got := map[string]Claimed{}
+	for _, c := range won {
+		got[c.Job] = c
+	}
+	if len(won) != len(mine)+1 || got["absent"].Revision == 0 {
+		t.Fatalf("won %d claims (absent: %+v), want the %d held and absent created", len(won), got["absent"], len(mine))
+	}
+	for _, j := range mine {
+		if c := got[j]; c.Revision != 0 || c.Created != created[j] {
+			t.Errorf("%s: %+v, want unwritten under create_revision %d", j, c, created[j])
+			break
+		}
+	}
+}
