@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -73,7 +74,8 @@ func (s *settler) doneC() <-chan struct{} {
 }
 
 // settleAdopted starts checking the limits of the jobs startJobs adopted
-// (settler.add), startParallel at a time, in a goroutine the next pass
+// (settler.add), one per CPU at a time (it follows the report: more left
+// the API answering late), in a goroutine the next pass
 // and stopAll wait for (settler.wait), and returns at once. ctx ends it
 // early: the jobs not yet checked keep the earlier agent's limits.
 func (e *executor) settleAdopted(ctx context.Context) {
@@ -88,7 +90,7 @@ func (e *executor) settleAdopted(ctx context.Context) {
 	e.settle.wg.Go(func() {
 		defer close(done)
 		began := time.Now()
-		sem := make(chan struct{}, startParallel())
+		sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 		var wg sync.WaitGroup
 		checked := 0
 		for _, u := range us {

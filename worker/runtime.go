@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -32,6 +33,9 @@ type Runtime struct {
 	closed  bool // Close has begun: no worker may start
 
 	starts chan struct{} // one slot per start under way (startSlots)
+	// adopts holds one slot per adoption's own work under way
+	// (adoptSlots).
+	adopts chan struct{}
 }
 
 // startSlots bounds the starts under way at once on a Runtime: from the
@@ -44,19 +48,38 @@ type Runtime struct {
 // launcher busy.
 func startSlots() int { return 4 * launcherCount() }
 
+// adoptSlots bounds the adoptions' own work under way at once (the log
+// pipe read on, the OOM kill count read, the mark: Worker.adopt) to one per
+// CPU: that work follows the report of a hand-over (Spec.AdoptAfter), and
+// thousands of adoptions' reads at once left the agent's API answering
+// half a second late at 10,000 jobs.
+func adoptSlots() int { return runtime.GOMAXPROCS(0) }
+
+// adoptSlot is startSlot for an adoption's own work (adoptSlots).
+func (rt *Runtime) adoptSlot(stop <-chan struct{}) (release func()) {
+	return slot(rt.adopts, stop)
+}
+
 // startSlot waits for a start slot, or until stop is closed, which wins
 // when both are ready. It returns the func that gives the slot back (safe
 // to call more than once), or nil when stop closed first.
 func (rt *Runtime) startSlot(stop <-chan struct{}) (release func()) {
+	return slot(rt.starts, stop)
+}
+
+// slot waits for a slot of slots, or until stop is closed, which wins
+// when both are ready, and returns the func that gives it back (safe to
+// call more than once), or nil when stop closed first.
+func slot(slots chan struct{}, stop <-chan struct{}) (release func()) {
 	select {
 	case <-stop:
 		return nil
 	default:
 	}
 	select {
-	case rt.starts <- struct{}{}:
+	case slots <- struct{}{}:
 		var once sync.Once
-		return func() { once.Do(func() { <-rt.starts }) }
+		return func() { once.Do(func() { <-slots }) }
 	case <-stop:
 		return nil
 	}
@@ -90,7 +113,8 @@ func StartRuntimeWith(opts RuntimeOptions) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{reaper: r, plain: newPool(false), confined: newPool(true), starts: make(chan struct{}, startSlots())}
+	rt := &Runtime{reaper: r, plain: newPool(false), confined: newPool(true), starts: make(chan struct{}, startSlots()),
+		adopts: make(chan struct{}, adoptSlots())}
 	if opts.JobsInit != nil {
 		if rt.ns, err = startJobsNamespace(r, opts.JobsInit); err != nil {
 			releaseReaper(r)

@@ -387,12 +387,12 @@ func (w *Worker) setState(f func(*Status)) {
 // carry on its restart wait.
 func (w *Worker) begin() {
 	newRun := w.adopted == nil && w.pending == nil
-	// An adoption's work takes a start slot, then waits for AdoptAfter:
-	// thousands of adoptions at once, or woken at once, would leave the
-	// agent no CPU to answer its API. Stopped meanwhile, it goes on at
-	// once (adopt then stops the run).
+	// An adoption's work takes a slot (adoptSlots), then waits for
+	// AdoptAfter: thousands of adoptions at once, or woken at once, would
+	// leave the agent no CPU to answer its API. Stopped meanwhile, it
+	// goes on at once (adopt then stops the run).
 	if w.adopted != nil {
-		if r := w.spec.Runtime.startSlot(w.stopCh); r != nil {
+		if r := w.spec.Runtime.adoptSlot(w.stopCh); r != nil {
 			defer r()
 		}
 		if g := w.spec.AdoptAfter; g != nil {
