@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/berthd/berth/config"
 	"github.com/berthd/berth/cluster/embedetcd"
+	"github.com/berthd/berth/config"
 )
 
 // embeddedStart is the embedded etcd store starting in the background
