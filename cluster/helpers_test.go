@@ -151,3 +151,22 @@ func testValidator(kind spec.DefKind, name string, body []byte) (assign.Connecto
 	}
 	return assign.Connector{Name: name, Run: tc.Run, Tasks: tc.Tasks, Group: tc.Group}, nil
 }
+
+// resumeAfterDeath ends s1 as the process of a killed agent ends (its
+// renewals stop, nothing is revoked), closes its client old, and resumes
+// its session as member m on a new client of cluster name with opt: the
+// new client and session (closed at the test's end).
+func resumeAfterDeath(t *testing.T, old *Client, s1 *Session, name string, m assign.Member, opt func(*Config)) (*Client, *Session) {
+	t.Helper()
+	lease := int64(s1.Lease())
+	s1.end(errors.New("the agent process died"))
+	<-s1.loop
+	old.Close()
+	next := connect(t, shared.Endpoints(), name, opt)
+	s2, err := next.Resume(ctxT(t), m, "127.0.0.1:2222", lease)
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	return next, s2
+}

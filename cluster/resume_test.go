@@ -30,17 +30,7 @@ func TestResumeKeepsLeaseRecordAndClaims(t *testing.T) {
 		t.Fatalf("claims: %v %v", won, err)
 	}
 	lease, started := int64(s1.Lease()), s1.Member().Started
-	// The process dies: its renewals stop, nothing is revoked.
-	s1.end(errors.New("the agent process died"))
-	<-s1.loop
-	old.Close()
-
-	next := connect(t, shared.Endpoints(), name, ttl)
-	s2, err := next.Resume(ctxT(t), m, "127.0.0.1:2222", lease)
-	if err != nil {
-		t.Fatalf("resume: %v", err)
-	}
-	t.Cleanup(func() { s2.Close() })
+	next, s2 := resumeAfterDeath(t, old, s1, name, m, ttl)
 	if int64(s2.Lease()) != lease {
 		t.Fatalf("resumed lease %x, want %x", int64(s2.Lease()), lease)
 	}

@@ -99,17 +99,7 @@ func TestClaimRunsRenewsOnlyWhatItIsAsked(t *testing.T) {
 	if err != nil || len(first) != 2 {
 		t.Fatalf("claims: %v %v", first, err)
 	}
-	lease := int64(s1.Lease())
-	s1.end(errors.New("the agent process died"))
-	<-s1.loop
-	old.Close()
-
-	next := connect(t, shared.Endpoints(), name, ttl)
-	s2, err := next.Resume(ctxT(t), m, "127.0.0.1:2222", lease)
-	if err != nil {
-		t.Fatalf("resume: %v", err)
-	}
-	t.Cleanup(func() { s2.Close() })
+	next, s2 := resumeAfterDeath(t, old, s1, name, m, ttl)
 	if s2.Seen() < first[0].Revision {
 		t.Fatalf("the resumed session has seen %d, below the claims' %d", s2.Seen(), first[0].Revision)
 	}
@@ -291,17 +281,7 @@ func TestResumedClaimsAreReadWithoutAWrite(t *testing.T) {
 	if ok, _, err := other.Claim(ctxT(t), "theirs"); !ok || err != nil {
 		t.Fatalf("b's claim: %v %v", ok, err)
 	}
-	lease := int64(s1.Lease())
-	s1.end(errors.New("the agent process died"))
-	<-s1.loop
-	old.Close()
-
-	next := connect(t, shared.Endpoints(), name, ttl)
-	s2, err := next.Resume(ctxT(t), m, "127.0.0.1:2222", lease)
-	if err != nil {
-		t.Fatalf("resume: %v", err)
-	}
-	t.Cleanup(func() { s2.Close() })
+	next, s2 := resumeAfterDeath(t, old, s1, name, m, ttl)
 	// Every write transaction is a raft entry, whether it writes or not;
 	// a read-only one is not (etcd serves it by a read index).
 	raftIndex := func() uint64 {
