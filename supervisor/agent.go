@@ -303,6 +303,6 @@ func (a *Agent) Healthy() bool {
 	if since == 0 {
 		return true
 	}
-	limit := a.View().longest(a.Config().Agent.StopTimeout) + time.Minute
+	limit := a.tbl.longest(a.Config().Agent.StopTimeout) + time.Minute
 	return time.Since(time.Unix(0, since)) < limit
 }

@@ -139,11 +139,14 @@ func (a *Agent) jobView(j *job) JobView {
 }
 
 // longest returns the longest stop timeout of the jobs in force and the
-// agent's own: a bound for one pass of the loop.
-func (v View) longest(agent time.Duration) time.Duration {
+// agent's own: a bound for one pass of the loop. It reads the table, not
+// a View (which copies every job: Healthy asks while a pass runs).
+func (t *table) longest(agent time.Duration) time.Duration {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	longest := agent
-	for _, j := range v.Jobs {
-		longest = max(longest, j.Spec.Process.StopTimeout)
+	for _, j := range t.jobs {
+		longest = max(longest, j.spec.Process.StopTimeout)
 	}
 	return longest
 }
