@@ -77,9 +77,7 @@ func TestSessionFencesBeforeExternalEtcdExpires(t *testing.T) {
 	s := join(t, c, assign.Member{ID: "a1"})
 	testutil.Eventually(t, 2*testTTL, "a renewal", func() bool { return s.LastRenewal().After(s.Member().Started) })
 
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Stop(t, cmd.Process.Pid) // stopped, not only signalled: it answers nothing now
 	<-s.Done()
 	doneAt := time.Now()
 	earliestExpiry := s.LastRenewal().Add(s.TTL())
@@ -181,9 +179,7 @@ func TestRenewNowEndsWithTheSession(t *testing.T) {
 		t.Fatalf("RenewNow of a live session: %v", err)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Stop(t, cmd.Process.Pid) // stopped, not only signalled: it answers nothing now
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT) })
 	type result struct {
 		d   time.Time

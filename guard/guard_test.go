@@ -685,13 +685,7 @@ func startsAJob(t *testing.T, w *world, c *Client, name string) {
 // stopped, and it could still answer a message sent meanwhile.
 func stopGuard(t *testing.T, pid int) {
 	t.Helper()
-	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("guard %d stopped", pid), func() bool {
-		st, ok := procState(pid)
-		return ok && st == 'T'
-	})
+	testutil.Stop(t, pid)
 }
 
 // A guard that runs but answers late (here frozen in its cgroup, as one

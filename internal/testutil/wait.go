@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strconv"
@@ -104,4 +105,34 @@ func Poll(timeout time.Duration, cond func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
+}
+
+// Stop sends SIGSTOP to pid and waits until every thread of it is stopped
+// (state T or t in /proc/PID/task/TID/stat): kill(2) returns before a
+// process running on another CPU has stopped, and a thread of it could
+// still answer a request sent meanwhile. It fails t when pid cannot be
+// signalled or does not stop within Deadline(10 s).
+func Stop(t testing.TB, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %d: %v", pid, err)
+	}
+	Eventually(t, 10*time.Second, fmt.Sprintf("every thread of %d stopped", pid), func() bool {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil || len(tasks) == 0 {
+			return false
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if err != nil {
+				return false
+			}
+			// The state follows the command's closing parenthesis.
+			i := bytes.LastIndexByte(b, ')')
+			if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				return false
+			}
+		}
+		return true
+	})
 }
