@@ -63,9 +63,7 @@ func TestC34HungGuardReplacedJobsStartAgain(t *testing.T) {
 				t.Fatalf("processes in the guard's cgroup: %v, want one", guards)
 			}
 			old := guards[0]
-			if err := syscall.Kill(old, syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Stop(t, old)
 			stopped := time.Now()
 			defer func() { _ = syscall.Kill(old, syscall.SIGCONT) }() // a no-op once it is ended
 			if tc.agentDies {

@@ -513,9 +513,7 @@ func TestGuardConnectionBreakKeepsJobs(t *testing.T) {
 	apid := e.cmd.Process.Pid
 	fd := guardConnFD(t, apid, filepath.Join(e.dir, "data"))
 
-	if err := syscall.Kill(apid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Stop(t, apid)
 	stopped := true
 	defer func() {
 		if stopped {
