@@ -170,7 +170,7 @@ func (r *runs) serve(mc *msgConn, m runMsg, files []int) {
 		}
 	case opList:
 		closeAll(files)
-		r.list(mc)
+		r.list(mc, min(m.Batch, maxHeldBatch))
 	}
 }
 
@@ -288,7 +288,8 @@ func (r *runs) forget(id string) {
 }
 
 // list sends every run held, each with its log pipe's read end, then
-// opListed.
+// opListed: batch runs to an opHeldBatch (an agent that asked for it),
+// or one opHeld each (batch 0: an agent of a release before it).
 //
 // Each read end is sent as a copy (F_DUPFD_CLOEXEC) made under the lock,
 // so that a forget meanwhile cannot close it under the send. The copies
@@ -301,7 +302,7 @@ func (r *runs) forget(id string) {
 // not sent (it is no longer held). A copy that fails all the same ends
 // the connection without opListed, so that the agent sees a failed list,
 // never a short one it would take for every run.
-func (r *runs) list(mc *msgConn) {
+func (r *runs) list(mc *msgConn, batch int) {
 	r.mu.Lock()
 	ids := make([]string, 0, len(r.held))
 	for id, hr := range r.held {
@@ -311,20 +312,14 @@ func (r *runs) list(mc *msgConn) {
 	}
 	r.mu.Unlock()
 	for start := 0; start < len(ids); start += listBatch {
-		batch, err := r.copyBatch(ids[start:min(start+listBatch, len(ids))])
+		copies, err := r.copyBatch(ids[start:min(start+listBatch, len(ids))])
 		if err != nil {
 			r.log.Warn("guard: copy a run's log pipe; ending the connection so that the agent lists again", "error", err)
 			mc.c.Close()
 			return
 		}
-		for i, hr := range batch {
-			run := hr.run
-			if err := mc.send(runMsg{Op: opHeld, Run: &run, Exited: hr.exited, Status: uint32(hr.status)}, hr.logr); err != nil {
-				r.log.Warn("guard: hand a run to the agent", "run", run.ID, "error", err)
-				closeCopies(batch[i:])
-				return
-			}
-			unix.Close(hr.logr)
+		if !r.sendHeld(mc, copies, batch) {
+			return
 		}
 	}
 	if err := mc.send(runMsg{Op: opListed}); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -334,6 +329,38 @@ func (r *runs) list(mc *msgConn) {
 
 // listBatch is how many log pipe read ends list copies at a time.
 const listBatch = 64
+
+// sendHeld sends copies, runs with a copy of their log pipe's read end,
+// batch to an opHeldBatch, or one opHeld each when batch is 0, and closes
+// the copies. It reports false when a send failed: the connection is
+// broken, and the list ends there.
+func (r *runs) sendHeld(mc *msgConn, copies []heldRun, batch int) bool {
+	defer closeCopies(copies)
+	if batch <= 0 {
+		for _, hr := range copies {
+			run := hr.run
+			if err := mc.send(runMsg{Op: opHeld, Run: &run, Exited: hr.exited, Status: uint32(hr.status)}, hr.logr); err != nil {
+				r.log.Warn("guard: hand a run to the agent", "run", run.ID, "error", err)
+				return false
+			}
+		}
+		return true
+	}
+	for start := 0; start < len(copies); start += batch {
+		part := copies[start:min(start+batch, len(copies))]
+		held := make([]heldEntry, len(part))
+		fds := make([]int, len(part))
+		for i, hr := range part {
+			held[i] = heldEntry{Run: hr.run, Exited: hr.exited, Status: uint32(hr.status)}
+			fds[i] = hr.logr
+		}
+		if err := mc.send(runMsg{Op: opHeldBatch, Held: held}, fds...); err != nil {
+			r.log.Warn("guard: hand runs to the agent", "runs", len(part), "first", part[0].run.ID, "error", err)
+			return false
+		}
+	}
+	return true
+}
 
 // copyBatch returns the runs ids names that are still held, each with a
 // copy of its log pipe's read end, made under the lock. Errors: a copy

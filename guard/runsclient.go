@@ -97,20 +97,21 @@ type answer struct {
 	err error
 }
 
-// listing routes opHeld messages to one list call; done is closed when
-// the call returns, so that the read loop never blocks on a list no one
-// reads.
+// listing routes opHeld and opHeldBatch messages to one list call; done
+// is closed when the call returns, so that the read loop never blocks on
+// a list no one reads.
 type listing struct {
 	ch   chan heldMsg
 	done chan struct{}
 }
 
-// heldMsg is one opHeld with its descriptor, or the list's end (done).
+// heldMsg is the runs of one opHeld or opHeldBatch with their
+// descriptors (logrs[i] is held[i]'s), or the list's end (done).
 type heldMsg struct {
-	m    runMsg
-	logr int
-	done bool
-	err  error
+	held  []heldEntry
+	logrs []int
+	done  bool
+	err   error
 }
 
 // HeldRun is a run an earlier agent started, as the guard holds it.
@@ -501,20 +502,26 @@ func (rc *runsClient) read(l *link) {
 			if m.Run != nil {
 				rc.exit(m.Run.ID, unix.WaitStatus(m.Status))
 			}
-		case opHeld, opListed:
+		case opHeld, opHeldBatch, opListed:
+			h := heldMsg{done: m.Op == opListed, logrs: fds}
+			switch {
+			case h.done:
+				closeAll(fds)
+				h.logrs = nil
+			case m.Op == opHeld && m.Run != nil:
+				h.held = []heldEntry{{Run: *m.Run, Exited: m.Exited, Status: m.Status}}
+			case m.Op == opHeldBatch:
+				h.held = m.Held
+			}
 			rc.mu.Lock()
 			ls := l.listing
-			if m.Op == opHeld && m.Run != nil {
-				rc.own(m.Run.ID)
+			for _, e := range h.held {
+				rc.own(e.Run.ID)
 			}
 			rc.mu.Unlock()
-			if ls == nil || m.Op == opHeld && (len(fds) != 1 || m.Run == nil) {
+			if ls == nil || !h.done && (len(h.held) == 0 || len(fds) != len(h.held)) {
 				closeAll(fds)
 				continue
-			}
-			h := heldMsg{done: true}
-			if m.Op == opHeld {
-				h = heldMsg{m: m, logr: fds[0]}
 			}
 			select {
 			case ls.ch <- h:
@@ -1039,15 +1046,13 @@ func (rc *runsClient) list(ctx context.Context, l *link) ([]HeldRun, error) {
 		for {
 			select {
 			case h := <-ls.ch: // sent before done was closed
-				if !h.done && h.err == nil {
-					unix.Close(h.logr)
-				}
+				closeAll(h.logrs)
 			default:
 				return
 			}
 		}
 	}()
-	if err := l.mc.send(runMsg{Op: opList}); err != nil {
+	if err := l.mc.send(runMsg{Op: opList, Batch: maxHeldBatch}); err != nil {
 		return nil, err
 	}
 	for {
@@ -1069,8 +1074,10 @@ func (rc *runsClient) list(ctx context.Context, l *link) ([]HeldRun, error) {
 		if h.done {
 			return out, nil
 		}
-		out = append(out, HeldRun{Run: l.run(*h.m.Run), Exited: h.m.Exited, Status: unix.WaitStatus(h.m.Status),
-			Logr: os.NewFile(uintptr(h.logr), "log pipe of run "+h.m.Run.ID), tickSlack: l.tickSlack()})
+		for i, e := range h.held {
+			out = append(out, HeldRun{Run: l.run(e.Run), Exited: e.Exited, Status: unix.WaitStatus(e.Status),
+				Logr: os.NewFile(uintptr(h.logrs[i]), "log pipe of run "+e.Run.ID), tickSlack: l.tickSlack()})
+		}
 	}
 }
 

@@ -63,12 +63,17 @@ const (
 	// opForget (agent): the exit of Run.ID was handled, or the run is not
 	// adopted: the guard drops its record and its log pipe.
 	opForget = "forget"
-	// opList (agent): send every run held.
+	// opList (agent): send every run held. Batch, when set, is the most
+	// runs the agent takes in one opHeldBatch; a guard of a release
+	// before it ignores the field and answers with opHeld only.
 	opList = "list"
 	// opHeld (guard): one run held, Exited and Status if it has ended;
 	// descriptor: its log pipe's read end. opListed ends the list.
 	opHeld   = "held"
 	opListed = "listed"
+	// opHeldBatch (guard, to an opList with Batch): Held, at most Batch
+	// runs; descriptors: their log pipes' read ends, in Held's order.
+	opHeldBatch = "held-batch"
 	// opMemfd (either side): the message is in the first descriptor, a
 	// memfd; the other descriptors are the message's own.
 	opMemfd = "memfd"
@@ -94,7 +99,24 @@ type runMsg struct {
 	// Transient, with Error on a spawn's answer: the start failed for a
 	// reason that passes (worker.TransientStart), and may be tried again.
 	Transient bool `json:"transient,omitempty"`
+	// Batch, in a list: the most runs the agent takes in one opHeldBatch
+	// (at most maxHeldBatch); Held, in an opHeldBatch: the runs.
+	Batch int         `json:"batch,omitempty"`
+	Held  []heldEntry `json:"held,omitempty"`
 }
+
+// heldEntry is one run of an opHeldBatch: what an opHeld carries.
+type heldEntry struct {
+	Run    worker.Run `json:"run"`
+	Exited bool       `json:"exited,omitempty"`
+	Status uint32     `json:"status,omitempty"`
+}
+
+// maxHeldBatch is the most runs an opHeldBatch carries, and so the most
+// descriptors a message brings besides a memfd: a list of 10,000 runs
+// is 157 packets instead of 10,000. The kernel takes at most 253
+// descriptors in one SCM_RIGHTS message (SCM_MAX_FD, unix(7)).
+const maxHeldBatch = 64
 
 // msgConn is one end of a connection: whole messages with their
 // descriptors; writes are serialised.
@@ -240,7 +262,7 @@ func readMemfd(fd int) ([]byte, error) {
 // their blocking mode, which the log pipe's readers share). Only one
 // goroutine reads.
 func (mc *msgConn) recv(buf, oob []byte) (runMsg, []int, error) {
-	n, oobn, _, _, err := mc.c.ReadMsgUnix(buf, oob)
+	n, oobn, flags, _, err := mc.c.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return runMsg{}, nil, err
 	}
@@ -260,6 +282,10 @@ func (mc *msgConn) recv(buf, oob []byte) (runMsg, []int, error) {
 				files = append(files, fd)
 			}
 		}
+	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		closeAll(files)
+		return runMsg{}, nil, fmt.Errorf("guard protocol: a message brought more descriptors than the %d bytes of control buffer hold (MSG_CTRUNC)", len(oob))
 	}
 	var m runMsg
 	if err := json.Unmarshal(buf[:n], &m); err != nil {
@@ -292,7 +318,8 @@ func closeAll(fds []int) {
 }
 
 // newRecvBuffers returns a message buffer and a control buffer for recv
-// (room for 4 descriptors).
+// (room for an opHeldBatch's descriptors and a memfd: a control message
+// cut short, MSG_CTRUNC, would lose descriptors).
 func newRecvBuffers() ([]byte, []byte) {
-	return make([]byte, maxRunMsg+1), make([]byte, unix.CmsgSpace(4*4))
+	return make([]byte, maxRunMsg+1), make([]byte, unix.CmsgSpace((maxHeldBatch+1)*4))
 }
