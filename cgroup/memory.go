@@ -253,9 +253,13 @@ func (h *Hierarchy) oomKillsV1(rel string) (uint64, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return 0, fmt.Errorf("read OOM kills of cgroup %s: %w", dir, ErrNotExist)
 	}
+	// v1 counts a kill in the cgroup it happened in only: the sum covers
+	// the cgroups below rel in the memory controller's own tree (a run
+	// leaf is made in cgroup2 only).
+	memDir := func(r string) string { return h.v1Dir(cgroup1.Memory, r) }
 	var total uint64
-	for _, r := range h.subtree(rel) {
-		f := filepath.Join(h.v1Dir(cgroup1.Memory, r), "memory.oom_control")
+	for _, r := range h.subtreeIn(rel, memDir) {
+		f := filepath.Join(memDir(r), "memory.oom_control")
 		b, err := kernfile.Read(f)
 		if isGone(err) {
 			continue

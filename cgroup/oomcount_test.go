@@ -60,3 +60,51 @@ func TestUsageSeesOOMKillAfterQuiet(t *testing.T) {
 		t.Errorf("OOM kills: %d before, Usage %d right after the kill, FullUsage %d; want one more, agreeing", before.OOMKills, u.OOMKills, full.OOMKills)
 	}
 }
+
+// A cgroup directory's link count tells whether it has child cgroups
+// (hasSubdirs), in cgroup2 and in the v1 memory controller, so that the
+// walks of a job's tree (subtree, subtreeIn: its OOM kills, its
+// processes) skip listing a leaf's control files and still find a child
+// made below it.
+func TestSubtreeFindsChildCgroupsByLinkCount(t *testing.T) {
+	h := testHierarchy(t)
+	g, err := h.New("jobs/tree", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string]func(string) string{
+		"cgroup2":   g.h.unifiedDir,
+		"v1 memory": func(r string) string { return g.h.v1Dir(cgroup1.Memory, r) },
+	}
+	tried := 0
+	for name, dir := range dirs {
+		d := dir(g.rel)
+		if d == "" {
+			continue
+		}
+		tried++
+		if hasSubdirs(d) {
+			t.Errorf("%s: %s has no child cgroup, but hasSubdirs says it may", name, d)
+		}
+		if got := h.subtreeIn(g.rel, dir); len(got) != 1 {
+			t.Errorf("%s: subtree of a leaf %v, want only %s", name, got, g.rel)
+		}
+		child := d + "/child"
+		if err := unix.Mkdir(child, 0o755); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !hasSubdirs(d) {
+			t.Errorf("%s: %s has a child cgroup, but hasSubdirs says none", name, d)
+		}
+		got := h.subtreeIn(g.rel, dir)
+		if err := unix.Rmdir(child); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(got) != 2 || got[1] != g.rel+"/child" {
+			t.Errorf("%s: subtree %v, want %s and its child", name, got, g.rel)
+		}
+	}
+	if tried == 0 {
+		t.Skip("neither cgroup2 nor the v1 memory controller is mounted for the test hierarchy")
+	}
+}

@@ -143,9 +143,10 @@ func (g *Group) Processes() ([]int, error) {
 
 // subtree lists rel and every cgroup below it (relative paths), read from
 // the hierarchy whose directories hold the fewest files (cgroup2, else the
-// v1 pids or freezer controller): the same tree exists in every hierarchy.
+// v1 pids or freezer controller). On a hybrid host the run leaves exist
+// in cgroup2 only; a walk of one v1 controller's tree is subtreeIn.
 func (h *Hierarchy) subtree(rel string) []string {
-	base := func(r string) string {
+	return h.subtreeIn(rel, func(r string) string {
 		if d := h.unifiedDir(r); d != "" {
 			return d
 		}
@@ -155,12 +156,18 @@ func (h *Hierarchy) subtree(rel string) []string {
 			}
 		}
 		return ""
-	}
+	})
+}
+
+// subtreeIn lists rel and every cgroup below it (relative paths) in the
+// tree whose directory for a relative path dir gives ("" for none). A
+// directory without subdirectories is not listed at all (hasSubdirs).
+func (h *Hierarchy) subtreeIn(rel string, dir func(string) string) []string {
 	out := []string{rel}
 	var walk func(r string)
 	walk = func(r string) {
-		d := base(r)
-		if d == "" {
+		d := dir(r)
+		if d == "" || !hasSubdirs(d) {
 			return
 		}
 		entries, err := os.ReadDir(d)
@@ -177,6 +184,19 @@ func (h *Hierarchy) subtree(rel string) []string {
 	}
 	walk(rel)
 	return out
+}
+
+// hasSubdirs reports whether the cgroup directory dir may have child
+// cgroups: a kernfs directory's link count is 2 plus its subdirectories
+// (fs/kernfs/inode.c, kernfs_refresh_inode), so one stat(2) answers
+// without listing the dozens of control files a cgroup holds. It reports
+// true when the stat fails, so that the caller lists and meets the error.
+func hasSubdirs(dir string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return true
+	}
+	return st.Nlink != 2
 }
 
 // leafProcesses reads the processes of a run leaf with one read of its
