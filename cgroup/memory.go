@@ -258,7 +258,7 @@ func (h *Hierarchy) oomKillsV1(rel string) (uint64, error) {
 	// leaf is made in cgroup2 only).
 	memDir := func(r string) string { return h.v1Dir(cgroup1.Memory, r) }
 	var total uint64
-	for _, r := range h.subtreeIn(rel, memDir) {
+	for _, r := range h.subtree(rel, memDir) {
 		f := filepath.Join(memDir(r), "memory.oom_control")
 		b, err := kernfile.Read(f)
 		if isGone(err) {

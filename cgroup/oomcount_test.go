@@ -62,10 +62,9 @@ func TestUsageSeesOOMKillAfterQuiet(t *testing.T) {
 }
 
 // A cgroup directory's link count tells whether it has child cgroups
-// (hasSubdirs), in cgroup2 and in the v1 memory controller, so that the
-// walks of a job's tree (subtree, subtreeIn: its OOM kills, its
-// processes) skip listing a leaf's control files and still find a child
-// made below it.
+// (hasSubdirs), in cgroup2 and in the v1 memory controller, so that a
+// walk of a job's tree (subtree: its v1 OOM kills) skips listing a
+// leaf's control files and still finds a child made below it.
 func TestSubtreeFindsChildCgroupsByLinkCount(t *testing.T) {
 	h := testHierarchy(t)
 	g, err := h.New("jobs/tree", nil)
@@ -86,7 +85,7 @@ func TestSubtreeFindsChildCgroupsByLinkCount(t *testing.T) {
 		if hasSubdirs(d) {
 			t.Errorf("%s: %s has no child cgroup, but hasSubdirs says it may", name, d)
 		}
-		if got := h.subtreeIn(g.rel, dir); len(got) != 1 {
+		if got := h.subtree(g.rel, dir); len(got) != 1 {
 			t.Errorf("%s: subtree of a leaf %v, want only %s", name, got, g.rel)
 		}
 		child := d + "/child"
@@ -96,7 +95,7 @@ func TestSubtreeFindsChildCgroupsByLinkCount(t *testing.T) {
 		if !hasSubdirs(d) {
 			t.Errorf("%s: %s has a child cgroup, but hasSubdirs says none", name, d)
 		}
-		got := h.subtreeIn(g.rel, dir)
+		got := h.subtree(g.rel, dir)
 		if err := unix.Rmdir(child); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

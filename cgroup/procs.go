@@ -141,28 +141,12 @@ func (g *Group) Processes() ([]int, error) {
 	return pids, walk(dir)
 }
 
-// subtree lists rel and every cgroup below it (relative paths), read from
-// the hierarchy whose directories hold the fewest files (cgroup2, else the
-// v1 pids or freezer controller). On a hybrid host the run leaves exist
-// in cgroup2 only; a walk of one v1 controller's tree is subtreeIn.
-func (h *Hierarchy) subtree(rel string) []string {
-	return h.subtreeIn(rel, func(r string) string {
-		if d := h.unifiedDir(r); d != "" {
-			return d
-		}
-		for _, name := range []cgroup1.Name{cgroup1.Pids, cgroup1.Freezer, cgroup1.Memory} {
-			if d := h.v1Dir(name, r); d != "" {
-				return d
-			}
-		}
-		return ""
-	})
-}
-
-// subtreeIn lists rel and every cgroup below it (relative paths) in the
-// tree whose directory for a relative path dir gives ("" for none). A
-// directory without subdirectories is not listed at all (hasSubdirs).
-func (h *Hierarchy) subtreeIn(rel string, dir func(string) string) []string {
+// subtree lists rel and every cgroup below it (relative paths) in the
+// tree whose directory for a relative path dir gives ("" for none): one
+// controller's tree (on a hybrid host the run leaves exist in cgroup2
+// only). A directory without subdirectories is not listed at all
+// (hasSubdirs).
+func (h *Hierarchy) subtree(rel string, dir func(string) string) []string {
 	out := []string{rel}
 	var walk func(r string)
 	walk = func(r string) {
