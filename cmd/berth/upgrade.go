@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +34,11 @@ unwatched. See docs/live-restart.md.
 
 The .deb's upgrade runs this command, and restarts the service only when it
 fails.
+
+An agent of an earlier release (09df814 and before) at random loses the exit
+status of that check to its own reaper and refuses with "no child processes";
+the command then signals it again, up to 3 times in all, and says so on
+stderr.
 
 An agent of a release before the hand-over (its GET /v1/agent has no
 image_started) is not signalled: SIGUSR2 would end it; the command fails, and
@@ -71,12 +77,22 @@ within --timeout, 2 for a bad command line.`,
 			if err != nil {
 				return fmt.Errorf("the agent (pid %d) does not list its jobs: %w", pid, err)
 			}
-			if err := syscall.Kill(pid, syscall.SIGUSR2); err != nil {
-				return fmt.Errorf("signal the agent (pid %d): %w", pid, err)
-			}
-			after, err := waitHandOver(ctx, cmd.ErrOrStderr(), cl, before, len(jobs) > 0)
-			if err != nil {
-				return fmt.Errorf("%w (the agent's log says why)", err)
+			var after api.Agent
+			for attempt := 1; ; attempt++ {
+				if err := syscall.Kill(pid, syscall.SIGUSR2); err != nil {
+					return fmt.Errorf("signal the agent (pid %d): %w", pid, err)
+				}
+				after, err = waitHandOver(ctx, cmd.ErrOrStderr(), cl, before, len(jobs) > 0)
+				if err != nil && attempt < handOverTries && lostCheckStatus(after.HandOverRefused) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%v; an earlier release loses its check's exit status at random: signalling again (%d of %d)\n",
+						err, attempt+1, handOverTries)
+					before.HandOverRefused = after.HandOverRefused
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("%w (the agent's log says why)", err)
+				}
+				break
 			}
 			held, adopted := 0, 0
 			if after.Adoption != nil {
@@ -91,6 +107,21 @@ within --timeout, 2 for a bad command line.`,
 	}
 	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the new agent")
 	return c
+}
+
+// handOverTries is how many times berth upgrade signals an agent whose
+// refusal is lostCheckStatus's, before it fails.
+const handOverTries = 3
+
+// lostCheckStatus reports whether refusal r is the one an agent of a
+// release before dc7185b gives at random: its own reaper (wait4(-1),
+// worker/reaper.go) took the exit status of the new program's "version" or
+// "validate" check before os/exec's wait did, which then failed with
+// ECHILD ("waitid: no child processes"). Nothing was wrong with the new
+// program, so the hand-over is asked for again; since that release the
+// checks run through the reaper (worker.Output) and never lose it.
+func lostCheckStatus(r *api.HandOverRefusal) bool {
+	return r != nil && strings.Contains(r.Reason, syscall.ECHILD.Error())
 }
 
 // progressAfter is how long berth upgrade waits for the hand-over's end
