@@ -14,7 +14,6 @@ import (
 	"github.com/berthd/berth/internal/boottime"
 	"github.com/berthd/berth/internal/kernfile"
 	"github.com/berthd/berth/worker"
-	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -1119,18 +1118,12 @@ func (h HeldRun) Verify() error {
 	if h.Leaf == "" {
 		return nil
 	}
-	p, err := procfs.NewProc(h.PID)
-	if err != nil {
+	cg, err := kernfile.ProcCgroup2(h.PID)
+	if err != nil && !errors.Is(err, kernfile.ErrNoCgroup2) {
 		return fmt.Errorf("run %s: pid %d: %w", h.ID, h.PID, err)
 	}
-	cgs, err := p.Cgroups()
-	if err != nil {
-		return fmt.Errorf("run %s: pid %d: %w", h.ID, h.PID, err)
-	}
-	for _, cg := range cgs {
-		if cg.HierarchyID == 0 && cg.Path != "/" && strings.HasSuffix(h.Leaf, cg.Path) {
-			return nil
-		}
+	if cg != "" && cg != "/" && strings.HasSuffix(h.Leaf, cg) {
+		return nil
 	}
 	return fmt.Errorf("run %s: pid %d is not in the run's cgroup %s: %w", h.ID, h.PID, h.Leaf, ErrElsewhere)
 }
