@@ -3,6 +3,7 @@ package test
 import (
 	"archive/tar"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -166,8 +167,15 @@ func TestAgentTakesOverFromPreviousRelease(t *testing.T) {
 	getJSON(t, "http://"+e.addr+"/v1/agent", &ag0)
 
 	// This build at the agent's path (as a package upgrade renames its
-	// file in), then the hand-over.
-	copyFile(t, berthBin, e.bin+".new")
+	// file in), then the hand-over. The program there fails its first
+	// "version", as the previous release's own check fails at random
+	// (its reaper takes the exit status): that agent refuses in silence,
+	// and berth upgrade signals it again.
+	failOnce := filepath.Join(e.dir, "version-failed-once")
+	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = version ] && mkdir %s 2>/dev/null; then echo 'the first version fails (the test)' >&2; exit 1; fi\nexec %s \"$@\"\n", failOnce, berthBin)
+	if err := os.WriteFile(e.bin+".new", []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Rename(e.bin+".new", e.bin); err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +185,12 @@ func TestAgentTakesOverFromPreviousRelease(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "1 of 1 runs adopted") {
 		t.Errorf("berth upgrade printed:\n%s", out)
+	}
+	if !strings.Contains(string(out), "refused in silence") || !strings.Contains(string(out), "signalling again (2 of 4)") {
+		t.Errorf("berth upgrade did not signal again the agent that refused in silence:\n%s", out)
+	}
+	if !strings.Contains(e.out.String(), "the first version fails (the test)") {
+		t.Errorf("the previous release's agent never ran the failing version:\n%s", e.out)
 	}
 	var ag api.Agent
 	getJSON(t, "http://"+e.addr+"/v1/agent", &ag)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -36,9 +37,11 @@ The .deb's upgrade runs this command, and restarts the service only when it
 fails.
 
 An agent of an earlier release (09df814 and before) at random loses the exit
-status of that check to its own reaper and refuses with "no child processes";
-the command then signals it again, up to 3 times in all, and says so on
-stderr.
+status of that check to its own reaper and refuses, in its log only ("does
+not run (waitid: no child processes)"). So an agent that answers with its old
+image and no refusal 12 s after the signal (every release answers a signal by
+then), or that reports that refusal, is signalled again, up to 4 times in
+all, and the command says so on stderr.
 
 An agent of a release before the hand-over (its GET /v1/agent has no
 image_started) is not signalled: SIGUSR2 would end it; the command fails, and
@@ -82,11 +85,13 @@ within --timeout, 2 for a bad command line.`,
 				if err := syscall.Kill(pid, syscall.SIGUSR2); err != nil {
 					return fmt.Errorf("signal the agent (pid %d): %w", pid, err)
 				}
-				after, err = waitHandOver(ctx, cmd.ErrOrStderr(), cl, before, len(jobs) > 0)
-				if err != nil && attempt < handOverTries && lostCheckStatus(after.HandOverRefused) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%v; an earlier release loses its check's exit status at random: signalling again (%d of %d)\n",
-						err, attempt+1, handOverTries)
-					before.HandOverRefused = after.HandOverRefused
+				last := attempt == handOverTries
+				after, err = waitHandOver(ctx, cmd.ErrOrStderr(), cl, before, len(jobs) > 0, !last)
+				if !last && (errors.Is(err, errSilent) || (err != nil && lostCheckStatus(after.HandOverRefused))) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%v: signalling again (%d of %d)\n", err, attempt+1, handOverTries)
+					if after.HandOverRefused != nil {
+						before.HandOverRefused = after.HandOverRefused
+					}
 					continue
 				}
 				if err != nil {
@@ -109,17 +114,36 @@ within --timeout, 2 for a bad command line.`,
 	return c
 }
 
-// handOverTries is how many times berth upgrade signals an agent whose
-// refusal is lostCheckStatus's, before it fails.
-const handOverTries = 3
+// handOverTries is how many times berth upgrade signals an agent that
+// refused the hand-over because an earlier release's fault, not the new
+// program, made it: in silence (errSilent) or with lostCheckStatus's
+// reason. Earlier releases ran the new program's "version" check with
+// os/exec while their own reaper (wait4(-1), worker/reaper.go) took every
+// child's exit status, so now and then os/exec's wait found none
+// (ECHILD) and the agent refused, "does not run (waitid: no child
+// processes)"; the previous release (09df814) also reported no refusal
+// in GET /v1/agent, only in its log. Lane 2 saw it in 2 of 6 upgrades
+// from that release's package, and the .deb's fallback, a restart of
+// that release, killed every job. Since then the checks run through the
+// reaper (worker.Output) and a refusal is reported.
+const handOverTries = 4
 
-// lostCheckStatus reports whether refusal r is the one an agent of a
-// release before dc7185b gives at random: its own reaper (wait4(-1),
-// worker/reaper.go) took the exit status of the new program's "version" or
-// "validate" check before os/exec's wait did, which then failed with
-// ECHILD ("waitid: no child processes"). Nothing was wrong with the new
-// program, so the hand-over is asked for again; since that release the
-// checks run through the reaper (worker.Output) and never lose it.
+// silentAfter is how long after its signal an agent that still answers
+// with its old image and reports no refusal has refused in silence (the
+// previous release): every release bounds the hand-over's checks and the
+// renewal before the exec to 10 s together, so a signal it took is
+// answered by then, with an exec or a return to its work. A signal still
+// queued behind a reload is not lost by another: a release of C35's fix
+// drops a SIGUSR2 that waits at the exec, and handles one that waits at
+// a refusal.
+const silentAfter = 12 * time.Second
+
+// errSilent is waitHandOver's error for an agent silent for silentAfter.
+var errSilent = errors.New("refused in silence")
+
+// lostCheckStatus reports whether refusal r is the ECHILD refusal
+// (handOverTries) of a release that reports its refusals: nothing was
+// wrong with the new program.
 func lostCheckStatus(r *api.HandOverRefusal) bool {
 	return r != nil && strings.Contains(r.Reason, syscall.ECHILD.Error())
 }
@@ -136,7 +160,9 @@ const progressAfter = 5 * time.Second
 // than before's (GET /v1/agent hand_over_refused: the error says why), or
 // ctx ends. It tells progress when the new image first answers, and once
 // what the agent reports when progressAfter has passed without an end.
-func waitHandOver(ctx context.Context, progress io.Writer, cl *api.Client, before api.Agent, withJobs bool) (api.Agent, error) {
+// With silent, an old image that answers with no refusal silentAfter
+// after the signal is errSilent.
+func waitHandOver(ctx context.Context, progress io.Writer, cl *api.Client, before api.Agent, withJobs, silent bool) (api.Agent, error) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	start := time.Now()
@@ -163,6 +189,9 @@ func waitHandOver(ctx context.Context, progress io.Writer, cl *api.Client, befor
 				seenNew = true
 				fmt.Fprintf(progress, "the agent (pid %d) runs %s now; waiting for it to resume its session and adopt the runs\n", a.PID, a.Version)
 			}
+		}
+		if silent && err == nil && a.PID == before.PID && a.ImageStarted.Equal(before.ImageStarted) && time.Since(start) >= silentAfter {
+			return a, fmt.Errorf("the agent (pid %d, %s) has neither handed over nor said why after %s: %w, as an earlier release does when it loses its check's exit status (its log then says \"the agent goes on as before\")", a.PID, a.Version, silentAfter, errSilent)
 		}
 		if !told && time.Since(start) >= progressAfter {
 			told = true
